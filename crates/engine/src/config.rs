@@ -1,0 +1,47 @@
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Opens streams (the side with the applications).
+    Client,
+    /// Accepts streams and connects them to their destinations.
+    Server,
+}
+
+/// Engine tunables. The defaults suit paths from a few Mbit/s to a few Gbit/s.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub role: Role,
+    /// Bytes one stream may have in flight beyond what the receiving application has read.
+    pub stream_window: u64,
+    /// The same, summed over all streams of the session. Bounds receiver memory.
+    pub session_window: u64,
+    /// Largest payload of one Data frame.
+    pub max_frame_data: usize,
+    /// Acknowledge at least this often while data is arriving.
+    pub ack_delay: Duration,
+    /// ... or after this many payload bytes, whichever comes first.
+    pub ack_every_bytes: u64,
+    /// Send a keepalive on an idle path this often.
+    pub keepalive: Duration,
+    /// A path that has received nothing for this long is declared dead.
+    pub path_timeout: Duration,
+    /// Most concurrent streams a peer may open.
+    pub max_streams: usize,
+}
+
+impl EngineConfig {
+    pub fn new(role: Role) -> Self {
+        EngineConfig {
+            role,
+            stream_window: 4 << 20,
+            session_window: 64 << 20,
+            max_frame_data: 16 * 1024,
+            ack_delay: Duration::from_millis(5),
+            ack_every_bytes: 128 * 1024,
+            keepalive: Duration::from_secs(1),
+            path_timeout: Duration::from_secs(5),
+            max_streams: 16384,
+        }
+    }
+}

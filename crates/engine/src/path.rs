@@ -1,0 +1,63 @@
+//! Per-path state kept by the engine.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use mpflex_sched::PathSnapshot;
+use mpflex_wire::Frame;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathStatus {
+    /// Not connected (never was, or died and is being re-dialled).
+    Down,
+    Up,
+}
+
+/// What a path has carried, for status output and reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PathCounters {
+    /// Encoded frame bytes handed to the path.
+    pub bytes_sent: u64,
+    /// Encoded frame bytes received on the path.
+    pub bytes_received: u64,
+    /// Stream payload bytes sent, first copies only.
+    pub payload_sent: u64,
+    /// Stream payload bytes sent again here after another path had sent them.
+    pub payload_resent: u64,
+    /// Payload bytes received that were already delivered (duplicates).
+    pub duplicate_received: u64,
+    /// Times the path went down.
+    pub failures: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct PathEntry {
+    pub status: PathStatus,
+    pub snap: PathSnapshot,
+    pub counters: PathCounters,
+    /// Control frames that must go on this very path (Ping/Pong).
+    pub ctrl: VecDeque<Frame>,
+    /// Sequence numbers to send here as duplicates (redundant scheduling).
+    pub dup: VecDeque<u64>,
+    pub last_recv: Instant,
+    pub last_ping: Instant,
+    pub ping_id: u64,
+}
+
+impl PathEntry {
+    pub fn new(id: usize, now: Instant) -> Self {
+        PathEntry {
+            status: PathStatus::Down,
+            snap: PathSnapshot {
+                id,
+                ..Default::default()
+            },
+            counters: PathCounters::default(),
+            ctrl: VecDeque::new(),
+            dup: VecDeque::new(),
+            last_recv: now,
+            last_ping: now,
+            ping_id: 0,
+        }
+    }
+}

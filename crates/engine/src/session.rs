@@ -1,0 +1,862 @@
+//! The session state machine.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::time::Instant;
+
+use bytes::Bytes;
+use mpflex_sched::{Decision, End, PathSnapshot, QueueView, Scheduler};
+use mpflex_wire::{Frame, TargetAddr};
+
+use crate::config::{EngineConfig, Role};
+use crate::path::{PathCounters, PathEntry, PathStatus};
+use crate::stream::Stream;
+use crate::{StreamId, MAX_PATHS};
+
+/// Something the driver must act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// (server) The peer opened a stream: connect it to `addr`.
+    StreamOpened { stream: StreamId, addr: TargetAddr },
+    /// Data or a fin is waiting in [`Session::stream_recv`].
+    StreamReadable(StreamId),
+    /// The stream may send again (flow-control credit arrived).
+    StreamWritable(StreamId),
+    /// The peer aborted the stream; it is gone.
+    StreamReset { stream: StreamId, code: u8 },
+    /// Frames are waiting: paths that are idle should poll again.
+    WakePaths,
+    /// The path has been silent for too long; the driver should drop its connection.
+    PathTimedOut(usize),
+    /// The peer closed the session.
+    Closed { code: u8 },
+}
+
+/// A peer broke the protocol; the session cannot continue.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("peer acknowledged sequence {cum} that was never sent (next is {next})")]
+    AckBeyondSent { cum: u64, next: u64 },
+    #[error("peer exceeded flow control on stream {0}")]
+    FlowControl(StreamId),
+    #[error("peer exceeded the session receive window")]
+    SessionWindow,
+    #[error("peer opened stream {0} twice")]
+    DuplicateStream(StreamId),
+    #[error("peer opened too many streams")]
+    TooManyStreams,
+    #[error("a client cannot accept streams")]
+    UnexpectedOpen,
+    #[error("unexpected {0} frame on an established path")]
+    Unexpected(&'static str),
+}
+
+/// Result of [`Session::poll_transmit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollTransmit {
+    /// This many bytes were appended.
+    Sent(usize),
+    /// Nothing to send on this path now; poll again on [`Event::WakePaths`] or at `until`.
+    Wait { until: Option<Instant> },
+}
+
+/// What [`Session::stream_recv`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecvResult {
+    Data(Bytes),
+    /// The peer will send no more.
+    Fin,
+    /// Nothing yet.
+    Blocked,
+    /// The stream does not exist (reset or finished).
+    Gone,
+}
+
+/// A sequenced frame the peer has not yet acknowledged.
+#[derive(Debug)]
+struct Outgoing {
+    frame: Frame,
+    /// Paths currently holding a copy that may still arrive.
+    on_paths: u64,
+    /// Sent at least once.
+    sent: bool,
+}
+
+pub struct Session {
+    cfg: EngineConfig,
+    epoch: Instant,
+    scheduler: Box<dyn Scheduler>,
+    paths: Vec<PathEntry>,
+    streams: HashMap<StreamId, Stream>,
+    next_stream: StreamId,
+    events: VecDeque<Event>,
+
+    // Send side.
+    next_seq: u64,
+    /// Peer's cumulative ACK: every frame below it arrived.
+    peer_cum: u64,
+    outgoing: BTreeMap<u64, Outgoing>,
+    /// Never sent, in sequence order.
+    unsent: VecDeque<u64>,
+    unsent_bytes: u64,
+    /// Sent on paths that died; to be sent again on any path, lowest first.
+    retransmit: BTreeSet<u64>,
+    /// Stream payload queued so far, and the peer's session-wide limit on it.
+    tx_data: u64,
+    tx_data_max: u64,
+    /// Streams waiting for flow-control credit.
+    blocked: HashSet<StreamId>,
+
+    // Receive side.
+    rcv_next: u64,
+    reorder: BTreeMap<u64, Frame>,
+    reorder_payload: u64,
+    rx_data: u64,
+    rx_consumed: u64,
+    rx_data_max: u64,
+    ack_needed: bool,
+    ack_deadline: Option<Instant>,
+    unacked_bytes: u64,
+    max_data_needed: bool,
+    windows_needed: BTreeSet<StreamId>,
+}
+
+impl Session {
+    pub fn new(cfg: EngineConfig, scheduler: Box<dyn Scheduler>, now: Instant) -> Self {
+        Session {
+            epoch: now,
+            scheduler,
+            paths: Vec::new(),
+            streams: HashMap::new(),
+            next_stream: 1,
+            events: VecDeque::new(),
+            next_seq: 0,
+            peer_cum: 0,
+            outgoing: BTreeMap::new(),
+            unsent: VecDeque::new(),
+            unsent_bytes: 0,
+            retransmit: BTreeSet::new(),
+            tx_data: 0,
+            tx_data_max: cfg.session_window,
+            blocked: HashSet::new(),
+            rcv_next: 0,
+            reorder: BTreeMap::new(),
+            reorder_payload: 0,
+            rx_data: 0,
+            rx_consumed: 0,
+            rx_data_max: cfg.session_window,
+            ack_needed: false,
+            ack_deadline: None,
+            unacked_bytes: 0,
+            max_data_needed: false,
+            windows_needed: BTreeSet::new(),
+            cfg,
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    pub fn scheduler_name(&self) -> &'static str {
+        self.scheduler.name()
+    }
+
+    // ----- paths -----
+
+    fn ensure_path(&mut self, path: usize, now: Instant) {
+        assert!(path < MAX_PATHS, "path index {path} out of range");
+        while self.paths.len() <= path {
+            let id = self.paths.len();
+            self.paths.push(PathEntry::new(id, now));
+        }
+    }
+
+    /// A path connection is established (first time or again).
+    pub fn path_up(&mut self, path: usize, now: Instant) {
+        self.ensure_path(path, now);
+        let p = &mut self.paths[path];
+        p.status = PathStatus::Up;
+        p.snap.alive = true;
+        p.snap.ready = false;
+        p.last_recv = now;
+        p.last_ping = now;
+        p.ctrl.clear();
+        p.dup.clear();
+        // Control state may have been lost with an earlier connection; restate it.
+        self.restate_control();
+        self.events.push_back(Event::WakePaths);
+    }
+
+    /// A path connection is gone. Everything only it held is sent again elsewhere.
+    pub fn path_down(&mut self, path: usize) {
+        let Some(p) = self.paths.get_mut(path) else { return };
+        if p.status == PathStatus::Down {
+            return;
+        }
+        p.status = PathStatus::Down;
+        p.snap.alive = false;
+        p.snap.ready = false;
+        p.counters.failures += 1;
+        p.ctrl.clear();
+        p.dup.clear();
+        let bit = 1u64 << path;
+        for (&seq, out) in self.outgoing.iter_mut() {
+            if out.on_paths & bit != 0 {
+                out.on_paths &= !bit;
+                if out.on_paths == 0 && out.sent {
+                    self.retransmit.insert(seq);
+                }
+            }
+        }
+        // Acks and window updates handed to the dead path may never arrive.
+        self.restate_control();
+        self.events.push_back(Event::WakePaths);
+    }
+
+    fn restate_control(&mut self) {
+        self.ack_needed = true;
+        self.max_data_needed = true;
+        for (&id, s) in &self.streams {
+            if !s.rx_fin {
+                self.windows_needed.insert(id);
+            }
+        }
+    }
+
+    /// Latest kernel statistics of a path. `alive` is kept by the engine.
+    pub fn set_path_stats(&mut self, path: usize, snap: PathSnapshot) {
+        if let Some(p) = self.paths.get_mut(path) {
+            let (alive, ready) = (p.snap.alive, p.snap.ready);
+            p.snap = PathSnapshot {
+                id: path,
+                alive,
+                ready,
+                ..snap
+            };
+        }
+    }
+
+    /// Whether the path's writer is idle and its socket has room.
+    pub fn set_path_ready(&mut self, path: usize, ready: bool) {
+        if let Some(p) = self.paths.get_mut(path) {
+            p.snap.ready = ready;
+        }
+    }
+
+    pub fn set_path_backup(&mut self, path: usize, backup: bool, now: Instant) {
+        self.ensure_path(path, now);
+        self.paths[path].snap.backup = backup;
+    }
+
+    pub fn path_status(&self, path: usize) -> PathStatus {
+        self.paths.get(path).map_or(PathStatus::Down, |p| p.status)
+    }
+
+    pub fn path_counters(&self, path: usize) -> Option<(&PathCounters, &PathSnapshot)> {
+        self.paths.get(path).map(|p| (&p.counters, &p.snap))
+    }
+
+    pub fn num_paths(&self) -> usize {
+        self.paths.len()
+    }
+
+    // ----- streams, local side -----
+
+    /// (client) Opens a stream towards `addr`, carrying `initial` bytes.
+    pub fn open_stream(&mut self, addr: TargetAddr, initial: Bytes, now: Instant) -> StreamId {
+        debug_assert_eq!(self.cfg.role, Role::Client);
+        let id = self.next_stream;
+        self.next_stream = self.next_stream.wrapping_add(1).max(1);
+        let mut s = Stream::new(self.cfg.stream_window);
+        let take = initial.len().min(self.cfg.max_frame_data);
+        s.tx_offset = take as u64;
+        self.tx_data += take as u64;
+        self.streams.insert(id, s);
+        let first = initial.slice(..take);
+        let ts = self.ts(now);
+        self.queue(Frame::Open {
+            seq: 0,
+            stream: id,
+            ts,
+            addr,
+            data: first,
+        });
+        if take < initial.len() {
+            // Only happens for an unusually large first read; the rest is ordinary data.
+            let rest = initial.slice(take..);
+            let _ = self.stream_send(id, rest, now);
+        }
+        id
+    }
+
+    /// Bytes `stream` may queue now (stream and session flow control).
+    pub fn send_capacity(&self, stream: StreamId) -> u64 {
+        match self.streams.get(&stream) {
+            Some(s) if !s.tx_done => (s.tx_max - s.tx_offset).min(self.tx_data_max - self.tx_data),
+            _ => 0,
+        }
+    }
+
+    /// Queues application bytes. Returns how many were accepted (up to the capacity);
+    /// when fewer than offered, [`Event::StreamWritable`] follows once credit arrives.
+    pub fn stream_send(&mut self, stream: StreamId, mut data: Bytes, now: Instant) -> usize {
+        let cap = self.send_capacity(stream) as usize;
+        if cap < data.len() {
+            self.blocked.insert(stream);
+        }
+        let n = data.len().min(cap);
+        data.truncate(n);
+        let ts = self.ts(now);
+        while !data.is_empty() {
+            let chunk = data.split_to(data.len().min(self.cfg.max_frame_data));
+            self.queue(Frame::Data {
+                seq: 0,
+                stream,
+                ts,
+                data: chunk,
+            });
+        }
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.tx_offset += n as u64;
+        }
+        self.tx_data += n as u64;
+        if n > 0 {
+            self.events.push_back(Event::WakePaths);
+        }
+        n
+    }
+
+    /// The application half-closed its side.
+    pub fn stream_finish(&mut self, stream: StreamId) {
+        let Some(s) = self.streams.get_mut(&stream) else { return };
+        if s.tx_done {
+            return;
+        }
+        s.tx_done = true;
+        self.blocked.remove(&stream);
+        self.queue(Frame::Fin { seq: 0, stream });
+        self.maybe_forget(stream);
+        self.events.push_back(Event::WakePaths);
+    }
+
+    /// Aborts the stream in both directions.
+    pub fn stream_reset(&mut self, stream: StreamId, code: u8) {
+        if self.streams.remove(&stream).is_none() {
+            return;
+        }
+        self.blocked.remove(&stream);
+        self.windows_needed.remove(&stream);
+        self.queue(Frame::Reset { seq: 0, stream, code });
+        self.events.push_back(Event::WakePaths);
+    }
+
+    /// Takes received bytes (up to `max`) for the application.
+    pub fn stream_recv(&mut self, stream: StreamId, max: usize) -> RecvResult {
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return RecvResult::Gone;
+        };
+        let Some(front) = s.rx_buf.front_mut() else {
+            if s.rx_fin && !s.rx_fin_read {
+                s.rx_fin_read = true;
+                self.maybe_forget(stream);
+                return RecvResult::Fin;
+            }
+            return if s.rx_fin_read {
+                RecvResult::Gone
+            } else {
+                RecvResult::Blocked
+            };
+        };
+        let chunk = if front.len() <= max {
+            s.rx_buf.pop_front().expect("front exists")
+        } else {
+            front.split_to(max)
+        };
+        let n = chunk.len() as u64;
+        s.rx_consumed += n;
+        self.rx_consumed += n;
+        // Re-open the window once half of it has been used, so updates stay rare.
+        if s.rx_max - s.rx_consumed < self.cfg.stream_window / 2 && !s.rx_fin {
+            s.rx_max = s.rx_consumed + self.cfg.stream_window;
+            self.windows_needed.insert(stream);
+        }
+        if self.rx_data_max - self.rx_consumed < self.cfg.session_window / 2 {
+            self.rx_data_max = self.rx_consumed + self.cfg.session_window;
+            self.max_data_needed = true;
+        }
+        RecvResult::Data(chunk)
+    }
+
+    /// Bytes waiting for the application on `stream`.
+    pub fn stream_buffered(&self, stream: StreamId) -> usize {
+        self.streams
+            .get(&stream)
+            .map_or(0, |s| s.rx_buf.iter().map(Bytes::len).sum())
+    }
+
+    pub fn num_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    fn maybe_forget(&mut self, stream: StreamId) {
+        if self.streams.get(&stream).is_some_and(Stream::finished) {
+            self.streams.remove(&stream);
+            self.windows_needed.remove(&stream);
+        }
+    }
+
+    fn queue(&mut self, mut frame: Frame) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        match &mut frame {
+            Frame::Open { seq: s, .. }
+            | Frame::Data { seq: s, .. }
+            | Frame::Fin { seq: s, .. }
+            | Frame::Reset { seq: s, .. } => *s = seq,
+            _ => unreachable!("only sequenced frames are queued"),
+        }
+        self.unsent_bytes += frame.encoded_len() as u64;
+        self.outgoing.insert(
+            seq,
+            Outgoing {
+                frame,
+                on_paths: 0,
+                sent: false,
+            },
+        );
+        self.unsent.push_back(seq);
+    }
+
+    fn ts(&self, now: Instant) -> u32 {
+        now.saturating_duration_since(self.epoch).as_micros() as u32
+    }
+
+    // ----- receiving -----
+
+    /// A frame arrived on `path`.
+    pub fn handle_frame(&mut self, path: usize, frame: Frame, now: Instant) -> Result<(), ProtocolError> {
+        self.ensure_path(path, now);
+        let p = &mut self.paths[path];
+        p.last_recv = now;
+        p.counters.bytes_received += frame.encoded_len() as u64;
+        match frame {
+            Frame::Hello { .. } => return Err(ProtocolError::Unexpected("Hello")),
+            Frame::HelloAck { .. } => return Err(ProtocolError::Unexpected("HelloAck")),
+            Frame::Ping { id } => {
+                p.ctrl.push_back(Frame::Pong { id });
+                self.events.push_back(Event::WakePaths);
+            }
+            Frame::Pong { .. } => {}
+            Frame::Close { code } => self.events.push_back(Event::Closed { code }),
+            Frame::Ack { cum } => self.on_ack(cum)?,
+            Frame::Window { stream, max } => {
+                if let Some(s) = self.streams.get_mut(&stream) {
+                    if max > s.tx_max {
+                        s.tx_max = max;
+                        if self.blocked.remove(&stream) {
+                            self.events.push_back(Event::StreamWritable(stream));
+                        }
+                    }
+                }
+            }
+            Frame::MaxData { max } => {
+                if max > self.tx_data_max {
+                    self.tx_data_max = max;
+                    for id in self.blocked.drain() {
+                        self.events.push_back(Event::StreamWritable(id));
+                    }
+                }
+            }
+            f @ (Frame::Open { .. } | Frame::Data { .. } | Frame::Fin { .. } | Frame::Reset { .. }) => {
+                self.on_sequenced(path, f, now)?
+            }
+        }
+        Ok(())
+    }
+
+    fn on_ack(&mut self, cum: u64) -> Result<(), ProtocolError> {
+        if cum > self.next_seq {
+            return Err(ProtocolError::AckBeyondSent {
+                cum,
+                next: self.next_seq,
+            });
+        }
+        if cum <= self.peer_cum {
+            return Ok(());
+        }
+        self.peer_cum = cum;
+        let keep = self.outgoing.split_off(&cum);
+        let acked = std::mem::replace(&mut self.outgoing, keep);
+        for (seq, out) in acked {
+            if !out.sent {
+                // Cannot be acknowledged before it was sent: the peer lies.
+                return Err(ProtocolError::AckBeyondSent { cum, next: seq });
+            }
+        }
+        self.retransmit = self.retransmit.split_off(&cum);
+        Ok(())
+    }
+
+    fn on_sequenced(&mut self, path: usize, frame: Frame, now: Instant) -> Result<(), ProtocolError> {
+        let seq = frame.seq().expect("sequenced");
+        let payload = frame.payload_len() as u64;
+        if seq < self.rcv_next || self.reorder.contains_key(&seq) {
+            self.paths[path].counters.duplicate_received += payload;
+            // The sender may be retransmitting because our ACK got lost; repeat it.
+            self.ack_needed = true;
+            self.events.push_back(Event::WakePaths);
+            return Ok(());
+        }
+        // The sender respects our session window, so the reorder buffer stays below it;
+        // a peer that does not is cut off instead of growing our memory.
+        let limit = self.rx_data_max.saturating_sub(self.rx_data);
+        if self.reorder_payload + payload > limit || self.reorder.len() > 1 << 20 {
+            return Err(ProtocolError::SessionWindow);
+        }
+        self.reorder_payload += payload;
+        self.reorder.insert(seq, frame);
+        while let Some(f) = self.reorder.remove(&self.rcv_next) {
+            self.reorder_payload -= f.payload_len() as u64;
+            self.rcv_next += 1;
+            self.deliver(f)?;
+        }
+        self.unacked_bytes += payload + 16;
+        if self.unacked_bytes >= self.cfg.ack_every_bytes {
+            self.ack_needed = true;
+            self.events.push_back(Event::WakePaths);
+        } else if self.ack_deadline.is_none() {
+            self.ack_deadline = Some(now + self.cfg.ack_delay);
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, frame: Frame) -> Result<(), ProtocolError> {
+        match frame {
+            Frame::Open { stream, addr, data, .. } => {
+                if self.cfg.role == Role::Client {
+                    return Err(ProtocolError::UnexpectedOpen);
+                }
+                if self.streams.contains_key(&stream) {
+                    return Err(ProtocolError::DuplicateStream(stream));
+                }
+                if self.streams.len() >= self.cfg.max_streams {
+                    return Err(ProtocolError::TooManyStreams);
+                }
+                self.streams.insert(stream, Stream::new(self.cfg.stream_window));
+                self.events.push_back(Event::StreamOpened { stream, addr });
+                self.deliver_data(stream, data)?;
+            }
+            Frame::Data { stream, data, .. } => self.deliver_data(stream, data)?,
+            Frame::Fin { stream, .. } => {
+                if let Some(s) = self.streams.get_mut(&stream) {
+                    s.rx_fin = true;
+                    self.windows_needed.remove(&stream);
+                    self.events.push_back(Event::StreamReadable(stream));
+                }
+            }
+            Frame::Reset { stream, code, .. } => {
+                if self.streams.remove(&stream).is_some() {
+                    self.blocked.remove(&stream);
+                    self.windows_needed.remove(&stream);
+                    self.events.push_back(Event::StreamReset { stream, code });
+                }
+            }
+            _ => unreachable!("only sequenced frames are delivered"),
+        }
+        Ok(())
+    }
+
+    fn deliver_data(&mut self, stream: StreamId, data: Bytes) -> Result<(), ProtocolError> {
+        let n = data.len() as u64;
+        self.rx_data += n;
+        if self.rx_data > self.rx_data_max {
+            return Err(ProtocolError::SessionWindow);
+        }
+        let Some(s) = self.streams.get_mut(&stream) else {
+            // Data for a stream reset locally: count it as consumed so the session window
+            // does not shrink for good.
+            self.rx_consumed += n;
+            return Ok(());
+        };
+        if s.rx_offset + n > s.rx_max {
+            return Err(ProtocolError::FlowControl(stream));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        s.rx_offset += n;
+        let was_empty = s.rx_buf.is_empty();
+        s.rx_buf.push_back(data);
+        if was_empty {
+            self.events.push_back(Event::StreamReadable(stream));
+        }
+        Ok(())
+    }
+
+    // ----- sending -----
+
+    /// Appends to `out` what `path` should send now, at most `max` bytes (frames are never
+    /// split). Call when the path's socket can take bytes.
+    pub fn poll_transmit(&mut self, path: usize, now: Instant, out: &mut Vec<u8>, max: usize) -> PollTransmit {
+        let start = out.len();
+        let Some(p) = self.paths.get(path) else {
+            return PollTransmit::Wait { until: None };
+        };
+        if p.status != PathStatus::Up {
+            return PollTransmit::Wait { until: None };
+        }
+        let bit = 1u64 << path;
+        let room = |out: &Vec<u8>, f: &Frame| out.len() - start + f.encoded_len() <= max;
+
+        // 1. Path-local control (pongs, keepalives).
+        while let Some(f) = self.paths[path].ctrl.front() {
+            if !room(out, f) {
+                return self.sent(path, start, out);
+            }
+            let f = self.paths[path].ctrl.pop_front().expect("front");
+            f.encode(out);
+        }
+        // 2. Session control: ACK, windows.
+        if self.ack_needed || self.ack_deadline.is_some_and(|d| d <= now) {
+            let f = Frame::Ack { cum: self.rcv_next };
+            if !room(out, &f) {
+                return self.sent(path, start, out);
+            }
+            f.encode(out);
+            self.ack_needed = false;
+            self.ack_deadline = None;
+            self.unacked_bytes = 0;
+        }
+        if self.max_data_needed {
+            let f = Frame::MaxData { max: self.rx_data_max };
+            if !room(out, &f) {
+                return self.sent(path, start, out);
+            }
+            f.encode(out);
+            self.max_data_needed = false;
+        }
+        while let Some(&id) = self.windows_needed.first() {
+            let f = match self.streams.get(&id) {
+                Some(s) => Frame::Window {
+                    stream: id,
+                    max: s.rx_max,
+                },
+                None => {
+                    self.windows_needed.pop_first();
+                    continue;
+                }
+            };
+            if !room(out, &f) {
+                return self.sent(path, start, out);
+            }
+            f.encode(out);
+            self.windows_needed.pop_first();
+        }
+        // 3. Copies this path owes (redundant scheduling).
+        while let Some(&seq) = self.paths[path].dup.front() {
+            match self.outgoing.get_mut(&seq) {
+                Some(o) if o.on_paths & bit == 0 => {
+                    if !room(out, &o.frame) {
+                        return self.sent(path, start, out);
+                    }
+                    o.frame.encode(out);
+                    o.on_paths |= bit;
+                    self.paths[path].counters.payload_resent += o.frame.payload_len() as u64;
+                }
+                _ => {}
+            }
+            self.paths[path].dup.pop_front();
+        }
+        // 4. Frames whose path died: they go first, on whichever path asks.
+        while let Some(&seq) = self.retransmit.first() {
+            if let Some(o) = self.outgoing.get_mut(&seq) {
+                if o.on_paths == 0 {
+                    if !room(out, &o.frame) {
+                        return self.sent(path, start, out);
+                    }
+                    o.frame.encode(out);
+                    o.on_paths |= bit;
+                    self.paths[path].counters.payload_resent += o.frame.payload_len() as u64;
+                }
+            }
+            self.retransmit.pop_first();
+        }
+        // 5. New frames, as the scheduler decides.
+        if self.unsent.is_empty() {
+            return self.sent(path, start, out);
+        }
+        let snaps: Vec<PathSnapshot> = self.paths.iter().map(|p| p.snap.clone()).collect();
+        let queue = QueueView {
+            bytes: self.unsent_bytes,
+            frames: self.unsent.len(),
+        };
+        let budget = max.saturating_sub(out.len() - start);
+        match self.scheduler.decide(now, path, &snaps, &queue, budget) {
+            Decision::Wait { until } => {
+                if out.len() > start {
+                    return self.sent(path, start, out);
+                }
+                PollTransmit::Wait { until }
+            }
+            Decision::Send {
+                end,
+                max_bytes,
+                duplicate,
+            } => {
+                let limit = out.len() + max_bytes.min(budget);
+                // Always make progress: at least one frame goes out if it fits the record.
+                let mut first = true;
+                loop {
+                    let seq = match end {
+                        End::Head => self.unsent.front(),
+                        End::Tail => self.unsent.back(),
+                    };
+                    let Some(&seq) = seq else { break };
+                    let o = self.outgoing.get_mut(&seq).expect("unsent frames are outgoing");
+                    let len = o.frame.encoded_len();
+                    if out.len() - start + len > max || (!first && out.len() + len > limit) {
+                        break;
+                    }
+                    first = false;
+                    o.frame.encode(out);
+                    o.on_paths |= bit;
+                    o.sent = true;
+                    let payload = o.frame.payload_len() as u64;
+                    self.unsent_bytes -= len as u64;
+                    match end {
+                        End::Head => self.unsent.pop_front(),
+                        End::Tail => self.unsent.pop_back(),
+                    };
+                    self.paths[path].counters.payload_sent += payload;
+                    if duplicate {
+                        for other in self.paths.iter_mut() {
+                            if other.snap.id != path && other.status == PathStatus::Up {
+                                other.dup.push_back(seq);
+                            }
+                        }
+                    }
+                }
+                if duplicate {
+                    self.events.push_back(Event::WakePaths);
+                }
+                self.sent(path, start, out)
+            }
+        }
+    }
+
+    fn sent(&mut self, path: usize, start: usize, out: &[u8]) -> PollTransmit {
+        let n = out.len() - start;
+        if n == 0 {
+            return PollTransmit::Wait { until: None };
+        }
+        self.paths[path].counters.bytes_sent += n as u64;
+        PollTransmit::Sent(n)
+    }
+
+    /// Whether anything is waiting to be sent on any path.
+    pub fn has_pending(&self) -> bool {
+        !self.unsent.is_empty()
+            || !self.retransmit.is_empty()
+            || self.ack_needed
+            || self.max_data_needed
+            || !self.windows_needed.is_empty()
+    }
+
+    // ----- timers -----
+
+    /// The next instant [`Session::handle_timeout`] has work to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = self.ack_deadline;
+        for p in self.paths.iter().filter(|p| p.status == PathStatus::Up) {
+            let ka = p.last_ping.max(p.last_recv) + self.cfg.keepalive;
+            let dead = p.last_recv + self.cfg.path_timeout;
+            t = Some(t.map_or(ka.min(dead), |t| t.min(ka).min(dead)));
+        }
+        t
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.ack_deadline.is_some_and(|d| d <= now) {
+            self.ack_needed = true;
+            self.events.push_back(Event::WakePaths);
+        }
+        for i in 0..self.paths.len() {
+            let p = &mut self.paths[i];
+            if p.status != PathStatus::Up {
+                continue;
+            }
+            if now.saturating_duration_since(p.last_recv) >= self.cfg.path_timeout {
+                self.events.push_back(Event::PathTimedOut(i));
+                self.path_down(i);
+                continue;
+            }
+            if now.saturating_duration_since(p.last_ping.max(p.last_recv)) >= self.cfg.keepalive {
+                p.ping_id += 1;
+                p.last_ping = now;
+                p.ctrl.push_back(Frame::Ping { id: p.ping_id });
+                self.events.push_back(Event::WakePaths);
+            }
+        }
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Queues a session close on every path.
+    pub fn close(&mut self, code: u8) {
+        for p in self.paths.iter_mut().filter(|p| p.status == PathStatus::Up) {
+            p.ctrl.push_back(Frame::Close { code });
+        }
+        self.events.push_back(Event::WakePaths);
+    }
+
+    /// Sequenced frames kept until the peer acknowledges them (sent or not).
+    pub fn buffered_frames(&self) -> usize {
+        self.outgoing.len()
+    }
+
+    /// Frames received out of order, waiting for a gap to fill.
+    pub fn reorder_frames(&self) -> usize {
+        self.reorder.len()
+    }
+
+    /// Streams still open.
+    pub fn stream_ids(&self) -> Vec<StreamId> {
+        self.streams.keys().copied().collect()
+    }
+
+    /// (client) The server has no state for this session (it restarted): every stream is
+    /// lost. Resets them all and starts the sequence spaces over.
+    pub fn peer_lost_state(&mut self) {
+        let ids: Vec<StreamId> = self.streams.keys().copied().collect();
+        for id in ids {
+            self.events.push_back(Event::StreamReset { stream: id, code: 0xfe });
+        }
+        self.streams.clear();
+        self.blocked.clear();
+        self.next_seq = 0;
+        self.peer_cum = 0;
+        self.outgoing.clear();
+        self.unsent.clear();
+        self.unsent_bytes = 0;
+        self.retransmit.clear();
+        self.tx_data = 0;
+        self.tx_data_max = self.cfg.session_window;
+        self.rcv_next = 0;
+        self.reorder.clear();
+        self.reorder_payload = 0;
+        self.rx_data = 0;
+        self.rx_consumed = 0;
+        self.rx_data_max = self.cfg.session_window;
+        self.windows_needed.clear();
+        for p in &mut self.paths {
+            p.dup.clear();
+        }
+    }
+
+    /// Whether this session has ever carried anything (a restarted peer matters only then).
+    pub fn has_history(&self) -> bool {
+        self.next_seq > 0 || self.rcv_next > 0
+    }
+}

@@ -1,0 +1,190 @@
+//! Multipath schedulers, sans-IO.
+//!
+//! The session engine asks a scheduler what a path should carry at the moment that path
+//! can accept bytes (late binding: the path's kernel socket has little unsent data queued).
+//! The scheduler sees a snapshot of every path and a view of the send queue, and answers
+//! with a [`Decision`]. Time is an argument; a scheduler never reads a clock or touches a
+//! socket, so every decision can be pinned in a unit test.
+
+mod minrtt;
+mod redundant;
+mod roundrobin;
+
+pub use minrtt::MinRtt;
+pub use redundant::Redundant;
+pub use roundrobin::RoundRobin;
+
+use std::time::{Duration, Instant};
+
+/// What the scheduler knows of one path (mostly from the kernel's `TCP_INFO`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PathSnapshot {
+    pub id: usize,
+    /// The path connection is established and not known to be broken.
+    pub alive: bool,
+    /// The path is waiting for bytes right now (its socket has room below the low-water
+    /// mark and its writer is idle). Only a ready path can be given bytes.
+    pub ready: bool,
+    /// A backup path carries data only when no non-backup path is alive.
+    pub backup: bool,
+    /// Smoothed RTT and its variation, as the kernel measures them.
+    pub srtt: Duration,
+    pub rttvar: Duration,
+    /// Congestion window in segments, and the segment size.
+    pub cwnd: u32,
+    pub mss: u32,
+    /// Segments sent and not yet acknowledged by the peer's kernel.
+    pub in_flight: u32,
+    /// Bytes written to the socket but not yet sent.
+    pub notsent: u32,
+    /// The kernel's delivery-rate estimate, bytes per second (0 if unknown).
+    pub delivery_rate: u64,
+}
+
+impl PathSnapshot {
+    /// Whether the congestion window has room for another segment.
+    pub fn has_cwnd_space(&self) -> bool {
+        let queued_segs = self.notsent.div_ceil(self.mss.max(1));
+        self.in_flight + queued_segs < self.cwnd.max(1)
+    }
+
+    /// Bytes the path can put on the wire per second, from the congestion window, the
+    /// delivery-rate estimate as a floor once the kernel has one.
+    pub fn rate_estimate(&self) -> f64 {
+        let srtt = self.srtt.as_secs_f64().max(1e-4);
+        let cwnd_rate = self.cwnd.max(1) as f64 * self.mss.max(1) as f64 / srtt;
+        cwnd_rate.max(self.delivery_rate as f64)
+    }
+
+    /// Usable for data: alive, and not a backup unless `allow_backup`.
+    pub fn usable(&self, allow_backup: bool) -> bool {
+        self.alive && (allow_backup || !self.backup)
+    }
+}
+
+/// Whether backup paths may carry data: only when no regular path is alive.
+pub fn backups_allowed(paths: &[PathSnapshot]) -> bool {
+    !paths.iter().any(|p| p.alive && !p.backup)
+}
+
+/// What is waiting to be sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueView {
+    /// Bytes of stream payload queued and not yet sent on any path.
+    pub bytes: u64,
+    /// Number of frames queued.
+    pub frames: usize,
+}
+
+/// Which end of the send queue to take bytes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    Head,
+    /// Two-ended schedulers (DEMS) let the slow path send from the back of the queue.
+    Tail,
+}
+
+/// The scheduler's answer for the path that asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Send up to `max_bytes` from `end` of the queue on the asking path. With
+    /// `duplicate`, the same frames are also sent on every other usable path.
+    Send {
+        end: End,
+        max_bytes: usize,
+        duplicate: bool,
+    },
+    /// Send nothing now; ask again when something changes or at `until`.
+    Wait { until: Option<Instant> },
+}
+
+impl Decision {
+    pub fn head(max_bytes: usize) -> Self {
+        Decision::Send {
+            end: End::Head,
+            max_bytes,
+            duplicate: false,
+        }
+    }
+}
+
+/// A multipath scheduler.
+pub trait Scheduler: Send {
+    /// Name used in configuration and reports.
+    fn name(&self) -> &'static str;
+
+    /// `path` (an index into `paths`) can accept bytes now and the queue is not empty.
+    /// `budget` is the most the engine will hand it in one go.
+    fn decide(
+        &mut self,
+        now: Instant,
+        path: usize,
+        paths: &[PathSnapshot],
+        queue: &QueueView,
+        budget: usize,
+    ) -> Decision;
+}
+
+/// Names accepted by [`by_name`].
+pub const NAMES: &[&str] = &["minrtt", "roundrobin", "redundant"];
+
+/// Builds a scheduler from its configuration name.
+pub fn by_name(name: &str) -> Option<Box<dyn Scheduler>> {
+    Some(match name {
+        "minrtt" => Box::new(MinRtt::default()),
+        "roundrobin" => Box::new(RoundRobin::default()),
+        "redundant" => Box::new(Redundant),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod test_util {
+    use super::*;
+
+    pub fn path(id: usize, srtt_ms: u64) -> PathSnapshot {
+        PathSnapshot {
+            id,
+            alive: true,
+            ready: true,
+            backup: false,
+            srtt: Duration::from_millis(srtt_ms),
+            rttvar: Duration::from_millis(srtt_ms / 4),
+            cwnd: 10,
+            mss: 1448,
+            in_flight: 0,
+            notsent: 0,
+            delivery_rate: 0,
+        }
+    }
+
+    pub fn queue(bytes: u64) -> QueueView {
+        QueueView {
+            bytes,
+            frames: bytes.div_ceil(16384) as usize,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_builds() {
+        for n in NAMES {
+            assert_eq!(by_name(n).unwrap().name(), *n);
+        }
+        assert!(by_name("nope").is_none());
+    }
+
+    #[test]
+    fn cwnd_space_counts_unsent_bytes() {
+        let mut p = test_util::path(0, 10);
+        assert!(p.has_cwnd_space());
+        p.in_flight = 9;
+        assert!(p.has_cwnd_space());
+        p.notsent = 1448;
+        assert!(!p.has_cwnd_space());
+    }
+}

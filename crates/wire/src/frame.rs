@@ -1,0 +1,509 @@
+//! Frame types and their codec.
+
+use bytes::{Buf, BufMut, Bytes};
+
+use crate::{TargetAddr, WireError, MAX_FRAME_BODY};
+
+/// `type: u8 | len: u32`.
+pub const HEADER_LEN: usize = 5;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameType {
+    Hello = 1,
+    HelloAck = 2,
+    Open = 3,
+    Data = 4,
+    Fin = 5,
+    Reset = 6,
+    Ack = 7,
+    Window = 8,
+    MaxData = 9,
+    Ping = 10,
+    Pong = 11,
+    Close = 12,
+}
+
+impl FrameType {
+    fn from_u8(t: u8) -> Option<Self> {
+        use FrameType::*;
+        Some(match t {
+            1 => Hello,
+            2 => HelloAck,
+            3 => Open,
+            4 => Data,
+            5 => Fin,
+            6 => Reset,
+            7 => Ack,
+            8 => Window,
+            9 => MaxData,
+            10 => Ping,
+            11 => Pong,
+            12 => Close,
+            _ => return None,
+        })
+    }
+}
+
+/// One protocol message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// First frame on a new path connection: which session it joins and which path it is.
+    Hello {
+        version: u8,
+        session: [u8; 16],
+        path: u8,
+    },
+    /// The server's answer; `fresh` says the server created the session just now (so a
+    /// client that had streams in flight knows the server lost them).
+    HelloAck {
+        session: [u8; 16],
+        fresh: bool,
+    },
+    /// Opens `stream` towards `addr`, carrying the first bytes the application sent.
+    Open {
+        seq: u64,
+        stream: u32,
+        ts: u32,
+        addr: TargetAddr,
+        data: Bytes,
+    },
+    Data {
+        seq: u64,
+        stream: u32,
+        /// Sender's clock in microseconds (wrapping), for one-way-delay estimation.
+        ts: u32,
+        data: Bytes,
+    },
+    /// The sender will write no more on `stream` (half-close).
+    Fin {
+        seq: u64,
+        stream: u32,
+    },
+    /// Abort `stream` in both directions.
+    Reset {
+        seq: u64,
+        stream: u32,
+        code: u8,
+    },
+    /// Every sequenced frame below `cum` has been received.
+    Ack {
+        cum: u64,
+    },
+    /// The sender may send `stream` bytes up to offset `max`.
+    Window {
+        stream: u32,
+        max: u64,
+    },
+    /// The sender may send stream bytes up to `max`, summed over all streams.
+    MaxData {
+        max: u64,
+    },
+    Ping {
+        id: u64,
+    },
+    Pong {
+        id: u64,
+    },
+    /// The session ends.
+    Close {
+        code: u8,
+    },
+}
+
+impl Frame {
+    pub fn frame_type(&self) -> FrameType {
+        match self {
+            Frame::Hello { .. } => FrameType::Hello,
+            Frame::HelloAck { .. } => FrameType::HelloAck,
+            Frame::Open { .. } => FrameType::Open,
+            Frame::Data { .. } => FrameType::Data,
+            Frame::Fin { .. } => FrameType::Fin,
+            Frame::Reset { .. } => FrameType::Reset,
+            Frame::Ack { .. } => FrameType::Ack,
+            Frame::Window { .. } => FrameType::Window,
+            Frame::MaxData { .. } => FrameType::MaxData,
+            Frame::Ping { .. } => FrameType::Ping,
+            Frame::Pong { .. } => FrameType::Pong,
+            Frame::Close { .. } => FrameType::Close,
+        }
+    }
+
+    /// The session sequence number of a sequenced frame.
+    pub fn seq(&self) -> Option<u64> {
+        match self {
+            Frame::Open { seq, .. } | Frame::Data { seq, .. } | Frame::Fin { seq, .. } | Frame::Reset { seq, .. } => {
+                Some(*seq)
+            }
+            _ => None,
+        }
+    }
+
+    /// Stream payload bytes carried (counted by flow control).
+    pub fn payload_len(&self) -> usize {
+        match self {
+            Frame::Open { data, .. } | Frame::Data { data, .. } => data.len(),
+            _ => 0,
+        }
+    }
+
+    fn body_len(&self) -> usize {
+        match self {
+            Frame::Hello { .. } => 1 + 16 + 1,
+            Frame::HelloAck { .. } => 16 + 1,
+            Frame::Open { addr, data, .. } => 8 + 4 + 4 + addr.encoded_len() + data.len(),
+            Frame::Data { data, .. } => 8 + 4 + 4 + data.len(),
+            Frame::Fin { .. } => 8 + 4,
+            Frame::Reset { .. } => 8 + 4 + 1,
+            Frame::Ack { .. } | Frame::MaxData { .. } | Frame::Ping { .. } | Frame::Pong { .. } => 8,
+            Frame::Window { .. } => 4 + 8,
+            Frame::Close { .. } => 1,
+        }
+    }
+
+    /// Bytes this frame takes on the wire.
+    pub fn encoded_len(&self) -> usize {
+        HEADER_LEN + self.body_len()
+    }
+
+    /// Appends the frame to `out`.
+    pub fn encode(&self, out: &mut impl BufMut) {
+        out.put_u8(self.frame_type() as u8);
+        out.put_u32(self.body_len() as u32);
+        match self {
+            Frame::Hello { version, session, path } => {
+                out.put_u8(*version);
+                out.put_slice(session);
+                out.put_u8(*path);
+            }
+            Frame::HelloAck { session, fresh } => {
+                out.put_slice(session);
+                out.put_u8(*fresh as u8);
+            }
+            Frame::Open {
+                seq,
+                stream,
+                ts,
+                addr,
+                data,
+            } => {
+                out.put_u64(*seq);
+                out.put_u32(*stream);
+                out.put_u32(*ts);
+                addr.encode(out);
+                out.put_slice(data);
+            }
+            Frame::Data { seq, stream, ts, data } => {
+                out.put_u64(*seq);
+                out.put_u32(*stream);
+                out.put_u32(*ts);
+                out.put_slice(data);
+            }
+            Frame::Fin { seq, stream } => {
+                out.put_u64(*seq);
+                out.put_u32(*stream);
+            }
+            Frame::Reset { seq, stream, code } => {
+                out.put_u64(*seq);
+                out.put_u32(*stream);
+                out.put_u8(*code);
+            }
+            Frame::Ack { cum: v } | Frame::MaxData { max: v } | Frame::Ping { id: v } | Frame::Pong { id: v } => {
+                out.put_u64(*v)
+            }
+            Frame::Window { stream, max } => {
+                out.put_u32(*stream);
+                out.put_u64(*max);
+            }
+            Frame::Close { code } => out.put_u8(*code),
+        }
+    }
+
+    /// Decodes one frame from the front of `buf`, advancing it. Payloads are sliced out of
+    /// `buf` without copying.
+    pub fn decode(buf: &mut Bytes) -> Result<Frame, WireError> {
+        if buf.len() < HEADER_LEN {
+            return Err(WireError::Truncated {
+                need: HEADER_LEN - buf.len(),
+            });
+        }
+        let t = buf[0];
+        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+        if len > MAX_FRAME_BODY {
+            return Err(WireError::Oversized {
+                len,
+                max: MAX_FRAME_BODY,
+            });
+        }
+        let ty = FrameType::from_u8(t).ok_or(WireError::UnknownType(t))?;
+        if buf.len() < HEADER_LEN + len {
+            return Err(WireError::Truncated {
+                need: HEADER_LEN + len - buf.len(),
+            });
+        }
+        buf.advance(HEADER_LEN);
+        let body = buf.split_to(len);
+        decode_body(ty, body)
+    }
+}
+
+fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
+    let name = match ty {
+        FrameType::Hello => "Hello",
+        FrameType::HelloAck => "HelloAck",
+        FrameType::Open => "Open",
+        FrameType::Data => "Data",
+        FrameType::Fin => "Fin",
+        FrameType::Reset => "Reset",
+        FrameType::Ack => "Ack",
+        FrameType::Window => "Window",
+        FrameType::MaxData => "MaxData",
+        FrameType::Ping => "Ping",
+        FrameType::Pong => "Pong",
+        FrameType::Close => "Close",
+    };
+    let exact = |n: usize| {
+        if body.len() == n {
+            Ok(())
+        } else {
+            Err(WireError::Malformed {
+                frame: name,
+                what: "wrong body length",
+            })
+        }
+    };
+    let at_least = |n: usize| {
+        if body.len() >= n {
+            Ok(())
+        } else {
+            Err(WireError::Malformed {
+                frame: name,
+                what: "body too short",
+            })
+        }
+    };
+    let mut b: &[u8] = &body;
+    Ok(match ty {
+        FrameType::Hello => {
+            exact(18)?;
+            let version = b.get_u8();
+            let mut session = [0u8; 16];
+            b.copy_to_slice(&mut session);
+            Frame::Hello {
+                version,
+                session,
+                path: b.get_u8(),
+            }
+        }
+        FrameType::HelloAck => {
+            exact(17)?;
+            let mut session = [0u8; 16];
+            b.copy_to_slice(&mut session);
+            let fresh = match b.get_u8() {
+                0 => false,
+                1 => true,
+                _ => {
+                    return Err(WireError::Malformed {
+                        frame: name,
+                        what: "flag is not 0 or 1",
+                    })
+                }
+            };
+            Frame::HelloAck { session, fresh }
+        }
+        FrameType::Open => {
+            at_least(16 + 1)?;
+            let seq = b.get_u64();
+            let stream = b.get_u32();
+            let ts = b.get_u32();
+            let addr = TargetAddr::decode(&mut b)?;
+            let used = body.len() - b.len();
+            Frame::Open {
+                seq,
+                stream,
+                ts,
+                addr,
+                data: body.slice(used..),
+            }
+        }
+        FrameType::Data => {
+            at_least(16)?;
+            let seq = b.get_u64();
+            let stream = b.get_u32();
+            let ts = b.get_u32();
+            Frame::Data {
+                seq,
+                stream,
+                ts,
+                data: body.slice(16..),
+            }
+        }
+        FrameType::Fin => {
+            exact(12)?;
+            Frame::Fin {
+                seq: b.get_u64(),
+                stream: b.get_u32(),
+            }
+        }
+        FrameType::Reset => {
+            exact(13)?;
+            Frame::Reset {
+                seq: b.get_u64(),
+                stream: b.get_u32(),
+                code: b.get_u8(),
+            }
+        }
+        FrameType::Ack => {
+            exact(8)?;
+            Frame::Ack { cum: b.get_u64() }
+        }
+        FrameType::MaxData => {
+            exact(8)?;
+            Frame::MaxData { max: b.get_u64() }
+        }
+        FrameType::Ping => {
+            exact(8)?;
+            Frame::Ping { id: b.get_u64() }
+        }
+        FrameType::Pong => {
+            exact(8)?;
+            Frame::Pong { id: b.get_u64() }
+        }
+        FrameType::Window => {
+            exact(12)?;
+            Frame::Window {
+                stream: b.get_u32(),
+                max: b.get_u64(),
+            }
+        }
+        FrameType::Close => {
+            exact(1)?;
+            Frame::Close { code: b.get_u8() }
+        }
+    })
+}
+
+/// Decodes every frame of a record. A record must hold whole frames only.
+pub fn decode_all(mut record: Bytes) -> Result<Vec<Frame>, WireError> {
+    let mut out = Vec::new();
+    while !record.is_empty() {
+        out.push(Frame::decode(&mut record)?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::net::SocketAddr;
+
+    fn arb_addr() -> impl Strategy<Value = TargetAddr> {
+        prop_oneof![
+            any::<SocketAddr>().prop_map(|a| TargetAddr::Ip(SocketAddr::new(a.ip(), a.port()))),
+            ("[a-z0-9.-]{1,255}", any::<u16>()).prop_map(|(d, p)| TargetAddr::Domain(d, p)),
+        ]
+    }
+
+    fn arb_data() -> impl Strategy<Value = Bytes> {
+        prop::collection::vec(any::<u8>(), 0..2048).prop_map(Bytes::from)
+    }
+
+    fn arb_frame() -> impl Strategy<Value = Frame> {
+        prop_oneof![
+            (any::<u8>(), any::<[u8; 16]>(), any::<u8>()).prop_map(|(version, session, path)| Frame::Hello {
+                version,
+                session,
+                path
+            }),
+            (any::<[u8; 16]>(), any::<bool>()).prop_map(|(session, fresh)| Frame::HelloAck { session, fresh }),
+            (any::<u64>(), any::<u32>(), any::<u32>(), arb_addr(), arb_data()).prop_map(
+                |(seq, stream, ts, addr, data)| {
+                    Frame::Open {
+                        seq,
+                        stream,
+                        ts,
+                        addr,
+                        data,
+                    }
+                }
+            ),
+            (any::<u64>(), any::<u32>(), any::<u32>(), arb_data()).prop_map(|(seq, stream, ts, data)| Frame::Data {
+                seq,
+                stream,
+                ts,
+                data
+            }),
+            (any::<u64>(), any::<u32>()).prop_map(|(seq, stream)| Frame::Fin { seq, stream }),
+            (any::<u64>(), any::<u32>(), any::<u8>()).prop_map(|(seq, stream, code)| Frame::Reset {
+                seq,
+                stream,
+                code
+            }),
+            any::<u64>().prop_map(|cum| Frame::Ack { cum }),
+            (any::<u32>(), any::<u64>()).prop_map(|(stream, max)| Frame::Window { stream, max }),
+            any::<u64>().prop_map(|max| Frame::MaxData { max }),
+            any::<u64>().prop_map(|id| Frame::Ping { id }),
+            any::<u64>().prop_map(|id| Frame::Pong { id }),
+            any::<u8>().prop_map(|code| Frame::Close { code }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn roundtrip(frames in prop::collection::vec(arb_frame(), 1..8)) {
+            let mut buf = Vec::new();
+            for f in &frames {
+                f.encode(&mut buf);
+            }
+            let total: usize = frames.iter().map(Frame::encoded_len).sum();
+            prop_assert_eq!(buf.len(), total);
+            let back = decode_all(Bytes::from(buf)).unwrap();
+            prop_assert_eq!(back, frames);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..4096)) {
+            let _ = decode_all(Bytes::from(bytes));
+        }
+
+        #[test]
+        fn every_truncation_is_an_error(f in arb_frame(), cut in 1usize..64) {
+            let mut buf = Vec::new();
+            f.encode(&mut buf);
+            let cut = cut.min(buf.len() - 1);
+            buf.truncate(buf.len() - cut);
+            prop_assert!(decode_all(Bytes::from(buf)).is_err());
+        }
+    }
+
+    #[test]
+    fn rejects_unknown_type() {
+        let err = Frame::decode(&mut Bytes::from_static(&[0xee, 0, 0, 0, 0])).unwrap_err();
+        assert_eq!(err, WireError::UnknownType(0xee));
+    }
+
+    #[test]
+    fn rejects_oversized_before_reading_body() {
+        let err = Frame::decode(&mut Bytes::from_static(&[4, 0x7f, 0xff, 0xff, 0xff])).unwrap_err();
+        assert!(matches!(err, WireError::Oversized { .. }));
+    }
+
+    #[test]
+    fn rejects_wrong_fixed_length() {
+        // An Ack with a 9-byte body.
+        let err = Frame::decode(&mut Bytes::from_static(&[7, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0])).unwrap_err();
+        assert!(matches!(err, WireError::Malformed { frame: "Ack", .. }));
+    }
+
+    #[test]
+    fn rejects_bad_address() {
+        // Open with address type 9.
+        let mut body = vec![0u8; 16];
+        body.push(9);
+        let mut buf = vec![3, 0, 0, 0, body.len() as u8];
+        buf.extend_from_slice(&body);
+        let err = Frame::decode(&mut Bytes::from(buf)).unwrap_err();
+        assert!(matches!(err, WireError::Malformed { frame: "address", .. }));
+    }
+}

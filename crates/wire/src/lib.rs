@@ -1,0 +1,42 @@
+//! The mpflex wire format.
+//!
+//! Inside an authenticated, encrypted path connection the peers exchange *records*
+//! (one Noise transport message each, at most [`MAX_RECORD`] bytes of plaintext). A record
+//! holds one or more *frames*. Every frame is `type: u8 | len: u32 (big endian) | body`,
+//! so a decoder can always skip to the next frame and reject an oversized one before it
+//! allocates anything.
+//!
+//! Sequenced frames (`Open`, `Data`, `Fin`, `Reset`) carry a session-level sequence number
+//! and are delivered to the peer's streams in that order, whatever path carried them.
+//! The others (`Ack`, `Window`, `MaxData`, `Ping`, `Pong`, `Hello`, `HelloAck`, `Close`)
+//! are idempotent control frames.
+
+mod addr;
+mod frame;
+
+pub use addr::TargetAddr;
+pub use frame::{decode_all, Frame, FrameType, HEADER_LEN};
+
+/// Protocol version carried in `Hello`.
+pub const VERSION: u8 = 1;
+/// Largest plaintext a record may carry (a Noise message is at most 65535 bytes, 16 of
+/// which are the authentication tag).
+pub const MAX_RECORD: usize = 65535 - 16;
+/// Largest frame body a decoder accepts. Frames never span records, so nothing larger
+/// than a record can be legitimate.
+pub const MAX_FRAME_BODY: usize = MAX_RECORD - HEADER_LEN;
+/// Longest domain name in an `Open` (RFC 1035, also the SOCKS5 limit).
+pub const MAX_DOMAIN: usize = 255;
+
+/// Why a byte string is not a valid frame.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("truncated frame: need {need} more bytes")]
+    Truncated { need: usize },
+    #[error("frame body of {len} bytes exceeds the limit of {max}")]
+    Oversized { len: usize, max: usize },
+    #[error("unknown frame type {0:#04x}")]
+    UnknownType(u8),
+    #[error("malformed {frame} frame: {what}")]
+    Malformed { frame: &'static str, what: &'static str },
+}
