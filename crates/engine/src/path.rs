@@ -28,6 +28,8 @@ pub struct PathCounters {
     pub duplicate_received: u64,
     /// Times the path went down.
     pub failures: u64,
+    /// Times the path went silent while holding data, so its frames were re-sent.
+    pub suspicions: u64,
 }
 
 #[derive(Debug)]
@@ -40,8 +42,14 @@ pub(crate) struct PathEntry {
     /// Sequence numbers to send here as duplicates (redundant scheduling).
     pub dup: VecDeque<u64>,
     pub last_recv: Instant,
-    pub last_ping: Instant,
+    /// Last time anything was handed to this path (a ping counts from when it is queued).
+    pub last_send: Instant,
+    /// Received nothing for too long while holding our data: its frames were re-sent
+    /// elsewhere and schedulers skip it until it speaks again.
+    pub suspect: bool,
     pub ping_id: u64,
+    /// Unacknowledged frames this path holds a copy of.
+    pub held: usize,
 }
 
 impl PathEntry {
@@ -56,8 +64,10 @@ impl PathEntry {
             ctrl: VecDeque::new(),
             dup: VecDeque::new(),
             last_recv: now,
-            last_ping: now,
+            last_send: now,
+            suspect: false,
             ping_id: 0,
+            held: 0,
         }
     }
 }

@@ -118,6 +118,8 @@ pub struct Session {
     unacked_bytes: u64,
     max_data_needed: bool,
     windows_needed: BTreeSet<StreamId>,
+    /// Latest time the driver told us.
+    last_now: Instant,
 }
 
 impl Session {
@@ -149,6 +151,7 @@ impl Session {
             unacked_bytes: 0,
             max_data_needed: false,
             windows_needed: BTreeSet::new(),
+            last_now: now,
             cfg,
         }
     }
@@ -179,7 +182,8 @@ impl Session {
         p.snap.alive = true;
         p.snap.ready = false;
         p.last_recv = now;
-        p.last_ping = now;
+        p.last_send = now;
+        p.suspect = false;
         p.ctrl.clear();
         p.dup.clear();
         // Control state may have been lost with an earlier connection; restate it.
@@ -199,18 +203,33 @@ impl Session {
         p.counters.failures += 1;
         p.ctrl.clear();
         p.dup.clear();
+        self.reinject_from(path);
+        // Acks and window updates handed to the dead path may never arrive.
+        self.restate_control();
+        self.events.push_back(Event::WakePaths);
+    }
+
+    /// Treats every copy `path` holds as lost: frames no other path holds are queued for
+    /// re-sending. Returns how many were.
+    fn reinject_from(&mut self, path: usize) -> usize {
         let bit = 1u64 << path;
+        let mut n = 0;
         for (&seq, out) in self.outgoing.iter_mut() {
             if out.on_paths & bit != 0 {
                 out.on_paths &= !bit;
                 if out.on_paths == 0 && out.sent {
                     self.retransmit.insert(seq);
+                    n += 1;
                 }
             }
         }
-        // Acks and window updates handed to the dead path may never arrive.
-        self.restate_control();
-        self.events.push_back(Event::WakePaths);
+        self.paths[path].held = 0;
+        n
+    }
+
+    /// Silence after which a path holding our data is suspected.
+    fn suspect_after(&self, p: &PathEntry) -> std::time::Duration {
+        self.cfg.keepalive + 4 * p.snap.srtt + std::time::Duration::from_millis(100)
     }
 
     fn restate_control(&mut self) {
@@ -237,8 +256,13 @@ impl Session {
     }
 
     /// Whether the path's writer is idle and its socket has room.
+    /// A path that stops being ready may be what other paths were waiting for, so they
+    /// are woken to decide again.
     pub fn set_path_ready(&mut self, path: usize, ready: bool) {
         if let Some(p) = self.paths.get_mut(path) {
+            if p.snap.ready && !ready {
+                self.events.push_back(Event::WakePaths);
+            }
             p.snap.ready = ready;
         }
     }
@@ -289,18 +313,32 @@ impl Session {
         id
     }
 
-    /// Bytes `stream` may queue now (stream and session flow control).
-    pub fn send_capacity(&self, stream: StreamId) -> u64 {
+    /// Bytes `stream` may queue now (stream and session flow control). When that is zero
+    /// for a live stream, [`Event::StreamWritable`] follows once credit arrives.
+    pub fn send_capacity(&mut self, stream: StreamId) -> u64 {
+        let cap = self.peek_capacity(stream);
+        if cap == 0 && self.streams.get(&stream).is_some_and(|s| !s.tx_done) {
+            self.blocked.insert(stream);
+        }
+        cap
+    }
+
+    fn peek_capacity(&self, stream: StreamId) -> u64 {
         match self.streams.get(&stream) {
             Some(s) if !s.tx_done => (s.tx_max - s.tx_offset).min(self.tx_data_max - self.tx_data),
             _ => 0,
         }
     }
 
+    /// Whether the stream still exists (not reset, not finished both ways).
+    pub fn stream_exists(&self, stream: StreamId) -> bool {
+        self.streams.contains_key(&stream)
+    }
+
     /// Queues application bytes. Returns how many were accepted (up to the capacity);
     /// when fewer than offered, [`Event::StreamWritable`] follows once credit arrives.
     pub fn stream_send(&mut self, stream: StreamId, mut data: Bytes, now: Instant) -> usize {
-        let cap = self.send_capacity(stream) as usize;
+        let cap = self.peek_capacity(stream) as usize;
         if cap < data.len() {
             self.blocked.insert(stream);
         }
@@ -379,10 +417,12 @@ impl Session {
         if s.rx_max - s.rx_consumed < self.cfg.stream_window / 2 && !s.rx_fin {
             s.rx_max = s.rx_consumed + self.cfg.stream_window;
             self.windows_needed.insert(stream);
+            self.events.push_back(Event::WakePaths);
         }
         if self.rx_data_max - self.rx_consumed < self.cfg.session_window / 2 {
             self.rx_data_max = self.rx_consumed + self.cfg.session_window;
             self.max_data_needed = true;
+            self.events.push_back(Event::WakePaths);
         }
         RecvResult::Data(chunk)
     }
@@ -436,9 +476,15 @@ impl Session {
     /// A frame arrived on `path`.
     pub fn handle_frame(&mut self, path: usize, frame: Frame, now: Instant) -> Result<(), ProtocolError> {
         self.ensure_path(path, now);
+        self.last_now = self.last_now.max(now);
         let p = &mut self.paths[path];
         p.last_recv = now;
         p.counters.bytes_received += frame.encoded_len() as u64;
+        if p.suspect && p.status == PathStatus::Up {
+            p.suspect = false;
+            p.snap.alive = true;
+            self.events.push_back(Event::WakePaths);
+        }
         match frame {
             Frame::Hello { .. } => return Err(ProtocolError::Unexpected("Hello")),
             Frame::HelloAck { .. } => return Err(ProtocolError::Unexpected("HelloAck")),
@@ -488,6 +534,12 @@ impl Session {
         let keep = self.outgoing.split_off(&cum);
         let acked = std::mem::replace(&mut self.outgoing, keep);
         for (seq, out) in acked {
+            let mut bits = out.on_paths;
+            while bits != 0 {
+                let p = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                self.paths[p].held = self.paths[p].held.saturating_sub(1);
+            }
             if !out.sent {
                 // Cannot be acknowledged before it was sent: the peer lies.
                 return Err(ProtocolError::AckBeyondSent { cum, next: seq });
@@ -598,6 +650,7 @@ impl Session {
     /// Appends to `out` what `path` should send now, at most `max` bytes (frames are never
     /// split). Call when the path's socket can take bytes.
     pub fn poll_transmit(&mut self, path: usize, now: Instant, out: &mut Vec<u8>, max: usize) -> PollTransmit {
+        self.last_now = self.last_now.max(now);
         let start = out.len();
         let Some(p) = self.paths.get(path) else {
             return PollTransmit::Wait { until: None };
@@ -652,6 +705,9 @@ impl Session {
             f.encode(out);
             self.windows_needed.pop_first();
         }
+        if self.paths[path].suspect {
+            return self.sent(path, start, out);
+        }
         // 3. Copies this path owes (redundant scheduling).
         while let Some(&seq) = self.paths[path].dup.front() {
             match self.outgoing.get_mut(&seq) {
@@ -661,6 +717,7 @@ impl Session {
                     }
                     o.frame.encode(out);
                     o.on_paths |= bit;
+                    self.paths[path].held += 1;
                     self.paths[path].counters.payload_resent += o.frame.payload_len() as u64;
                 }
                 _ => {}
@@ -676,6 +733,7 @@ impl Session {
                     }
                     o.frame.encode(out);
                     o.on_paths |= bit;
+                    self.paths[path].held += 1;
                     self.paths[path].counters.payload_resent += o.frame.payload_len() as u64;
                 }
             }
@@ -721,6 +779,7 @@ impl Session {
                     o.frame.encode(out);
                     o.on_paths |= bit;
                     o.sent = true;
+                    self.paths[path].held += 1;
                     let payload = o.frame.payload_len() as u64;
                     self.unsent_bytes -= len as u64;
                     match end {
@@ -750,6 +809,7 @@ impl Session {
             return PollTransmit::Wait { until: None };
         }
         self.paths[path].counters.bytes_sent += n as u64;
+        self.paths[path].last_send = self.paths[path].last_send.max(self.last_now);
         PollTransmit::Sent(n)
     }
 
@@ -767,32 +827,52 @@ impl Session {
     /// The next instant [`Session::handle_timeout`] has work to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t = self.ack_deadline;
+        let mut at = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
         for p in self.paths.iter().filter(|p| p.status == PathStatus::Up) {
-            let ka = p.last_ping.max(p.last_recv) + self.cfg.keepalive;
-            let dead = p.last_recv + self.cfg.path_timeout;
-            t = Some(t.map_or(ka.min(dead), |t| t.min(ka).min(dead)));
+            at(p.last_send + self.cfg.keepalive);
+            at(p.last_recv + self.cfg.path_timeout);
+            if !p.suspect && p.held > 0 {
+                at(p.last_recv + self.suspect_after(p));
+            }
         }
         t
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.last_now = self.last_now.max(now);
         if self.ack_deadline.is_some_and(|d| d <= now) {
             self.ack_needed = true;
             self.events.push_back(Event::WakePaths);
         }
         for i in 0..self.paths.len() {
-            let p = &mut self.paths[i];
-            if p.status != PathStatus::Up {
+            if self.paths[i].status != PathStatus::Up {
                 continue;
             }
-            if now.saturating_duration_since(p.last_recv) >= self.cfg.path_timeout {
+            let silent = now.saturating_duration_since(self.paths[i].last_recv);
+            if silent >= self.cfg.path_timeout {
                 self.events.push_back(Event::PathTimedOut(i));
                 self.path_down(i);
                 continue;
             }
-            if now.saturating_duration_since(p.last_ping.max(p.last_recv)) >= self.cfg.keepalive {
+            if !self.paths[i].suspect && self.paths[i].held > 0 && silent >= self.suspect_after(&self.paths[i]) {
+                // Do not wait for the path timeout: what this path holds goes out on the
+                // others now, and it carries nothing new until it is heard from again.
+                let n = self.reinject_from(i);
+                let p = &mut self.paths[i];
+                p.suspect = true;
+                p.snap.alive = false;
+                p.counters.suspicions += 1;
+                self.events.push_back(Event::WakePaths);
+                tracing::debug!(
+                    path = i,
+                    frames = n,
+                    "path silent while holding data; re-sending elsewhere"
+                );
+            }
+            let p = &mut self.paths[i];
+            if now.saturating_duration_since(p.last_send) >= self.cfg.keepalive {
                 p.ping_id += 1;
-                p.last_ping = now;
+                p.last_send = now;
                 p.ctrl.push_back(Frame::Ping { id: p.ping_id });
                 self.events.push_back(Event::WakePaths);
             }

@@ -23,6 +23,7 @@ struct Link {
 }
 
 struct Sim {
+    start: Instant,
     now: Instant,
     client: Session,
     server: Session,
@@ -56,6 +57,7 @@ impl Sim {
             }
         }
         Sim {
+            start: now,
             now,
             client,
             server,
@@ -74,6 +76,15 @@ impl Sim {
         }
         self.client.path_down(path);
         self.server.path_down(path);
+    }
+
+    /// The path stops delivering anything, but neither side is told (a link that went
+    /// dark without a reset).
+    fn blackhole(&mut self, path: usize) {
+        for l in &mut self.links[path] {
+            l.up = false;
+            l.queue.clear();
+        }
     }
 
     fn revive(&mut self, path: usize) {
@@ -197,6 +208,16 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 /// Sends `data` from the client on a new stream and `reply` back from the server, killing
 /// paths according to `kills` (time in ms, path), and checks both arrive intact.
 fn transfer(sched: &str, paths: &[(u64, usize)], size: usize, kills: &[(u64, usize, bool)]) -> Sim {
+    transfer_with(sched, paths, size, kills, &[])
+}
+
+fn transfer_with(
+    sched: &str,
+    paths: &[(u64, usize)],
+    size: usize,
+    kills: &[(u64, usize, bool)],
+    blackholes: &[(u64, usize)],
+) -> Sim {
     let mut sim = Sim::new(sched, paths);
     let up = pattern(1, size);
     let down = pattern(2, size);
@@ -206,6 +227,11 @@ fn transfer(sched: &str, paths: &[(u64, usize)], size: usize, kills: &[(u64, usi
     let mut up_fin = false;
     let mut down_fin = false;
     for ms in 0..120_000u64 {
+        for &(t, p) in blackholes {
+            if t == ms {
+                sim.blackhole(p);
+            }
+        }
         for &(t, p, revive) in kills {
             if t == ms {
                 if revive {
@@ -390,4 +416,16 @@ fn slow_reader_does_not_stall_other_streams() {
     }
     assert_eq!(sim.client_rx[&b], payload);
     assert_eq!(sim.client.stream_buffered(a), window);
+}
+
+#[test]
+fn silent_path_is_bypassed_before_its_timeout() {
+    // 4 MB over two paths; path 1 goes dark at 300 ms without any reset. Its frames must be
+    // re-sent on path 0 after about a keepalive, long before the 5 s path timeout.
+    let sim = transfer_with("roundrobin", &[(10, 1000), (10, 1000)], 4_000_000, &[], &[(300, 1)]);
+    let elapsed = sim.now.duration_since(sim.start).as_millis();
+    let c = &sim.server.path_counters(1).unwrap().0;
+    assert!(c.suspicions >= 1, "path 1 never suspected");
+    assert_eq!(c.failures, 0, "suspicion must come before the timeout");
+    assert!(elapsed < 5000, "took {elapsed} ms");
 }

@@ -1,1 +1,123 @@
-fn main() {}
+//! `mpflex`: use all of a host's links at once for unmodified applications.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use mpflex::config::{load, ClientConfig, ServerConfig};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(
+    name = "mpflex",
+    version,
+    about = "Multipath transport for unmodified applications: \
+a client on the multi-homed host carries every app connection over all its links to a server."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run on the host near the internet: accept path connections from known clients and
+    /// connect their streams to destinations the ACL allows.
+    Server {
+        /// TOML configuration file (keys: listen, private_key | private_key_file,
+        /// [[clients]] name/public_key, status_listen, scheduler, session_linger_secs,
+        /// [acl] allow/deny/allow_ports/deny_ports/allow_loopback/allow_private, [tuning]).
+        #[arg(short, long)]
+        config: Option<PathBuf>,
+        /// Override a configuration key, e.g. --set scheduler=redundant or
+        /// --set 'listen=["0.0.0.0:7000"]'. Repeatable; applied after the file.
+        #[arg(short, long, value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+    /// Run on the multi-homed host: one path connection per link, applications enter
+    /// through SOCKS5 (socks_listen) or a transparent redirect (transparent_listen).
+    Client {
+        /// TOML configuration file (keys: private_key | private_key_file,
+        /// server_public_key, scheduler, socks_listen, transparent_listen, status_listen,
+        /// [[paths]] name/server/source/device/backup, [tuning]).
+        #[arg(short, long)]
+        config: Option<PathBuf>,
+        /// Override a configuration key, e.g. --set scheduler=roundrobin or
+        /// --set tuning.path_timeout_ms=2000. Repeatable; applied after the file.
+        #[arg(short, long, value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+    /// Print a new key pair (X25519, base64) as TOML lines.
+    Keygen,
+    /// Print the per-path counters of a running client or server.
+    Status {
+        /// Its status_listen address.
+        #[arg(short, long, default_value = "127.0.0.1:9190")]
+        addr: SocketAddr,
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("mpflex: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async {
+        match cli.cmd {
+            Cmd::Keygen => {
+                let (private, public) = mpflex::crypto::generate_keypair();
+                println!("private_key = \"{}\"", mpflex::crypto::encode_key(&private));
+                println!("public_key = \"{}\"", mpflex::crypto::encode_key(&public));
+                Ok(())
+            }
+            Cmd::Status { addr, json } => {
+                let v = mpflex::status::fetch(addr).await?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&v)?);
+                } else {
+                    print!("{}", mpflex::status::render_table(&v));
+                }
+                Ok(())
+            }
+            Cmd::Server { config, set } => {
+                let cfg: ServerConfig = load(config.as_deref(), &set)?;
+                let stop = shutdown_signal();
+                mpflex::server::run(cfg, stop).await
+            }
+            Cmd::Client { config, set } => {
+                let cfg: ClientConfig = load(config.as_deref(), &set)?;
+                let stop = shutdown_signal();
+                mpflex::client::run(cfg, stop).await
+            }
+        }
+    })
+}
+
+/// Cancelled on SIGINT or SIGTERM.
+fn shutdown_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        t.cancel();
+    });
+    token
+}

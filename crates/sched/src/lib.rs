@@ -131,7 +131,7 @@ pub const NAMES: &[&str] = &["minrtt", "roundrobin", "redundant"];
 /// Builds a scheduler from its configuration name.
 pub fn by_name(name: &str) -> Option<Box<dyn Scheduler>> {
     Some(match name {
-        "minrtt" => Box::new(MinRtt::default()),
+        "minrtt" => Box::new(MinRtt),
         "roundrobin" => Box::new(RoundRobin::default()),
         "redundant" => Box::new(Redundant),
         _ => return None,

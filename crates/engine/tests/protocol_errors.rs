@@ -1,0 +1,142 @@
+//! A peer that breaks the protocol gets a typed error, and nothing it sends can make the
+//! engine buffer without bound.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bytes::Bytes;
+use mpflex_engine::{EngineConfig, Event, ProtocolError, Role, Session};
+use mpflex_sched::MinRtt;
+use mpflex_wire::{Frame, TargetAddr};
+
+fn server() -> (Session, Instant) {
+    let now = Instant::now();
+    let mut s = Session::new(EngineConfig::new(Role::Server), Box::new(MinRtt), now);
+    s.path_up(0, now);
+    (s, now)
+}
+
+fn open(seq: u64, stream: u32, data: &'static [u8]) -> Frame {
+    Frame::Open {
+        seq,
+        stream,
+        ts: 0,
+        addr: TargetAddr::Ip(SocketAddr::from(([10, 0, 0, 1], 80))),
+        data: Bytes::from_static(data),
+    }
+}
+
+#[test]
+fn ack_beyond_what_was_sent() {
+    let (mut s, now) = server();
+    let err = s.handle_frame(0, Frame::Ack { cum: 5 }, now).unwrap_err();
+    assert_eq!(err, ProtocolError::AckBeyondSent { cum: 5, next: 0 });
+}
+
+#[test]
+fn duplicate_open_and_open_towards_client() {
+    let (mut s, now) = server();
+    s.handle_frame(0, open(0, 1, b"x"), now).unwrap();
+    let events: Vec<Event> = std::iter::from_fn(|| s.poll_event()).collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::StreamOpened { stream: 1, .. })),
+        "{events:?}"
+    );
+    assert_eq!(
+        s.handle_frame(0, open(1, 1, b""), now),
+        Err(ProtocolError::DuplicateStream(1))
+    );
+
+    let mut c = Session::new(EngineConfig::new(Role::Client), Box::new(MinRtt), now);
+    assert_eq!(
+        c.handle_frame(0, open(0, 1, b""), now),
+        Err(ProtocolError::UnexpectedOpen)
+    );
+}
+
+#[test]
+fn stream_flow_control_violation() {
+    let (mut s, now) = server();
+    s.handle_frame(0, open(0, 1, b""), now).unwrap();
+    let window = s.config().stream_window as usize;
+    let mut seq = 1;
+    let chunk = Bytes::from(vec![0u8; 16 * 1024]);
+    let mut sent = 0;
+    let res = loop {
+        let r = s.handle_frame(
+            0,
+            Frame::Data {
+                seq,
+                stream: 1,
+                ts: 0,
+                data: chunk.clone(),
+            },
+            now,
+        );
+        seq += 1;
+        sent += chunk.len();
+        if r.is_err() || sent > window + chunk.len() {
+            break r;
+        }
+    };
+    assert_eq!(res, Err(ProtocolError::FlowControl(1)));
+    assert!(sent > window);
+}
+
+#[test]
+fn reorder_buffer_is_bounded_by_the_session_window() {
+    let (mut s, now) = server();
+    // Frames far ahead of a gap that never fills.
+    let chunk = Bytes::from(vec![0u8; 60 * 1024]);
+    let mut seq = 10;
+    let limit = s.config().session_window as usize;
+    let mut buffered = 0;
+    let res = loop {
+        let r = s.handle_frame(
+            0,
+            Frame::Data {
+                seq,
+                stream: 1,
+                ts: 0,
+                data: chunk.clone(),
+            },
+            now,
+        );
+        seq += 1;
+        buffered += chunk.len();
+        if r.is_err() || buffered > 2 * limit {
+            break r;
+        }
+    };
+    assert_eq!(res, Err(ProtocolError::SessionWindow));
+    assert!(buffered <= limit + chunk.len());
+}
+
+#[test]
+fn hello_on_an_established_path_is_rejected() {
+    let (mut s, now) = server();
+    let err = s
+        .handle_frame(
+            0,
+            Frame::Hello {
+                version: 1,
+                session: [0; 16],
+                path: 0,
+            },
+            now,
+        )
+        .unwrap_err();
+    assert_eq!(err, ProtocolError::Unexpected("Hello"));
+}
+
+#[test]
+fn duplicates_are_counted_not_delivered() {
+    let (mut s, now) = server();
+    s.handle_frame(0, open(0, 1, b"abc"), now).unwrap();
+    s.handle_frame(0, open(0, 1, b"abc"), now).unwrap();
+    while s.poll_event().is_some() {}
+    assert_eq!(s.stream_buffered(1), 3);
+    assert_eq!(s.path_counters(0).unwrap().0.duplicate_received, 3);
+}

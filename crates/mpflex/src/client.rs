@@ -1,0 +1,267 @@
+//! `mpflex client`: dials one path connection per link, accepts applications (SOCKS5,
+//! transparent redirect) and carries them over the session.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use bytes::{Bytes, BytesMut};
+use mpflex_engine::{Role, Session};
+use mpflex_wire::{decode_all, Frame, TargetAddr, VERSION};
+use socket2::SockRef;
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::config::{ClientConfig, PathConfig};
+use crate::crypto::{client_handshake, decode_key, seal, Opener};
+use crate::driver::{run_stream, SessionHandle};
+use crate::tcpinfo::set_user_timeout;
+
+/// How long the client waits for an application's first bytes so they can ride in the
+/// stream's Open frame (zero extra round trips for client-speaks-first protocols).
+const FIRST_BYTES_WAIT: Duration = Duration::from_millis(2);
+
+pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
+    cfg.validate()?;
+    let private = cfg.private_key()?;
+    let server_public = decode_key(&cfg.server_public_key, "server_public_key")?;
+    let scheduler = mpflex_sched::by_name(&cfg.scheduler).expect("validated");
+    let sess = Session::new(cfg.tuning.engine(Role::Client), scheduler, Instant::now());
+    let names = cfg.paths.iter().map(|p| p.name.clone()).collect();
+    let h = SessionHandle::new(sess, names, None, cfg.tuning.notsent_lowat);
+    let mut token = [0u8; 16];
+    rand::Rng::fill(&mut rand::thread_rng(), &mut token);
+
+    for (i, p) in cfg.paths.iter().enumerate() {
+        if p.backup {
+            h.with(|sh| sh.sess.set_path_backup(i, true, Instant::now()));
+        }
+        tokio::spawn(path_loop(
+            h.clone(),
+            i,
+            p.clone(),
+            private,
+            server_public,
+            token,
+            shutdown.clone(),
+        ));
+    }
+    if let Some(addr) = cfg.status_listen {
+        let h = h.clone();
+        crate::status::serve(addr, move || {
+            let mut v = h.status_json();
+            v["role"] = "client".into();
+            v
+        })
+        .await?;
+    }
+    let mut listeners = Vec::new();
+    if let Some(addr) = cfg.socks_listen {
+        let l = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("socks_listen: cannot listen on {addr}"))?;
+        info!("SOCKS5 on {addr}");
+        listeners.push(tokio::spawn(accept_loop(l, h.clone(), Ingress::Socks)));
+    }
+    if let Some(addr) = cfg.transparent_listen {
+        let l = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("transparent_listen: cannot listen on {addr}"))?;
+        info!("transparent redirect on {addr}");
+        listeners.push(tokio::spawn(accept_loop(l, h.clone(), Ingress::Redirect)));
+    }
+    tokio::select! {
+        _ = shutdown.cancelled() => info!("shutting down"),
+        _ = h.closed.cancelled() => warn!("session closed"),
+    }
+    for l in listeners {
+        l.abort();
+    }
+    h.close(0).await;
+    h.abort_all_streams();
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Ingress {
+    Socks,
+    Redirect,
+}
+
+async fn accept_loop(l: TcpListener, h: SessionHandle, kind: Ingress) {
+    loop {
+        let (app, peer) = match l.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let h = h.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve_app(h, app, kind).await {
+                debug!(%peer, "application connection refused: {e:#}");
+            }
+        });
+    }
+}
+
+async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Result<()> {
+    let addr = match kind {
+        Ingress::Socks => tokio::time::timeout(Duration::from_secs(10), crate::socks::accept(&mut app))
+            .await
+            .context("SOCKS5 handshake timed out")??,
+        Ingress::Redirect => TargetAddr::Ip(crate::redirect::original_dst(&app)?),
+    };
+    let mut first = vec![0u8; 16 * 1024];
+    let n = match tokio::time::timeout(FIRST_BYTES_WAIT, app.read(&mut first)).await {
+        Ok(Ok(n)) => n,
+        Ok(Err(e)) => return Err(e.into()),
+        Err(_) => 0,
+    };
+    first.truncate(n);
+    let (id, signals) = h.open_stream(addr.clone(), Bytes::from(first));
+    debug!(stream = id, %addr, "stream opened");
+    if n == 0 {
+        // Either the application waits for the server to speak, or it already closed;
+        // the uplink task tells the two apart.
+    }
+    run_stream(h, id, app, signals).await;
+    Ok(())
+}
+
+/// Keeps path `i` connected: dial, handshake, join the session, run; re-dial with backoff.
+async fn path_loop(
+    h: SessionHandle,
+    i: usize,
+    cfg: PathConfig,
+    private: [u8; 32],
+    server_public: [u8; 32],
+    token: [u8; 16],
+    shutdown: CancellationToken,
+) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let started = Instant::now();
+        let res = tokio::select! {
+            r = connect_path(&h, i, &cfg, &private, &server_public, token) => r,
+            _ = shutdown.cancelled() => return,
+        };
+        match res {
+            Ok(()) => {}
+            Err(e) => warn!(path = %cfg.name, "path down: {e:#}"),
+        }
+        if shutdown.is_cancelled() {
+            return;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            backoff = Duration::from_millis(100);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+async fn connect_path(
+    h: &SessionHandle,
+    i: usize,
+    cfg: &PathConfig,
+    private: &[u8; 32],
+    server_public: &[u8; 32],
+    token: [u8; 16],
+) -> Result<()> {
+    let server: SocketAddr = tokio::net::lookup_host(&cfg.server)
+        .await
+        .with_context(|| format!("cannot resolve {}", cfg.server))?
+        .find(|a| cfg.source.is_none_or(|s| s.is_ipv4() == a.is_ipv4()))
+        .with_context(|| format!("{} has no address of the source's family", cfg.server))?;
+    let sock = if server.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    if let Some(dev) = &cfg.device {
+        sock.bind_device(Some(dev.as_bytes()))
+            .with_context(|| format!("cannot bind to device {dev}"))?;
+    }
+    if let Some(src) = cfg.source {
+        sock.bind(SocketAddr::new(src, 0))
+            .with_context(|| format!("cannot bind source address {src}"))?;
+    }
+    let sock = tokio::time::timeout(Duration::from_secs(10), sock.connect(server))
+        .await
+        .context("connect timed out")?
+        .with_context(|| format!("cannot connect to {server}"))?;
+    let mut stream = sock;
+    let t = tokio::time::timeout(
+        Duration::from_secs(10),
+        client_handshake(&mut stream, private, server_public),
+    )
+    .await
+    .context("handshake timed out")??;
+    // Join the session.
+    let mut wire = Vec::new();
+    let mut hello = Vec::new();
+    Frame::Hello {
+        version: VERSION,
+        session: token,
+        path: i as u8,
+    }
+    .encode(&mut hello);
+    let mut nonce = 0;
+    seal(&t, &mut nonce, &hello, &mut wire)?;
+    tokio::io::AsyncWriteExt::write_all(&mut stream, &wire).await?;
+    let (fresh, leftover) = tokio::time::timeout(Duration::from_secs(10), read_hello_ack(&mut stream, &t, token))
+        .await
+        .context("no answer to Hello")??;
+    if fresh && h.with(|sh| sh.sess.has_history()) {
+        warn!("the server lost this session (restarted?); open streams are reset");
+        h.with(|sh| sh.sess.peer_lost_state());
+    }
+    configure_path_socket(&stream)?;
+    info!(path = %cfg.name, %server, "path up");
+    // Record numbers continue after the Hello / HelloAck exchange.
+    h.run_path(i, stream, t, (nonce, 1), leftover).await
+}
+
+async fn read_hello_ack(
+    stream: &mut TcpStream,
+    t: &snow::StatelessTransportState,
+    token: [u8; 16],
+) -> Result<(bool, BytesMut)> {
+    let mut buf = BytesMut::with_capacity(1024);
+    let mut opener = Opener::new();
+    loop {
+        if let Some(plain) = opener.open(t, &mut buf)? {
+            let frames = decode_all(plain.freeze())?;
+            return match frames.as_slice() {
+                [Frame::HelloAck { session, fresh }] if *session == token => Ok((*fresh, buf)),
+                _ => bail!("unexpected answer to Hello: {frames:?}"),
+            };
+        }
+        if stream.read_buf(&mut buf).await? == 0 {
+            bail!("server closed the connection during Hello");
+        }
+        if buf.len() > 4096 {
+            bail!("oversized answer to Hello");
+        }
+    }
+}
+
+/// Socket options every path connection gets.
+pub fn configure_path_socket(s: &TcpStream) -> Result<()> {
+    s.set_nodelay(true)?;
+    let r = SockRef::from(s);
+    r.set_keepalive(true)?;
+    // A path whose data stays unacknowledged this long is dead, even if keepalives
+    // cannot tell yet.
+    set_user_timeout(s, Duration::from_secs(10))?;
+    Ok(())
+}

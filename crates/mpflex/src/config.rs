@@ -1,0 +1,361 @@
+//! Configuration files (TOML) and their command-line overrides.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use mpflex_engine::{EngineConfig, Role};
+use serde::Deserialize;
+
+use crate::acl::AclConfig;
+use crate::crypto::decode_key;
+
+/// Engine and socket tunables shared by client and server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Tuning {
+    /// Keepalive interval on idle paths, ms.
+    pub keepalive_ms: u64,
+    /// A path silent for this long is declared dead, ms.
+    pub path_timeout_ms: u64,
+    /// Per-stream flow-control window, bytes.
+    pub stream_window: u64,
+    /// Session-wide flow-control window, bytes.
+    pub session_window: u64,
+    /// Upper bound of unsent bytes kept in a path's kernel socket (late binding), bytes.
+    pub notsent_lowat: u32,
+    /// Most concurrent streams per session.
+    pub max_streams: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            keepalive_ms: 1000,
+            path_timeout_ms: 5000,
+            stream_window: 4 << 20,
+            session_window: 64 << 20,
+            notsent_lowat: 128 * 1024,
+            max_streams: 16384,
+        }
+    }
+}
+
+impl Tuning {
+    fn validate(&self) -> Result<()> {
+        if self.keepalive_ms == 0 {
+            bail!("tuning.keepalive_ms: must be > 0");
+        }
+        if self.path_timeout_ms <= self.keepalive_ms {
+            bail!(
+                "tuning.path_timeout_ms: must exceed tuning.keepalive_ms ({} <= {})",
+                self.path_timeout_ms,
+                self.keepalive_ms
+            );
+        }
+        if self.stream_window < 65536 {
+            bail!("tuning.stream_window: must be at least 65536 bytes");
+        }
+        if self.session_window < self.stream_window {
+            bail!("tuning.session_window: must be at least tuning.stream_window");
+        }
+        if self.notsent_lowat < 4096 {
+            bail!("tuning.notsent_lowat: must be at least 4096 bytes");
+        }
+        if self.max_streams == 0 {
+            bail!("tuning.max_streams: must be > 0");
+        }
+        Ok(())
+    }
+
+    pub fn engine(&self, role: Role) -> EngineConfig {
+        let mut c = EngineConfig::new(role);
+        c.keepalive = Duration::from_millis(self.keepalive_ms);
+        c.path_timeout = Duration::from_millis(self.path_timeout_ms);
+        c.stream_window = self.stream_window;
+        c.session_window = self.session_window;
+        c.max_streams = self.max_streams;
+        c
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathConfig {
+    /// A name for logs and status.
+    pub name: String,
+    /// Server address for this path (`host:port`).
+    pub server: String,
+    /// Local address to bind (selects the link by source address).
+    #[serde(default)]
+    pub source: Option<IpAddr>,
+    /// Interface to bind with SO_BINDTODEVICE.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// Carry data only when no other path is up.
+    #[serde(default)]
+    pub backup: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientConfig {
+    #[serde(default)]
+    pub private_key: Option<String>,
+    #[serde(default)]
+    pub private_key_file: Option<PathBuf>,
+    pub server_public_key: String,
+    #[serde(default = "default_scheduler")]
+    pub scheduler: String,
+    #[serde(default = "default_socks")]
+    pub socks_listen: Option<SocketAddr>,
+    #[serde(default)]
+    pub transparent_listen: Option<SocketAddr>,
+    #[serde(default)]
+    pub status_listen: Option<SocketAddr>,
+    pub paths: Vec<PathConfig>,
+    #[serde(default)]
+    pub tuning: Tuning,
+}
+
+fn default_scheduler() -> String {
+    "minrtt".into()
+}
+
+fn default_socks() -> Option<SocketAddr> {
+    Some(SocketAddr::from(([127, 0, 0, 1], 1080)))
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientEntry {
+    pub name: String,
+    pub public_key: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub listen: Vec<SocketAddr>,
+    #[serde(default)]
+    pub private_key: Option<String>,
+    #[serde(default)]
+    pub private_key_file: Option<PathBuf>,
+    #[serde(default)]
+    pub status_listen: Option<SocketAddr>,
+    /// Scheduler for downloads.
+    #[serde(default = "default_scheduler")]
+    pub scheduler: String,
+    pub clients: Vec<ClientEntry>,
+    #[serde(default)]
+    pub acl: AclConfig,
+    /// Seconds a session with no path is kept for its client to come back.
+    #[serde(default = "default_linger")]
+    pub session_linger_secs: u64,
+    #[serde(default)]
+    pub tuning: Tuning,
+}
+
+fn default_linger() -> u64 {
+    60
+}
+
+/// Reads a TOML file, applies `key=value` overrides (dotted keys; values in TOML syntax,
+/// bare words taken as strings), and deserializes.
+pub fn load<T: for<'de> Deserialize<'de>>(path: Option<&Path>, overrides: &[String]) -> Result<T> {
+    let mut root: toml::Table = match path {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read config {}", p.display()))?;
+            text.parse()
+                .with_context(|| format!("config {} is not valid TOML", p.display()))?
+        }
+        None => toml::Table::new(),
+    };
+    for o in overrides {
+        let (key, value) = o
+            .split_once('=')
+            .with_context(|| format!("--set {o:?}: expected KEY=VALUE"))?;
+        let value: toml::Value = match format!("v = {value}").parse::<toml::Table>() {
+            Ok(mut t) => t.remove("v").expect("parsed"),
+            Err(_) => toml::Value::String(value.to_string()),
+        };
+        set_dotted(&mut root, key.trim(), value).with_context(|| format!("--set {o:?}"))?;
+    }
+    let what = path.map_or("command line".to_string(), |p| p.display().to_string());
+    T::deserialize(toml::Value::Table(root)).map_err(|e| anyhow::anyhow!("config {what}: {e}"))
+}
+
+fn set_dotted(root: &mut toml::Table, key: &str, value: toml::Value) -> Result<()> {
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().filter(|s| !s.is_empty()).context("empty key")?;
+    let mut t = root;
+    for p in parts {
+        let entry = t
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = entry.as_table_mut().with_context(|| format!("{p} is not a table"))?;
+    }
+    t.insert(last.to_string(), value);
+    Ok(())
+}
+
+fn private_key(inline: &Option<String>, file: &Option<PathBuf>) -> Result<[u8; 32]> {
+    match (inline, file) {
+        (Some(k), None) => decode_key(k, "private_key"),
+        (None, Some(f)) => {
+            let text =
+                std::fs::read_to_string(f).with_context(|| format!("private_key_file: cannot read {}", f.display()))?;
+            // Accept both a bare key and the `keygen` output.
+            let key = text
+                .lines()
+                .find_map(|l| {
+                    l.trim()
+                        .strip_prefix("private_key")
+                        .map(|r| r.trim_start_matches([' ', '=']).trim_matches('"'))
+                })
+                .unwrap_or(text.trim());
+            decode_key(key, "private_key_file")
+        }
+        (Some(_), Some(_)) => bail!("private_key and private_key_file: set only one"),
+        (None, None) => bail!("private_key: missing (or set private_key_file)"),
+    }
+}
+
+impl ClientConfig {
+    pub fn validate(&self) -> Result<()> {
+        if self.paths.is_empty() {
+            bail!("paths: at least one [[paths]] entry is needed");
+        }
+        if self.paths.len() > mpflex_engine::MAX_PATHS {
+            bail!("paths: at most {} paths", mpflex_engine::MAX_PATHS);
+        }
+        for (i, p) in self.paths.iter().enumerate() {
+            if p.server
+                .rsplit_once(':')
+                .and_then(|(_, port)| port.parse::<u16>().ok())
+                .is_none()
+            {
+                bail!("paths[{i}].server: {:?} is not host:port", p.server);
+            }
+            if self.paths[..i].iter().any(|q| q.name == p.name) {
+                bail!("paths[{i}].name: {:?} is used twice", p.name);
+            }
+        }
+        if mpflex_sched::by_name(&self.scheduler).is_none() {
+            bail!(
+                "scheduler: unknown {:?} (one of {})",
+                self.scheduler,
+                mpflex_sched::NAMES.join(", ")
+            );
+        }
+        if self.socks_listen.is_none() && self.transparent_listen.is_none() {
+            bail!("socks_listen / transparent_listen: at least one ingress is needed");
+        }
+        self.private_key()?;
+        decode_key(&self.server_public_key, "server_public_key")?;
+        self.tuning.validate()
+    }
+
+    pub fn private_key(&self) -> Result<[u8; 32]> {
+        private_key(&self.private_key, &self.private_key_file)
+    }
+}
+
+impl ServerConfig {
+    pub fn validate(&self) -> Result<()> {
+        if self.listen.is_empty() {
+            bail!("listen: at least one address is needed");
+        }
+        if self.clients.is_empty() {
+            bail!("clients: no [[clients]] entry; the server would serve nobody");
+        }
+        for (i, c) in self.clients.iter().enumerate() {
+            decode_key(&c.public_key, &format!("clients[{i}].public_key"))?;
+        }
+        if mpflex_sched::by_name(&self.scheduler).is_none() {
+            bail!("scheduler: unknown {:?}", self.scheduler);
+        }
+        crate::acl::Acl::new(&self.acl)?;
+        self.private_key()?;
+        self.tuning.validate()
+    }
+
+    pub fn private_key(&self) -> Result<[u8; 32]> {
+        private_key(&self.private_key, &self.private_key_file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> tempfile_path::TempPath {
+        tempfile_path::TempPath::new(text)
+    }
+
+    mod tempfile_path {
+        pub struct TempPath(pub std::path::PathBuf);
+        impl TempPath {
+            pub fn new(text: &str) -> Self {
+                let p = std::env::temp_dir().join(format!(
+                    "mpflex-cfg-{}-{}.toml",
+                    std::process::id(),
+                    rand::random::<u64>()
+                ));
+                std::fs::write(&p, text).unwrap();
+                TempPath(p)
+            }
+        }
+        impl Drop for TempPath {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(&self.0);
+            }
+        }
+    }
+
+    const KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+
+    fn client_text() -> String {
+        format!(
+            "private_key = \"{KEY}\"\nserver_public_key = \"{KEY}\"\n[[paths]]\nname = \"a\"\nserver = \"10.0.0.1:7000\"\n"
+        )
+    }
+
+    #[test]
+    fn client_defaults_and_overrides() {
+        let f = write(&client_text());
+        let c: ClientConfig = load(
+            Some(&f.0),
+            &["scheduler=roundrobin".into(), "tuning.keepalive_ms=250".into()],
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.scheduler, "roundrobin");
+        assert_eq!(c.tuning.keepalive_ms, 250);
+        assert_eq!(c.socks_listen, Some("127.0.0.1:1080".parse().unwrap()));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let f = write(&(client_text() + "bogus = 1\n"));
+        let e = load::<ClientConfig>(Some(&f.0), &[]).unwrap_err().to_string();
+        assert!(e.contains("bogus"), "{e}");
+
+        let f = write(&client_text());
+        let c: ClientConfig = load(Some(&f.0), &["scheduler=fastest".into()]).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.starts_with("scheduler:"), "{e}");
+
+        let c: ClientConfig = load(Some(&f.0), &["tuning.path_timeout_ms=10".into()]).unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("tuning.path_timeout_ms"));
+
+        let c: ClientConfig = load(Some(&f.0), &["server_public_key=abc".into()]).unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("server_public_key"));
+
+        let e = load::<ClientConfig>(Some(&f.0), &["tuning.keepalive_ms=\"x\"".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("keepalive_ms"), "{e}");
+    }
+}

@@ -1,0 +1,303 @@
+//! Path encryption and authentication: the Noise IK handshake (via `snow`) and the record
+//! layer on top of a path's TCP connection.
+//!
+//! The client knows the server's static public key (pinned in its config); the server
+//! knows the public keys of the clients it serves. IK authenticates both in one round
+//! trip. The first handshake message carries a timestamp; the server rejects stale ones
+//! and remembers recently seen ephemeral keys, so a captured handshake replayed later gets
+//! nothing. A server that rejects a handshake closes the connection without a byte.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use base64::Engine as _;
+use bytes::{Buf, BytesMut};
+use snow::StatelessTransportState;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+pub const NOISE_PARAMS: &str = "Noise_IK_25519_AESGCM_SHA256";
+/// Prologue binds the handshake to this protocol and version.
+const PROLOGUE: &[u8] = b"mpflex/1";
+/// A handshake whose timestamp is further than this from the server's clock is refused.
+pub const REPLAY_WINDOW: Duration = Duration::from_secs(60);
+const MAX_NOISE_MSG: usize = 65535;
+const TAG: usize = 16;
+
+pub fn encode_key(k: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(k)
+}
+
+pub fn decode_key(s: &str, what: &str) -> Result<[u8; 32]> {
+    let v = base64::engine::general_purpose::STANDARD
+        .decode(s.trim())
+        .with_context(|| format!("{what}: not valid base64"))?;
+    v.try_into()
+        .map_err(|v: Vec<u8>| anyhow::anyhow!("{what}: a key is 32 bytes, this one is {}", v.len()))
+}
+
+/// A fresh X25519 key pair: (private, public).
+pub fn generate_keypair() -> ([u8; 32], [u8; 32]) {
+    let kp = snow::Builder::new(NOISE_PARAMS.parse().expect("valid params"))
+        .generate_keypair()
+        .expect("keypair generation");
+    (kp.private.try_into().unwrap(), kp.public.try_into().unwrap())
+}
+
+/// The public key belonging to a private key.
+pub fn public_key(private: &[u8; 32]) -> [u8; 32] {
+    // X25519 base-point multiplication, done by running a throw-away handshake would be
+    // roundabout; snow exposes the DH through its resolver.
+    use snow::resolvers::{CryptoResolver, DefaultResolver};
+    let mut dh = DefaultResolver
+        .resolve_dh(&snow::params::DHChoice::Curve25519)
+        .expect("curve25519");
+    dh.set(private);
+    dh.pubkey().try_into().expect("32-byte key")
+}
+
+async fn write_msg<W: AsyncWrite + Unpin>(w: &mut W, msg: &[u8]) -> Result<()> {
+    let mut buf = Vec::with_capacity(2 + msg.len());
+    buf.extend_from_slice(&(msg.len() as u16).to_be_bytes());
+    buf.extend_from_slice(msg);
+    w.write_all(&buf).await?;
+    Ok(())
+}
+
+async fn read_msg<R: AsyncRead + Unpin>(r: &mut R) -> Result<Vec<u8>> {
+    let mut len = [0u8; 2];
+    r.read_exact(&mut len).await?;
+    let n = u16::from_be_bytes(len) as usize;
+    let mut msg = vec![0u8; n];
+    r.read_exact(&mut msg).await?;
+    Ok(msg)
+}
+
+/// Client side of the handshake.
+pub async fn client_handshake<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    private: &[u8; 32],
+    server_public: &[u8; 32],
+) -> Result<StatelessTransportState> {
+    let mut hs = snow::Builder::new(NOISE_PARAMS.parse()?)
+        .local_private_key(private)
+        .remote_public_key(server_public)
+        .prologue(PROLOGUE)
+        .build_initiator()?;
+    let ts = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis() as u64;
+    let mut buf = vec![0u8; 1024];
+    let n = hs.write_message(&ts.to_be_bytes(), &mut buf)?;
+    write_msg(s, &buf[..n]).await?;
+    let reply = read_msg(s).await.context("server closed the handshake (wrong keys?)")?;
+    let mut payload = vec![0u8; reply.len()];
+    hs.read_message(&reply, &mut payload)
+        .context("server's handshake reply does not authenticate")?;
+    Ok(hs.into_stateless_transport_mode()?)
+}
+
+/// Remembers recently seen handshakes so that none is accepted twice.
+#[derive(Default)]
+pub struct ReplayGuard {
+    seen: Mutex<HashMap<[u8; 32], Instant>>,
+}
+
+impl ReplayGuard {
+    /// True if `ephemeral` was not seen within the window (and records it).
+    fn fresh(&self, ephemeral: [u8; 32], now: Instant) -> bool {
+        let mut seen = self.seen.lock().unwrap();
+        if seen.len() > 4096 {
+            seen.retain(|_, t| now.duration_since(*t) < 2 * REPLAY_WINDOW);
+        }
+        seen.insert(ephemeral, now).is_none()
+    }
+}
+
+/// Server side of the handshake. `authorised` maps a client public key to its name.
+/// Returns the client's public key. On any failure the caller closes the connection
+/// without writing anything.
+pub async fn server_handshake<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    private: &[u8; 32],
+    authorised: &HashMap<[u8; 32], String>,
+    replay: &ReplayGuard,
+) -> Result<(StatelessTransportState, [u8; 32])> {
+    let msg = read_msg(s).await?;
+    if msg.len() < 32 {
+        bail!("handshake message too short");
+    }
+    let mut hs = snow::Builder::new(NOISE_PARAMS.parse()?)
+        .local_private_key(private)
+        .prologue(PROLOGUE)
+        .build_responder()?;
+    let mut payload = vec![0u8; msg.len()];
+    let n = hs
+        .read_message(&msg, &mut payload)
+        .context("handshake does not decrypt")?;
+    let client: [u8; 32] = hs
+        .get_remote_static()
+        .context("no client key")?
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("bad client key length"))?;
+    if !authorised.contains_key(&client) {
+        bail!("client key {} is not authorised", encode_key(&client));
+    }
+    if n != 8 {
+        bail!("handshake payload has {n} bytes, expected a timestamp");
+    }
+    let ts = u64::from_be_bytes(payload[..8].try_into().unwrap());
+    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis() as u64;
+    if now_ms.abs_diff(ts) > REPLAY_WINDOW.as_millis() as u64 {
+        bail!("handshake timestamp is {} ms off the server clock", now_ms.abs_diff(ts));
+    }
+    if !replay.fresh(msg[..32].try_into().unwrap(), Instant::now()) {
+        bail!("replayed handshake");
+    }
+    let mut buf = vec![0u8; 1024];
+    let n = hs.write_message(&[], &mut buf)?;
+    write_msg(s, &buf[..n]).await?;
+    Ok((hs.into_stateless_transport_mode()?, client))
+}
+
+/// Largest plaintext per record.
+pub const MAX_PLAINTEXT: usize = MAX_NOISE_MSG - TAG;
+
+/// Encrypts one record (`plaintext` ≤ [`MAX_PLAINTEXT`]) and appends `len | ciphertext`.
+pub fn seal(t: &StatelessTransportState, nonce: &mut u64, plaintext: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    let start = out.len();
+    out.extend_from_slice(&((plaintext.len() + TAG) as u16).to_be_bytes());
+    out.resize(start + 2 + plaintext.len() + TAG, 0);
+    let n = t.write_message(*nonce, plaintext, &mut out[start + 2..])?;
+    debug_assert_eq!(n, plaintext.len() + TAG);
+    *nonce += 1;
+    Ok(())
+}
+
+/// Splits complete records off the front of a receive buffer and decrypts them.
+pub struct Opener {
+    nonce: u64,
+}
+
+impl Opener {
+    pub fn new() -> Self {
+        Opener { nonce: 0 }
+    }
+
+    /// Continues after `nonce` records were already opened.
+    pub fn starting_at(nonce: u64) -> Self {
+        Opener { nonce }
+    }
+
+    /// Records opened so far.
+    pub fn nonce(&self) -> u64 {
+        self.nonce
+    }
+
+    /// The next record's plaintext, if a whole record is buffered.
+    pub fn open(&mut self, t: &StatelessTransportState, buf: &mut BytesMut) -> Result<Option<BytesMut>> {
+        if buf.len() < 2 {
+            return Ok(None);
+        }
+        let n = u16::from_be_bytes([buf[0], buf[1]]) as usize;
+        if n < TAG {
+            bail!("record of {n} bytes is shorter than its tag");
+        }
+        if buf.len() < 2 + n {
+            return Ok(None);
+        }
+        buf.advance(2);
+        let rec = buf.split_to(n);
+        let mut plain = BytesMut::zeroed(n - TAG);
+        t.read_message(self.nonce, &rec, &mut plain)
+            .context("record failed authentication")?;
+        self.nonce += 1;
+        Ok(Some(plain))
+    }
+}
+
+impl Default for Opener {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn handshake_records_and_replay() {
+        let (cpriv, cpub) = generate_keypair();
+        let (spriv, spub) = generate_keypair();
+        assert_eq!(public_key(&cpriv), cpub);
+        let mut auth = HashMap::new();
+        auth.insert(cpub, "c".to_string());
+        let guard = ReplayGuard::default();
+
+        let (mut a, mut b) = tokio::io::duplex(1 << 16);
+        let (c, s) = tokio::join!(client_handshake(&mut a, &cpriv, &spub), async {
+            server_handshake(&mut b, &spriv, &auth, &guard).await
+        });
+        let c = c.unwrap();
+        let (s, who) = s.unwrap();
+        assert_eq!(who, cpub);
+
+        let mut nonce = 0;
+        let mut wire = Vec::new();
+        seal(&c, &mut nonce, b"hello", &mut wire).unwrap();
+        seal(&c, &mut nonce, b"world", &mut wire).unwrap();
+        let mut buf = BytesMut::from(&wire[..]);
+        let mut op = Opener::new();
+        assert_eq!(&op.open(&s, &mut buf).unwrap().unwrap()[..], b"hello");
+        assert_eq!(&op.open(&s, &mut buf).unwrap().unwrap()[..], b"world");
+        assert!(op.open(&s, &mut buf).unwrap().is_none());
+
+        // Tampering is detected.
+        let mut wire2 = Vec::new();
+        seal(&c, &mut nonce, b"x", &mut wire2).unwrap();
+        let last = wire2.len() - 1;
+        wire2[last] ^= 1;
+        assert!(op.open(&s, &mut BytesMut::from(&wire2[..])).is_err());
+    }
+
+    #[tokio::test]
+    async fn unknown_client_and_replay_are_refused() {
+        let (cpriv, cpub) = generate_keypair();
+        let (spriv, spub) = generate_keypair();
+        let guard = ReplayGuard::default();
+        // Capture the client's first message.
+        let (mut a, mut b) = tokio::io::duplex(1 << 16);
+        let client = tokio::spawn(async move { client_handshake(&mut a, &cpriv, &spub).await });
+        let first = read_msg(&mut b).await.unwrap();
+        drop(b);
+        let _ = client.await;
+
+        let mut auth = HashMap::new();
+        // Not authorised: refused.
+        let mut replay_in = Vec::new();
+        replay_in.extend_from_slice(&(first.len() as u16).to_be_bytes());
+        replay_in.extend_from_slice(&first);
+        let mut io = tokio_test_io(&replay_in);
+        assert!(server_handshake(&mut io, &spriv, &auth, &guard).await.is_err());
+        // Authorised: first use accepted, the replay refused.
+        auth.insert(cpub, "c".into());
+        let guard = ReplayGuard::default();
+        let mut io = tokio_test_io(&replay_in);
+        assert!(server_handshake(&mut io, &spriv, &auth, &guard).await.is_ok());
+        let mut io = tokio_test_io(&replay_in);
+        let err = server_handshake(&mut io, &spriv, &auth, &guard).await.unwrap_err();
+        assert!(err.to_string().contains("replayed"), "{err}");
+    }
+
+    /// A duplex stream pre-loaded with `input`, whose output is discarded.
+    fn tokio_test_io(input: &[u8]) -> tokio::io::DuplexStream {
+        let (a, mut b) = tokio::io::duplex(1 << 16);
+        let input = input.to_vec();
+        tokio::spawn(async move {
+            b.write_all(&input).await.unwrap();
+            let mut sink = Vec::new();
+            let _ = b.read_to_end(&mut sink).await;
+        });
+        a
+    }
+}

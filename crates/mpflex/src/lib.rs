@@ -1,0 +1,12 @@
+//! mpflex: the client and server around the sans-IO session engine.
+
+pub mod acl;
+pub mod client;
+pub mod config;
+pub mod crypto;
+pub mod driver;
+pub mod redirect;
+pub mod server;
+pub mod socks;
+pub mod status;
+pub mod tcpinfo;

@@ -1,0 +1,264 @@
+//! `mpflex server`: accepts authenticated path connections, groups them into sessions and
+//! connects each stream to its destination, within the destination policy.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use bytes::BytesMut;
+use mpflex_engine::{Role, Session};
+use mpflex_wire::{decode_all, Frame, TargetAddr, VERSION};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::acl::Acl;
+use crate::client::configure_path_socket;
+use crate::config::ServerConfig;
+use crate::crypto::{decode_key, encode_key, seal, server_handshake, Opener, ReplayGuard};
+use crate::driver::{run_stream, Opened, SessionHandle, RESET_REFUSED, RESET_UNREACHABLE};
+
+/// Handshakes that do not finish in this time are dropped (slowloris protection).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+struct Server {
+    cfg: ServerConfig,
+    private: [u8; 32],
+    clients: HashMap<[u8; 32], String>,
+    replay: ReplayGuard,
+    acl: Acl,
+    sessions: Mutex<HashMap<SessionKey, SessionHandle>>,
+}
+
+/// A session belongs to one client key and carries the client's random token.
+type SessionKey = ([u8; 32], [u8; 16]);
+
+pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
+    cfg.validate()?;
+    let mut clients = HashMap::new();
+    for (i, c) in cfg.clients.iter().enumerate() {
+        clients.insert(
+            decode_key(&c.public_key, &format!("clients[{i}].public_key"))?,
+            c.name.clone(),
+        );
+    }
+    let srv = Arc::new(Server {
+        private: cfg.private_key()?,
+        acl: Acl::new(&cfg.acl)?,
+        clients,
+        replay: ReplayGuard::default(),
+        sessions: Mutex::new(HashMap::new()),
+        cfg,
+    });
+    if let Some(addr) = srv.cfg.status_listen {
+        let s = srv.clone();
+        crate::status::serve(addr, move || s.status()).await?;
+    }
+    let mut tasks = Vec::new();
+    for addr in &srv.cfg.listen {
+        let l = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listen: cannot listen on {addr}"))?;
+        info!("accepting paths on {addr}");
+        tasks.push(tokio::spawn(accept_loop(l, srv.clone())));
+    }
+    shutdown.cancelled().await;
+    info!("shutting down");
+    for t in tasks {
+        t.abort();
+    }
+    let sessions: Vec<SessionHandle> = srv.sessions.lock().unwrap().drain().map(|(_, h)| h).collect();
+    for h in sessions {
+        h.close(0).await;
+        h.abort_all_streams();
+    }
+    Ok(())
+}
+
+async fn accept_loop(l: TcpListener, srv: Arc<Server>) {
+    loop {
+        let (sock, peer) = match l.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let srv = srv.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve_path(srv, sock, peer).await {
+                debug!(%peer, "path connection ended: {e:#}");
+            }
+        });
+    }
+}
+
+async fn serve_path(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) -> Result<()> {
+    let (t, client) = match tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        server_handshake(&mut sock, &srv.private, &srv.clients, &srv.replay),
+    )
+    .await
+    {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => {
+            // Nothing goes back to a peer that did not authenticate.
+            warn!(%peer, "handshake refused: {e:#}");
+            return Ok(());
+        }
+        Err(_) => {
+            warn!(%peer, "handshake timed out");
+            return Ok(());
+        }
+    };
+    let name = srv.clients[&client].clone();
+    // The first record must be Hello.
+    let mut buf = BytesMut::with_capacity(4096);
+    let mut opener = Opener::new();
+    let hello = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+        loop {
+            if let Some(plain) = opener.open(&t, &mut buf)? {
+                break decode_all(plain.freeze()).context("malformed Hello");
+            }
+            if sock.read_buf(&mut buf).await? == 0 {
+                bail!("closed before Hello");
+            }
+            if buf.len() > 4096 {
+                bail!("oversized Hello");
+            }
+        }
+    })
+    .await
+    .context("no Hello")??;
+    let (token, path) = match hello.as_slice() {
+        [Frame::Hello {
+            version: VERSION,
+            session,
+            path,
+        }] if (*path as usize) < mpflex_engine::MAX_PATHS => (*session, *path as usize),
+        _ => bail!("first record is not a valid Hello: {hello:?}"),
+    };
+    let (h, fresh) = srv.session(client, token, &name);
+    let mut wire = Vec::new();
+    let mut ack = Vec::new();
+    Frame::HelloAck { session: token, fresh }.encode(&mut ack);
+    let mut nonce = 0;
+    seal(&t, &mut nonce, &ack, &mut wire)?;
+    sock.write_all(&wire).await?;
+    configure_path_socket(&sock)?;
+    h.ensure_path_slot(path, &format!("{name}/{path}@{peer}"));
+    info!(client = %name, path, %peer, fresh, "path joined");
+    let r = h.run_path(path, sock, t, (nonce, opener.nonce()), buf).await;
+    info!(client = %name, path, %peer, "path left: {}", r.as_ref().err().map_or("closed".to_string(), |e| format!("{e:#}")));
+    Ok(())
+}
+
+impl Server {
+    /// The session for (client key, token), created if new. `true` when created.
+    fn session(self: &Arc<Self>, client: [u8; 32], token: [u8; 16], name: &str) -> (SessionHandle, bool) {
+        let mut sessions = self.sessions.lock().unwrap();
+        if let Some(h) = sessions.get(&(client, token)) {
+            if !h.closed.is_cancelled() {
+                return (h.clone(), false);
+            }
+        }
+        let scheduler = mpflex_sched::by_name(&self.cfg.scheduler).expect("validated");
+        let sess = Session::new(self.cfg.tuning.engine(Role::Server), scheduler, Instant::now());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let h = SessionHandle::new(sess, Vec::new(), Some(tx), self.cfg.tuning.notsent_lowat);
+        sessions.insert((client, token), h.clone());
+        info!(client = %name, session = %encode_key(&token), "new session");
+        tokio::spawn(egress_loop(self.clone(), h.clone(), rx));
+        tokio::spawn(reaper(self.clone(), h.clone(), (client, token)));
+        (h, true)
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let sessions: Vec<serde_json::Value> = self
+            .sessions
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|((client, _), h)| {
+                let mut v = h.status_json();
+                v["client"] = self.clients.get(client).cloned().unwrap_or_default().into();
+                v
+            })
+            .collect();
+        serde_json::json!({"role": "server", "sessions": sessions})
+    }
+}
+
+/// Drops a session whose paths have all been gone for `session_linger_secs`.
+async fn reaper(srv: Arc<Server>, h: SessionHandle, key: SessionKey) {
+    let linger = Duration::from_secs(srv.cfg.session_linger_secs);
+    let mut down_since: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = h.closed.cancelled() => break,
+        }
+        if h.any_path_up() {
+            down_since = None;
+        } else if down_since.get_or_insert_with(Instant::now).elapsed() >= linger {
+            info!("session expired: no path for {linger:?}");
+            break;
+        }
+    }
+    h.closed.cancel();
+    h.abort_all_streams();
+    let mut sessions = srv.sessions.lock().unwrap();
+    if sessions.get(&key).is_some_and(|cur| cur.closed.is_cancelled()) {
+        sessions.remove(&key);
+    }
+}
+
+async fn egress_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::UnboundedReceiver<Opened>) {
+    while let Some(o) = rx.recv().await {
+        let srv = srv.clone();
+        let h = h.clone();
+        tokio::spawn(async move {
+            match connect(&srv, &o.addr).await {
+                Ok(sock) => run_stream(h, o.stream, sock, o.signals).await,
+                Err((code, e)) => {
+                    debug!(stream = o.stream, addr = %o.addr, "connect refused: {e:#}");
+                    h.with(|sh| sh.sess.stream_reset(o.stream, code));
+                }
+            }
+        });
+    }
+}
+
+async fn connect(srv: &Server, addr: &TargetAddr) -> Result<TcpStream, (u8, anyhow::Error)> {
+    let candidates: Vec<SocketAddr> = match addr {
+        TargetAddr::Ip(a) => vec![*a],
+        TargetAddr::Domain(d, port) => tokio::net::lookup_host((d.as_str(), *port))
+            .await
+            .map_err(|e| (RESET_UNREACHABLE, anyhow::anyhow!("cannot resolve {d}: {e}")))?
+            .collect(),
+    };
+    // The policy applies to resolved addresses, so a name cannot smuggle in a
+    // forbidden destination.
+    let allowed: Vec<SocketAddr> = candidates.into_iter().filter(|a| srv.acl.check(a).is_ok()).collect();
+    if allowed.is_empty() {
+        let why = match addr {
+            TargetAddr::Ip(a) => srv.acl.check(a).err().map(|d| d.to_string()).unwrap_or_default(),
+            TargetAddr::Domain(..) => "no permitted address".into(),
+        };
+        return Err((RESET_REFUSED, anyhow::anyhow!("{addr}: destination not allowed: {why}")));
+    }
+    let mut last = None;
+    for a in allowed {
+        match tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(a)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = Some(anyhow::anyhow!("{a}: {e}")),
+            Err(_) => last = Some(anyhow::anyhow!("{a}: connect timed out")),
+        }
+    }
+    Err((RESET_UNREACHABLE, last.expect("at least one address")))
+}

@@ -1,0 +1,162 @@
+//! Path statistics from the kernel (`TCP_INFO`) and late-binding socket options.
+
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use mpflex_sched::PathSnapshot;
+
+/// `struct tcp_info` from linux/tcp.h, up to the fields we read.
+#[repr(C)]
+#[derive(Default, Debug, Clone, Copy)]
+pub struct TcpInfo {
+    pub state: u8,
+    pub ca_state: u8,
+    pub retransmits: u8,
+    pub probes: u8,
+    pub backoff: u8,
+    pub options: u8,
+    pub wscale: u8,
+    pub flags: u8,
+    pub rto: u32,
+    pub ato: u32,
+    pub snd_mss: u32,
+    pub rcv_mss: u32,
+    pub unacked: u32,
+    pub sacked: u32,
+    pub lost: u32,
+    pub retrans: u32,
+    pub fackets: u32,
+    pub last_data_sent: u32,
+    pub last_ack_sent: u32,
+    pub last_data_recv: u32,
+    pub last_ack_recv: u32,
+    pub pmtu: u32,
+    pub rcv_ssthresh: u32,
+    pub rtt: u32,
+    pub rttvar: u32,
+    pub snd_ssthresh: u32,
+    pub snd_cwnd: u32,
+    pub advmss: u32,
+    pub reordering: u32,
+    pub rcv_rtt: u32,
+    pub rcv_space: u32,
+    pub total_retrans: u32,
+    pub pacing_rate: u64,
+    pub max_pacing_rate: u64,
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+    pub segs_out: u32,
+    pub segs_in: u32,
+    pub notsent_bytes: u32,
+    pub min_rtt: u32,
+    pub data_segs_in: u32,
+    pub data_segs_out: u32,
+    pub delivery_rate: u64,
+}
+
+pub fn tcp_info(sock: &impl AsRawFd) -> std::io::Result<TcpInfo> {
+    let mut info = TcpInfo::default();
+    let mut len = std::mem::size_of::<TcpInfo>() as libc::socklen_t;
+    // SAFETY: `info` is a plain C struct at least `len` bytes long; the kernel writes at
+    // most `len` bytes and reports how many.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut info as *mut TcpInfo as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(info)
+}
+
+impl TcpInfo {
+    /// The scheduler's view; `alive`/`ready`/`backup` are filled by the engine.
+    pub fn snapshot(&self, id: usize) -> PathSnapshot {
+        PathSnapshot {
+            id,
+            alive: true,
+            ready: false,
+            backup: false,
+            srtt: Duration::from_micros(self.rtt as u64),
+            rttvar: Duration::from_micros(self.rttvar as u64),
+            cwnd: self.snd_cwnd,
+            mss: self.snd_mss.max(1),
+            in_flight: self.unacked,
+            notsent: self.notsent_bytes,
+            delivery_rate: self.delivery_rate,
+        }
+    }
+}
+
+fn setsockopt_u32(sock: &impl AsRawFd, level: i32, opt: i32, v: u32) -> std::io::Result<()> {
+    // SAFETY: passing a pointer to a live u32 and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            opt,
+            &v as *const u32 as *const libc::c_void,
+            std::mem::size_of::<u32>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Wake writers only when less than `bytes` sit unsent in the socket (late binding).
+pub fn set_notsent_lowat(sock: &impl AsRawFd, bytes: u32) -> std::io::Result<()> {
+    setsockopt_u32(sock, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, bytes)
+}
+
+/// Give up on a connection whose data stays unacknowledged this long.
+pub fn set_user_timeout(sock: &impl AsRawFd, d: Duration) -> std::io::Result<()> {
+    setsockopt_u32(sock, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, d.as_millis() as u32)
+}
+
+/// Close with RST instead of FIN (used to propagate a stream reset to an application).
+pub fn set_linger_zero(sock: &impl AsRawFd) -> std::io::Result<()> {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: pointer to a live linger struct and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &l as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_loopback_connection() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let _s = l.accept().unwrap();
+        set_notsent_lowat(&c, 16384).unwrap();
+        let i = tcp_info(&c).unwrap();
+        assert_eq!(i.state, 1, "TCP_ESTABLISHED");
+        assert!(i.snd_mss > 0 && i.snd_cwnd > 0);
+        let s = i.snapshot(3);
+        assert_eq!(s.id, 3);
+        assert!(s.mss > 0);
+    }
+}
