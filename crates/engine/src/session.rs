@@ -465,6 +465,7 @@ impl Session {
             },
         );
         self.unsent.push_back(seq);
+        self.events.push_back(Event::WakePaths);
     }
 
     fn ts(&self, now: Instant) -> u32 {
