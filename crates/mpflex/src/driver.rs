@@ -488,7 +488,10 @@ pub async fn run_stream(h: SessionHandle, id: StreamId, app: TcpStream, signals:
 
 /// Application -> session.
 async fn uplink(h: SessionHandle, id: StreamId, mut rd: OwnedReadHalf, sig: Arc<StreamSignals>) {
-    let mut buf = vec![0u8; 64 * 1024];
+    // Start small (a thousand idle streams should not hold a thousand big buffers) and
+    // grow while reads fill the buffer.
+    let mut size = 16 * 1024;
+    let mut buf = BytesMut::new();
     loop {
         let (cap, exists) = h.with(|sh| (sh.sess.send_capacity(id), sh.sess.stream_exists(id)));
         if !exists {
@@ -501,9 +504,11 @@ async fn uplink(h: SessionHandle, id: StreamId, mut rd: OwnedReadHalf, sig: Arc<
             }
             continue;
         }
-        let want = (cap as usize).min(buf.len());
+        let want = (cap as usize).min(size);
+        buf.reserve(want);
+        let mut limited = (&mut rd).take(want as u64);
         let r = tokio::select! {
-            r = rd.read(&mut buf[..want]) => r,
+            r = limited.read_buf(&mut buf) => r,
             _ = sig.writable.notified() => continue, // reset while reading
             _ = h.closed.cancelled() => return,
         };
@@ -513,7 +518,10 @@ async fn uplink(h: SessionHandle, id: StreamId, mut rd: OwnedReadHalf, sig: Arc<
                 return;
             }
             Ok(n) => {
-                let data = Bytes::copy_from_slice(&buf[..n]);
+                if n == size && size < 256 * 1024 {
+                    size *= 2;
+                }
+                let data = buf.split().freeze();
                 h.with(|sh| sh.sess.stream_send(id, data, Instant::now()));
             }
             Err(e) => {
