@@ -120,6 +120,8 @@ pub struct Session {
     windows_needed: BTreeSet<StreamId>,
     /// Latest time the driver told us.
     last_now: Instant,
+    /// Paths the scheduler told to wait: a send elsewhere changes the picture for them.
+    waiting: u64,
 }
 
 impl Session {
@@ -152,6 +154,7 @@ impl Session {
             max_data_needed: false,
             windows_needed: BTreeSet::new(),
             last_now: now,
+            waiting: 0,
             cfg,
         }
     }
@@ -752,6 +755,7 @@ impl Session {
         let budget = max.saturating_sub(out.len() - start);
         match self.scheduler.decide(now, path, &snaps, &queue, budget) {
             Decision::Wait { until } => {
+                self.waiting |= bit;
                 if out.len() > start {
                     return self.sent(path, start, out);
                 }
@@ -796,7 +800,10 @@ impl Session {
                         }
                     }
                 }
-                if duplicate {
+                self.waiting &= !bit;
+                // Paths told to wait (for this one, say) must look again now.
+                if duplicate || self.waiting != 0 {
+                    self.waiting = 0;
                     self.events.push_back(Event::WakePaths);
                 }
                 self.sent(path, start, out)

@@ -1,0 +1,524 @@
+//! End-to-end harness: a client and a server network namespace joined by two veth paths,
+//! an HTTP origin and `mpflex server` in the server namespace, `mpflex client` in the
+//! client namespace. Everything is removed on drop (and stale topologies of dead runs at
+//! start). Needs root; tests print a skip message otherwise.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_mpflex");
+pub const ORIGIN_PORT: u16 = 8080;
+pub const SOCKS_PORT: u16 = 1080;
+pub const SERVER_PORT: u16 = 7000;
+pub const CLIENT_STATUS: u16 = 9190;
+pub const SERVER_STATUS: u16 = 9191;
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Returns None (and says so) when the test cannot run here.
+pub fn require_root(test: &str) -> bool {
+    if !is_root() {
+        eprintln!("SKIP {test}: needs root for network namespaces");
+        return false;
+    }
+    true
+}
+
+pub fn sh(args: &[&str]) -> String {
+    let out = Command::new(args[0]).args(&args[1..]).output().expect("spawn");
+    assert!(
+        out.status.success(),
+        "{:?} failed: {}",
+        args,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn sh_ok(args: &[&str]) -> bool {
+    Command::new(args[0])
+        .args(&args[1..])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Removes namespaces left by test processes that no longer exist.
+fn clean_stale() {
+    let list = sh(&["ip", "netns", "list"]);
+    for line in list.lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        let Some(rest) = name.strip_prefix("mpfl-e2e-") else {
+            continue;
+        };
+        let pid: u32 = rest.split('-').next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "ip netns pids {name} | xargs -r kill -9; ip netns delete {name}"
+                ))
+                .status();
+        }
+    }
+}
+
+pub struct Options {
+    pub scheduler: &'static str,
+    /// Rate limit per path and direction (tbf), Mbit/s; 0 = none.
+    pub rate_mbit: u32,
+    pub keepalive_ms: u64,
+    pub path_timeout_ms: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            scheduler: "minrtt",
+            rate_mbit: 0,
+            keepalive_ms: 500,
+            path_timeout_ms: 3000,
+        }
+    }
+}
+
+pub struct Lab {
+    pub name: String,
+    pub cns: String,
+    pub sns: String,
+    /// Second octet of the 10.x.y.z addresses.
+    pub net: u32,
+    pub dir: PathBuf,
+    pub origin: Option<Child>,
+    pub server: Option<Child>,
+    pub client: Option<Child>,
+    pub client_key: String,
+    pub server_pub: String,
+}
+
+impl Lab {
+    pub fn new(opts: Options) -> Lab {
+        static STALE: std::sync::Once = std::sync::Once::new();
+        STALE.call_once(clean_stale);
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let pid = std::process::id();
+        let name = format!("mpfl-e2e-{pid}-{n}");
+        let net = 100 + (pid % 50) * 3 + n % 3;
+        let dir = std::env::temp_dir().join(&name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut lab = Lab {
+            cns: format!("{name}-c"),
+            sns: format!("{name}-s"),
+            name,
+            net,
+            dir,
+            origin: None,
+            server: None,
+            client: None,
+            client_key: String::new(),
+            server_pub: String::new(),
+        };
+        lab.build(&opts);
+        lab.start(&opts);
+        lab
+    }
+
+    pub fn client_addr(&self, path: usize) -> String {
+        format!("10.{}.{}.1", self.net, path + 1)
+    }
+
+    pub fn server_addr(&self, path: usize) -> String {
+        format!("10.{}.{}.2", self.net, path + 1)
+    }
+
+    fn veth(&self, path: usize, side: char) -> String {
+        // Interface names are at most 15 bytes; they live in their own namespaces.
+        format!("p{}{}", path + 1, side)
+    }
+
+    fn build(&self, opts: &Options) {
+        for ns in [&self.cns, &self.sns] {
+            sh(&["ip", "netns", "add", ns]);
+            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        for p in 0..2 {
+            let (c, s) = (self.veth(p, 'c'), self.veth(p, 's'));
+            sh(&[
+                "ip", "link", "add", &c, "netns", &self.cns, "type", "veth", "peer", "name", &s, "netns", &self.sns,
+            ]);
+            sh(&[
+                "ip",
+                "-n",
+                &self.cns,
+                "addr",
+                "add",
+                &format!("{}/24", self.client_addr(p)),
+                "dev",
+                &c,
+            ]);
+            sh(&[
+                "ip",
+                "-n",
+                &self.sns,
+                "addr",
+                "add",
+                &format!("{}/24", self.server_addr(p)),
+                "dev",
+                &s,
+            ]);
+            sh(&["ip", "-n", &self.cns, "link", "set", &c, "up"]);
+            sh(&["ip", "-n", &self.sns, "link", "set", &s, "up"]);
+            if opts.rate_mbit > 0 {
+                for (ns, dev) in [(&self.cns, &c), (&self.sns, &s)] {
+                    sh(&[
+                        "ip",
+                        "netns",
+                        "exec",
+                        ns,
+                        "tc",
+                        "qdisc",
+                        "add",
+                        "dev",
+                        dev,
+                        "root",
+                        "tbf",
+                        "rate",
+                        &format!("{}mbit", opts.rate_mbit),
+                        "burst",
+                        "64kb",
+                        "latency",
+                        "30ms",
+                    ]);
+                }
+            }
+        }
+    }
+
+    fn spawn(&self, ns: &str, args: &[&str], log: &str) -> Child {
+        let log = File::create(self.dir.join(log)).unwrap();
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("spawn")
+    }
+
+    fn start(&mut self, opts: &Options) {
+        let origin = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/origin.py");
+        self.origin = Some(self.spawn(
+            &self.sns,
+            &["python3", origin, "127.0.0.1", &ORIGIN_PORT.to_string()],
+            "origin.log",
+        ));
+        let keys = |_: ()| {
+            let out = sh(&[BIN, "keygen"]);
+            let get = |k: &str| {
+                out.lines()
+                    .find(|l| l.starts_with(k))
+                    .and_then(|l| l.split('"').nth(1))
+                    .unwrap()
+                    .to_string()
+            };
+            (get("private_key"), get("public_key"))
+        };
+        let (spriv, spub) = keys(());
+        let (cpriv, cpub) = keys(());
+        std::fs::write(
+            self.dir.join("server.toml"),
+            format!(
+                "listen = [\"0.0.0.0:{SERVER_PORT}\"]\nprivate_key = \"{spriv}\"\nstatus_listen = \"127.0.0.1:{SERVER_STATUS}\"\n\
+                 scheduler = \"{sched}\"\n[[clients]]\nname = \"test\"\npublic_key = \"{cpub}\"\n\
+                 [acl]\nallow_loopback = true\n[tuning]\nkeepalive_ms = {ka}\npath_timeout_ms = {pt}\n",
+                sched = opts.scheduler,
+                ka = opts.keepalive_ms,
+                pt = opts.path_timeout_ms
+            ),
+        )
+        .unwrap();
+        let mut client = format!(
+            "private_key = \"{cpriv}\"\nserver_public_key = \"{spub}\"\nscheduler = \"{sched}\"\n\
+             socks_listen = \"127.0.0.1:{SOCKS_PORT}\"\nstatus_listen = \"127.0.0.1:{CLIENT_STATUS}\"\n",
+            sched = opts.scheduler
+        );
+        for p in 0..2 {
+            client += &format!(
+                "[[paths]]\nname = \"p{}\"\nserver = \"{}:{SERVER_PORT}\"\nsource = \"{}\"\n",
+                p + 1,
+                self.server_addr(p),
+                self.client_addr(p)
+            );
+        }
+        client += &format!(
+            "[tuning]\nkeepalive_ms = {}\npath_timeout_ms = {}\n",
+            opts.keepalive_ms, opts.path_timeout_ms
+        );
+        std::fs::write(self.dir.join("client.toml"), client).unwrap();
+        self.client_key = cpriv;
+        self.server_pub = spub;
+        let scfg = self.dir.join("server.toml");
+        let ccfg = self.dir.join("client.toml");
+        self.server = Some(self.spawn(
+            &self.sns,
+            &[BIN, "server", "--config", scfg.to_str().unwrap()],
+            "server.log",
+        ));
+        self.wait_port(&self.sns.clone(), ORIGIN_PORT);
+        self.wait_port(&self.sns.clone(), SERVER_PORT);
+        self.client = Some(self.spawn(
+            &self.cns,
+            &[BIN, "client", "--config", ccfg.to_str().unwrap()],
+            "client.log",
+        ));
+        self.wait_paths_up(2, Duration::from_secs(10));
+    }
+
+    fn wait_port(&self, ns: &str, port: u16) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if in_ns(ns, move || TcpStream::connect(("127.0.0.1", port)).is_ok()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("port {port} never opened in {ns}; logs in {}", self.dir.display());
+    }
+
+    /// Status JSON of the client.
+    pub fn client_status(&self) -> serde_json::Value {
+        self.status(&self.cns, CLIENT_STATUS)
+    }
+
+    pub fn server_status(&self) -> serde_json::Value {
+        self.status(&self.sns, SERVER_STATUS)
+    }
+
+    fn status(&self, ns: &str, port: u16) -> serde_json::Value {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                ns,
+                BIN,
+                "status",
+                "--json",
+                "--addr",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+    }
+
+    pub fn paths_up(&self) -> usize {
+        let s = self.client_status();
+        s["paths"]
+            .as_array()
+            .map_or(0, |a| a.iter().filter(|p| p["up"] == true).count())
+    }
+
+    pub fn wait_paths_up(&self, n: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if self.paths_up() >= n {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "only {} of {n} paths came up; logs in {}",
+            self.paths_up(),
+            self.dir.display()
+        );
+    }
+
+    /// Per-path payload bytes the client received.
+    pub fn client_path_bytes(&self) -> Vec<u64> {
+        let s = self.client_status();
+        s["paths"]
+            .as_array()
+            .map(|a| a.iter().map(|p| p["bytes_received"].as_u64().unwrap_or(0)).collect())
+            .unwrap_or_default()
+    }
+
+    fn curl(&self, extra: &[&str]) -> std::process::Output {
+        let mut args = vec![
+            "netns",
+            "exec",
+            &self.cns,
+            "curl",
+            "-sS",
+            "--max-time",
+            "120",
+            "--socks5-hostname",
+        ];
+        let proxy = format!("127.0.0.1:{SOCKS_PORT}");
+        args.push(&proxy);
+        args.extend_from_slice(extra);
+        Command::new("ip").args(&args).output().unwrap()
+    }
+
+    /// Downloads `n` bytes through mpflex; returns (sha256 of what arrived, expected sha256).
+    pub fn download(&self, n: u64) -> (String, String) {
+        let url = format!("http://127.0.0.1:{ORIGIN_PORT}/bytes/{n}");
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ip netns exec {} curl -sS --max-time 120 --socks5-hostname 127.0.0.1:{SOCKS_PORT} {url} | sha256sum",
+                self.cns
+            ))
+            .output()
+            .unwrap();
+        let got = String::from_utf8_lossy(&out.stdout)[..64].to_string();
+        let want = self.curl(&[&format!("http://127.0.0.1:{ORIGIN_PORT}/sha256/{n}")]);
+        (got, String::from_utf8_lossy(&want.stdout).trim().to_string())
+    }
+
+    /// Uploads `n` random bytes; returns (local sha256, sha256 the origin saw).
+    pub fn upload(&self, n: usize) -> (String, String) {
+        use sha2::Digest;
+        let body: Vec<u8> = (0..n).map(|i| (i * 2654435761usize >> 13) as u8).collect();
+        let path = self.dir.join("upload.bin");
+        std::fs::write(&path, &body).unwrap();
+        let local = hex::encode(sha2::Sha256::digest(&body));
+        let out = self.curl(&[
+            "--data-binary",
+            &format!("@{}", path.display()),
+            "-H",
+            "Content-Type: application/octet-stream",
+            &format!("http://127.0.0.1:{ORIGIN_PORT}/upload"),
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        (local, text.split_whitespace().next().unwrap_or("").to_string())
+    }
+
+    /// Takes path `p`'s link down on the client side (no reset reaches anyone).
+    pub fn link_down(&self, p: usize) {
+        sh(&["ip", "-n", &self.cns, "link", "set", &self.veth(p, 'c'), "down"]);
+    }
+
+    pub fn link_up(&self, p: usize) {
+        sh(&["ip", "-n", &self.cns, "link", "set", &self.veth(p, 'c'), "up"]);
+        // Addresses survive a down/up, but the route needs the link to be up again.
+    }
+
+    /// Destroys path `p`'s TCP connection in the client's kernel (both ends see a reset).
+    pub fn kill_socket(&self, p: usize) {
+        let src = self.client_addr(p);
+        let _ = sh_ok(&[
+            "ip",
+            "netns",
+            "exec",
+            &self.cns,
+            "ss",
+            "-K",
+            "src",
+            &src,
+            "dport",
+            "=",
+            &format!(":{SERVER_PORT}"),
+        ]);
+    }
+
+    pub fn rss_kib(child: &Child) -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+        s.lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    pub fn log(&self, which: &str) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{which}.log"))).unwrap_or_default()
+    }
+
+    /// The client's SOCKS address (reachable from inside the client namespace).
+    pub fn socks(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], SOCKS_PORT))
+    }
+
+    pub fn server_path_addr(&self, p: usize) -> SocketAddr {
+        format!("{}:{SERVER_PORT}", self.server_addr(p)).parse().unwrap()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for c in [&mut self.client, &mut self.server, &mut self.origin]
+            .into_iter()
+            .flatten()
+        {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            for which in ["client", "server"] {
+                let log = self.log(which);
+                let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                eprintln!("--- {which} log (last lines) ---");
+                for l in tail.iter().rev() {
+                    eprintln!("{l}");
+                }
+            }
+        }
+        for ns in [&self.cns, &self.sns] {
+            let _ = Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "ip netns pids {ns} 2>/dev/null | xargs -r kill -9; ip netns delete {ns}"
+                ))
+                .status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs `f` on a thread that has entered network namespace `ns`, so sockets it creates
+/// live there.
+pub fn in_ns<R: Send + 'static>(ns: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let fd = File::open(&path).expect("netns handle");
+        // SAFETY: setns on this thread only, with a valid namespace fd.
+        let rc = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns failed: {}", std::io::Error::last_os_error());
+        f()
+    })
+    .join()
+    .expect("namespace thread panicked")
+}
+
+/// A blocking SOCKS5 CONNECT to `host:port`; returns the stream after the reply.
+pub fn socks_connect(proxy: SocketAddr, host: &str, port: u16) -> std::io::Result<TcpStream> {
+    let mut s = TcpStream::connect(proxy)?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    s.write_all(&[5, 1, 0])?;
+    let mut r = [0u8; 2];
+    s.read_exact(&mut r)?;
+    let mut req = vec![5, 1, 0, 3, host.len() as u8];
+    req.extend_from_slice(host.as_bytes());
+    req.extend_from_slice(&port.to_be_bytes());
+    s.write_all(&req)?;
+    let mut rep = [0u8; 10];
+    s.read_exact(&mut rep)?;
+    if rep[1] != 0 {
+        return Err(std::io::Error::other(format!("SOCKS reply {}", rep[1])));
+    }
+    Ok(s)
+}
