@@ -392,7 +392,7 @@ impl Lab {
     /// Uploads `n` random bytes; returns (local sha256, sha256 the origin saw).
     pub fn upload(&self, n: usize) -> (String, String) {
         use sha2::Digest;
-        let body: Vec<u8> = (0..n).map(|i| (i * 2654435761usize >> 13) as u8).collect();
+        let body: Vec<u8> = (0..n).map(|i| ((i * 2654435761usize) >> 13) as u8).collect();
         let path = self.dir.join("upload.bin");
         std::fs::write(&path, &body).unwrap();
         let local = hex::encode(sha2::Sha256::digest(&body));
