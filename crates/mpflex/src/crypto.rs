@@ -23,6 +23,8 @@ const PROLOGUE: &[u8] = b"mpflex/1";
 /// A handshake whose timestamp is further than this from the server's clock is refused.
 pub const REPLAY_WINDOW: Duration = Duration::from_secs(60);
 const MAX_NOISE_MSG: usize = 65535;
+/// e (32) + encrypted s (32 + 16) + encrypted 8-byte timestamp (8 + 16).
+const IK_FIRST_MESSAGE_LEN: usize = 32 + 48 + 8 + 16;
 const TAG: usize = 16;
 
 pub fn encode_key(k: &[u8]) -> String {
@@ -122,10 +124,16 @@ pub async fn server_handshake<S: AsyncRead + AsyncWrite + Unpin>(
     authorised: &HashMap<[u8; 32], String>,
     replay: &ReplayGuard,
 ) -> Result<(StatelessTransportState, [u8; 32])> {
-    let msg = read_msg(s).await?;
-    if msg.len() < 32 {
-        bail!("handshake message too short");
+    // The first IK message has a fixed size (ephemeral key, encrypted static key, encrypted
+    // timestamp); anything else is not mpflex and is cut off before reading further.
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).await?;
+    let n = u16::from_be_bytes(len) as usize;
+    if n != IK_FIRST_MESSAGE_LEN {
+        bail!("not an mpflex handshake (message length {n})");
     }
+    let mut msg = vec![0u8; n];
+    s.read_exact(&mut msg).await?;
     let mut hs = snow::Builder::new(NOISE_PARAMS.parse()?)
         .local_private_key(private)
         .prologue(PROLOGUE)

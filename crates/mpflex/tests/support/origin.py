@@ -74,6 +74,7 @@ if __name__ == "__main__":
     addr = sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1"
     port = int(sys.argv[2]) if len(sys.argv) > 2 else 8080
     ThreadingHTTPServer.daemon_threads = True
+    ThreadingHTTPServer.request_queue_size = 4096
     srv = ThreadingHTTPServer((addr, port), Handler)
     print("ready", flush=True)
     srv.serve_forever()

@@ -1,0 +1,148 @@
+//! Hostile or broken peers: garbage on the path port, a client without credentials, a
+//! replayed handshake, malformed frames from an authenticated peer, garbage on the SOCKS
+//! port. Each gets nothing (or a clean close) and the server keeps serving the real client.
+
+mod support;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use support::*;
+
+/// Reads until EOF/error or timeout; returns what arrived and whether the peer closed.
+fn drain(s: &mut TcpStream) -> (Vec<u8>, bool) {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return (got, true),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+                return (got, false)
+            }
+            Err(_) => return (got, true),
+        }
+    }
+}
+
+fn key(s: &str) -> [u8; 32] {
+    mpflex::crypto::decode_key(s, "test").unwrap()
+}
+
+/// A Noise handshake message as a real client would send it.
+fn handshake_msg(client_priv: &[u8; 32], server_pub: &[u8; 32]) -> Vec<u8> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (mut a, mut b) = tokio::io::duplex(1 << 16);
+        let (cp, sp) = (*client_priv, *server_pub);
+        let t = tokio::spawn(async move { mpflex::crypto::client_handshake(&mut a, &cp, &sp).await });
+        let mut len = [0u8; 2];
+        tokio::io::AsyncReadExt::read_exact(&mut b, &mut len).await.unwrap();
+        let mut msg = vec![0u8; u16::from_be_bytes(len) as usize];
+        tokio::io::AsyncReadExt::read_exact(&mut b, &mut msg).await.unwrap();
+        drop(b);
+        let _ = t.await;
+        let mut out = len.to_vec();
+        out.extend_from_slice(&msg);
+        out
+    })
+}
+
+#[test]
+fn hostile_peers_get_nothing_and_service_continues() {
+    if !require_root("hostile_peers_get_nothing_and_service_continues") {
+        return;
+    }
+    let lab = Lab::new(Options::default());
+    let server: SocketAddr = lab.server_path_addr(0);
+    let cns = lab.cns.clone();
+    let (client_priv, server_pub) = (key(&lab.client_key), key(&lab.server_pub));
+
+    let report = in_ns(&cns, move || {
+        let mut report = Vec::new();
+        // 1. Garbage instead of a handshake.
+        let mut s = TcpStream::connect(server).unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        report.push(("garbage", drain(&mut s)));
+        // 2. A wrong-length handshake prefix is refused at once.
+        let mut s = TcpStream::connect(server).unwrap();
+        s.write_all(&[0xff, 0xff, 1, 2, 3]).unwrap();
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        report.push(("truncated", drain(&mut s)));
+        // 3. A well-formed handshake from a key the server does not know.
+        let (stranger, _) = mpflex::crypto::generate_keypair();
+        let mut s = TcpStream::connect(server).unwrap();
+        s.write_all(&handshake_msg(&stranger, &server_pub)).unwrap();
+        report.push(("unknown key", drain(&mut s)));
+        // 4. A valid handshake from the real client's key, then the same bytes replayed.
+        let msg = handshake_msg(&client_priv, &server_pub);
+        let mut s = TcpStream::connect(server).unwrap();
+        s.write_all(&msg).unwrap();
+        let mut first = [0u8; 2];
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let answered = s.read_exact(&mut first).is_ok();
+        drop(s);
+        assert!(answered, "the original handshake should be answered");
+        let mut s = TcpStream::connect(server).unwrap();
+        s.write_all(&msg).unwrap();
+        report.push(("replay", drain(&mut s)));
+        report
+    });
+    for (what, (got, closed)) in &report {
+        assert!(got.is_empty(), "{what}: server sent {} bytes", got.len());
+        assert!(closed, "{what}: server kept the connection open");
+    }
+    let log = lab.log("server");
+    assert!(log.contains("replayed handshake"), "replay not recognised:\n{log}");
+    assert!(log.contains("is not authorised"), "unknown key not recognised");
+
+    // 5. An authenticated peer sending a malformed frame loses only its own connection.
+    let (got, closed) = in_ns(&cns, move || {
+        malformed_frame_after_handshake(server, client_priv, server_pub)
+    });
+    assert!(
+        closed,
+        "malformed frame did not close the connection (got {} bytes)",
+        got.len()
+    );
+
+    // 6. Garbage on the SOCKS port.
+    let socks = lab.socks();
+    let (got, closed) = in_ns(&cns, move || {
+        let mut s = TcpStream::connect(socks).unwrap();
+        s.write_all(b"\x04\x01\x00\x50garbage").unwrap();
+        drain(&mut s)
+    });
+    assert!(closed && got.is_empty(), "SOCKS garbage: got {got:?}, closed {closed}");
+
+    // The real client was never disturbed.
+    let (got, want) = lab.download(8 << 20);
+    assert_eq!(got, want);
+    assert_eq!(lab.paths_up(), 2);
+}
+
+fn malformed_frame_after_handshake(server: SocketAddr, client_priv: [u8; 32], server_pub: [u8; 32]) -> (Vec<u8>, bool) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(server).await.unwrap();
+        let t = mpflex::crypto::client_handshake(&mut s, &client_priv, &server_pub)
+            .await
+            .unwrap();
+        // A record whose frame has an unknown type where Hello must be.
+        let mut wire = Vec::new();
+        let mut nonce = 0;
+        mpflex::crypto::seal(&t, &mut nonce, &[0xee, 0, 0, 0, 1, 0], &mut wire).unwrap();
+        s.write_all(&wire).await.unwrap();
+        let mut got = Vec::new();
+        let r = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut got)).await;
+        (got, matches!(r, Ok(Ok(_)) | Ok(Err(_))))
+    })
+}

@@ -1,0 +1,89 @@
+//! A thousand application connections at once through one session: all complete
+//! byte-exact, and neither process's memory grows without bound.
+
+mod support;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use sha2::Digest;
+use support::*;
+
+const STREAMS: usize = 1000;
+const SIZE: usize = 200_000;
+
+#[test]
+fn thousand_concurrent_streams() {
+    if !require_root("thousand_concurrent_streams") {
+        return;
+    }
+    let lab = Lab::new(Options::default());
+    let want = lab_sha(&lab, SIZE);
+    let rss_before = (
+        Lab::rss_kib(lab.client.as_ref().unwrap()),
+        Lab::rss_kib(lab.server.as_ref().unwrap()),
+    );
+    let proxy = lab.socks();
+    let results = in_ns(&lab.cns, move || {
+        // All connections are opened and their requests sent before any is read, so they
+        // are really concurrent.
+        let mut conns = Vec::new();
+        for i in 0..STREAMS {
+            let mut s = socks_connect(proxy, "127.0.0.1", ORIGIN_PORT).unwrap_or_else(|e| panic!("connect {i}: {e}"));
+            s.write_all(format!("GET /bytes/{SIZE} HTTP/1.0\r\nHost: o\r\n\r\n").as_bytes())
+                .unwrap();
+            conns.push(s);
+        }
+        let handles: Vec<_> = conns
+            .into_iter()
+            .map(|mut s| {
+                std::thread::Builder::new()
+                    .stack_size(64 * 1024)
+                    .spawn(move || {
+                        s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+                        let mut buf = Vec::new();
+                        s.read_to_end(&mut buf).map(|_| buf)
+                    })
+                    .unwrap()
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+    });
+    let rss_after = (
+        Lab::rss_kib(lab.client.as_ref().unwrap()),
+        Lab::rss_kib(lab.server.as_ref().unwrap()),
+    );
+    let mut ok = 0;
+    for (i, r) in results.into_iter().enumerate() {
+        let resp = r.unwrap_or_else(|e| panic!("stream {i}: {e}"));
+        let split = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or_else(|| {
+            panic!(
+                "stream {i}: no HTTP headers in {} bytes: {:?}",
+                resp.len(),
+                &resp[..resp.len().min(64)]
+            )
+        }) + 4;
+        let body = &resp[split..];
+        assert_eq!(body.len(), SIZE, "stream {i}: length");
+        assert_eq!(hex::encode(sha2::Sha256::digest(body)), want, "stream {i}: content");
+        ok += 1;
+    }
+    assert_eq!(ok, STREAMS);
+    eprintln!("RSS KiB before {rss_before:?} after {rss_after:?} (client, server)");
+    assert!(rss_after.0 < 300 * 1024, "client RSS {} KiB", rss_after.0);
+    assert!(rss_after.1 < 300 * 1024, "server RSS {} KiB", rss_after.1);
+    // Every stream is gone once its connection closed.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(lab.client_status()["streams"], 0);
+}
+
+fn lab_sha(lab: &Lab, n: usize) -> String {
+    let proxy = lab.socks();
+    in_ns(&lab.cns, move || {
+        let mut s = socks_connect(proxy, "127.0.0.1", ORIGIN_PORT).unwrap();
+        s.write_all(format!("GET /sha256/{n} HTTP/1.0\r\nHost: o\r\n\r\n").as_bytes())
+            .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        resp.rsplit("\r\n\r\n").next().unwrap().trim().to_string()
+    })
+}
