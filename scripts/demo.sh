@@ -50,7 +50,9 @@ TOML
 head -c $((SIZE_MB << 20)) /dev/urandom >"$work/blob"
 want=$(sha256sum "$work/blob" | cut -c1-64)
 (cd "$work" && exec python3 -m http.server "$ORIGIN" --bind 127.0.0.1 >/dev/null 2>&1) & pids+=($!)
+for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$ORIGIN/" && break; sleep 0.1; done
 RUST_LOG=warn $B server --config "$work/server.toml" & pids+=($!)
+for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PATHPORT") 2>/dev/null && break; sleep 0.1; done
 RUST_LOG=warn $B client --config "$work/client.toml" & pids+=($!)
 for _ in $(seq 50); do $B status --addr "127.0.0.1:$CST" 2>/dev/null | grep -q "path-b .*yes" && break; sleep 0.1; done
 

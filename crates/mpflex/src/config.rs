@@ -36,7 +36,7 @@ impl Default for Tuning {
             path_timeout_ms: 5000,
             stream_window: 4 << 20,
             session_window: 64 << 20,
-            notsent_lowat: 128 * 1024,
+            notsent_lowat: 1024 * 1024,
             max_streams: 16384,
         }
     }
