@@ -1,0 +1,300 @@
+//! The user-space link emulator: per path and direction, one thread moves raw Ethernet
+//! frames from one veth (AF_PACKET) through a [`Link`] model to the other veth.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::link::{Link, LinkParams, LinkStats, Rate};
+use crate::netns::Topology;
+use crate::profile::{Event, Profile};
+
+const ETH_HDR: usize = 14;
+
+/// One direction's model, shared by its forwarding thread and the event scheduler.
+pub type SharedLink = Arc<Mutex<Link<Vec<u8>>>>;
+const ETH_P_ALL: u16 = 0x0003;
+
+/// A running emulator; stops and joins its threads on drop.
+pub struct Emulator {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    /// links[path] = [down (server→client), up (client→server)].
+    pub links: Vec<[SharedLink; 2]>,
+    pub start: Instant,
+}
+
+pub fn enter_ns(ns: &str) -> Result<()> {
+    let f = File::open(format!("/var/run/netns/{ns}")).with_context(|| format!("no namespace {ns}"))?;
+    // SAFETY: valid namespace fd; affects only the calling thread.
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        bail!("setns {ns}: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// An AF_PACKET socket bound to `dev` in the current namespace.
+fn packet_socket(dev: &str) -> Result<OwnedFd> {
+    // SAFETY: plain socket(2); the fd is owned right away.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, (ETH_P_ALL).to_be() as i32) };
+    if fd < 0 {
+        bail!("AF_PACKET socket: {}", std::io::Error::last_os_error());
+    }
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let name = std::ffi::CString::new(dev)?;
+    // SAFETY: NUL-terminated name.
+    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if ifindex == 0 {
+        bail!("no interface {dev}");
+    }
+    // SAFETY: zeroed sockaddr_ll filled in, size passed.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = ETH_P_ALL.to_be();
+    sll.sll_ifindex = ifindex as i32;
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    };
+    if rc != 0 {
+        bail!("bind AF_PACKET to {dev}: {}", std::io::Error::last_os_error());
+    }
+    // Large buffers: bursts at hundreds of Mbit/s must not be dropped before the model sees them.
+    let big: libc::c_int = 8 << 20;
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &big as *const _ as *const libc::c_void,
+            4,
+        );
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            &big as *const _ as *const libc::c_void,
+            4,
+        );
+    }
+    Ok(fd)
+}
+
+impl Emulator {
+    /// Starts forwarding on every path of `topo` with the parameters of `profile`.
+    pub fn start(topo: &Topology, profile: &Profile, seed: u64) -> Result<Emulator> {
+        if profile.paths.len() != topo.paths {
+            bail!("profile has {} paths, topology {}", profile.paths.len(), topo.paths);
+        }
+        // Sockets are made on a thread inside the emulator namespace; they stay there.
+        let ns = topo.emu_ns.clone();
+        let n = topo.paths;
+        let socks: Vec<(OwnedFd, OwnedFd)> = std::thread::spawn(move || -> Result<_> {
+            enter_ns(&ns)?;
+            (0..n)
+                .map(|i| Ok((packet_socket(&format!("ec{i}"))?, packet_socket(&format!("es{i}"))?)))
+                .collect()
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("emulator setup thread panicked"))??;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let start = Instant::now();
+        let mut threads = Vec::new();
+        let mut links = Vec::new();
+        for (i, ((ec, es), spec)) in socks.into_iter().zip(&profile.paths).enumerate() {
+            let down = Arc::new(Mutex::new(Link::new(spec.down.clone(), seed ^ (i as u64 * 2 + 1))));
+            let up = Arc::new(Mutex::new(Link::new(spec.up.clone(), seed ^ (i as u64 * 2 + 2))));
+            let ec = Arc::new(ec);
+            let es = Arc::new(es);
+            // Upstream: frames the client sends (ec) go to the server side (es).
+            threads.push(spawn_dir(
+                format!("emu-{i}-up"),
+                ec.clone(),
+                es.clone(),
+                up.clone(),
+                start,
+                stop.clone(),
+            ));
+            threads.push(spawn_dir(
+                format!("emu-{i}-down"),
+                es,
+                ec,
+                down.clone(),
+                start,
+                stop.clone(),
+            ));
+            links.push([down, up]);
+        }
+        let emu = Emulator {
+            stop,
+            threads,
+            links,
+            start,
+        };
+        if !profile.events.is_empty() {
+            emu.schedule(profile)?;
+        }
+        Ok(emu)
+    }
+
+    fn schedule(&self, profile: &Profile) -> Result<()> {
+        let mut events: Vec<(Event, usize)> = Vec::new();
+        for e in &profile.events {
+            let p = profile
+                .paths
+                .iter()
+                .position(|p| p.name == e.path)
+                .context("event path")?;
+            events.push((e.clone(), p));
+        }
+        events.sort_by_key(|(e, _)| e.at_ms);
+        let links = self.links.clone();
+        let start = self.start;
+        let stop = self.stop.clone();
+        std::thread::Builder::new().name("emu-events".into()).spawn(move || {
+            for (e, p) in events {
+                let at = start + Duration::from_millis(e.at_ms);
+                while Instant::now() < at {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    std::thread::sleep((at - Instant::now()).min(Duration::from_millis(20)));
+                }
+                for l in &links[p] {
+                    let mut l = l.lock().unwrap();
+                    match e.action.as_str() {
+                        "down" => l.set_up(false),
+                        "up" => l.set_up(true),
+                        _ => {
+                            let mut params: LinkParams = l.params().clone();
+                            if let Some(k) = e.rate_kbit {
+                                params.rate = Rate::Constant(k);
+                            }
+                            if let Some(d) = e.delay_ms {
+                                params.delay = Duration::from_micros(d * 500);
+                            }
+                            l.set_params(params);
+                        }
+                    }
+                }
+            }
+        })?;
+        Ok(())
+    }
+
+    /// Statistics per path: [down, up].
+    pub fn stats(&self) -> Vec<[LinkStats; 2]> {
+        self.links
+            .iter()
+            .map(|[d, u]| [d.lock().unwrap().stats.clone(), u.lock().unwrap().stats.clone()])
+            .collect()
+    }
+
+    /// Takes a path down or up in both directions now.
+    pub fn set_path_up(&self, path: usize, up: bool) {
+        for l in &self.links[path] {
+            l.lock().unwrap().set_up(up);
+        }
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn spawn_dir(
+    name: String,
+    rx: Arc<OwnedFd>,
+    tx: Arc<OwnedFd>,
+    link: Arc<Mutex<Link<Vec<u8>>>>,
+    start: Instant,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            // Sub-millisecond wake-ups: the default 50 µs timer slack is too coarse for
+            // RTTs within 1 ms + 2%.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0, 0, 0) };
+            forward(&rx, &tx, &link, start, &stop)
+        })
+        .expect("spawn emulator thread")
+}
+
+fn forward(rx: &OwnedFd, tx: &OwnedFd, link: &Mutex<Link<Vec<u8>>>, start: Instant, stop: &AtomicBool) {
+    let mut due: Vec<Vec<u8>> = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    while !stop.load(Ordering::Relaxed) {
+        let now = start.elapsed();
+        let next = {
+            let mut l = link.lock().unwrap();
+            l.poll(now, &mut due);
+            for f in &due {
+                l.count_bytes(f.len().saturating_sub(ETH_HDR) as u64);
+            }
+            l.next_event()
+        };
+        for f in due.drain(..) {
+            // SAFETY: sending a complete frame on a bound packet socket.
+            unsafe { libc::send(tx.as_raw_fd(), f.as_ptr() as *const libc::c_void, f.len(), 0) };
+        }
+        let wait = next
+            .map(|t| t.saturating_sub(start.elapsed()))
+            .unwrap_or(Duration::from_millis(20))
+            .min(Duration::from_millis(20));
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: wait.as_nanos() as i64,
+        };
+        let mut pfd = libc::pollfd {
+            fd: rx.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, a valid timespec.
+        let n = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+        if n <= 0 {
+            continue;
+        }
+        // Take everything waiting.
+        loop {
+            let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            // SAFETY: buffer and address sizes passed.
+            let r = unsafe {
+                libc::recvfrom(
+                    rx.as_raw_fd(),
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                    &mut sll as *mut libc::sockaddr_ll as *mut libc::sockaddr,
+                    &mut len,
+                )
+            };
+            if r <= 0 {
+                break;
+            }
+            // Our own transmissions on this device come back as OUTGOING: skip them.
+            if sll.sll_pkttype == libc::PACKET_OUTGOING {
+                continue;
+            }
+            let frame = buf[..r as usize].to_vec();
+            let size = (r as usize).saturating_sub(ETH_HDR) as u64;
+            link.lock().unwrap().push(start.elapsed(), frame, size);
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! The mpflex lab: emulated multi-link networks in network namespaces, real systems over
+//! them, and reports.
+
+pub mod emulator;
+pub mod link;
+pub mod netns;
+pub mod profile;
+pub mod trace;

@@ -1,0 +1,402 @@
+//! One direction of an emulated link, sans-IO: packets arrive with a timestamp, the model
+//! says when (and whether) each leaves. Order of stages, as in the seeds' `tc` setups and
+//! mahimahi: random loss → droptail bottleneck queue → rate (constant or trace) → one-way
+//! delay (optionally jittered, never reordering).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::trace::Trace;
+
+/// Bytes one mahimahi delivery opportunity carries.
+pub const OPPORTUNITY_BYTES: u64 = 1500;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rate {
+    /// kbit/s.
+    Constant(u64),
+    Trace(Trace),
+    /// No rate limit (for throughput tests of the emulator itself).
+    Unlimited,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueueLimit {
+    Bytes(u64),
+    /// Milliseconds' worth of the link rate (constant rate; traces use their mean rate).
+    Millis(u64),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkParams {
+    pub delay: Duration,
+    pub jitter: Duration,
+    pub rate: Rate,
+    /// Probability in [0, 1].
+    pub loss: f64,
+    pub queue: QueueLimit,
+}
+
+impl LinkParams {
+    /// Rate in bytes per second (mean rate for traces, None if unlimited).
+    pub fn bytes_per_sec(&self) -> Option<f64> {
+        match &self.rate {
+            Rate::Constant(kbit) => Some(*kbit as f64 * 1000.0 / 8.0),
+            Rate::Trace(t) => Some(t.mean_bytes_per_sec()),
+            Rate::Unlimited => None,
+        }
+    }
+
+    pub fn queue_bytes(&self) -> u64 {
+        match self.queue {
+            QueueLimit::Bytes(b) => b,
+            QueueLimit::Millis(ms) => match self.bytes_per_sec() {
+                // At least a few packets, or nothing could ever pass a tiny queue.
+                Some(bps) => ((bps * ms as f64 / 1000.0) as u64).max(4 * OPPORTUNITY_BYTES),
+                None => u64::MAX,
+            },
+        }
+    }
+}
+
+/// Statistics of one direction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub arrived: u64,
+    pub delivered: u64,
+    pub delivered_bytes: u64,
+    pub dropped_loss: u64,
+    pub dropped_queue: u64,
+    pub dropped_down: u64,
+}
+
+/// Time is a `Duration` since the link's start.
+pub struct Link<P> {
+    params: LinkParams,
+    up: bool,
+    rng: StdRng,
+    queue: VecDeque<(P, u64)>,
+    queued_bytes: u64,
+    /// Constant rate: when the transmitter is free again.
+    busy_until: Duration,
+    /// Trace: index of the next opportunity, how many loops of the trace were used, and
+    /// the bytes left in the current opportunity.
+    trace_pos: usize,
+    trace_loops: u64,
+    opp_left: u64,
+    /// In flight on the wire: (delivery time, packet).
+    wire: VecDeque<(Duration, P)>,
+    last_delivery: Duration,
+    pub stats: LinkStats,
+}
+
+impl<P> Link<P> {
+    pub fn new(params: LinkParams, seed: u64) -> Self {
+        Link {
+            params,
+            up: true,
+            rng: StdRng::seed_from_u64(seed),
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            busy_until: Duration::ZERO,
+            trace_pos: 0,
+            trace_loops: 0,
+            opp_left: 0,
+            wire: VecDeque::new(),
+            last_delivery: Duration::ZERO,
+            stats: LinkStats::default(),
+        }
+    }
+
+    pub fn params(&self) -> &LinkParams {
+        &self.params
+    }
+
+    /// Changes parameters from now on (rate or delay change events).
+    pub fn set_params(&mut self, params: LinkParams) {
+        self.params = params;
+    }
+
+    /// Takes the link down (everything queued or on the wire is lost) or up.
+    pub fn set_up(&mut self, up: bool) {
+        if !up {
+            self.stats.dropped_down += (self.queue.len() + self.wire.len()) as u64;
+            self.queue.clear();
+            self.queued_bytes = 0;
+            self.wire.clear();
+        }
+        self.up = up;
+    }
+
+    /// A packet of `size` bytes arrives at `now`.
+    pub fn arrive(&mut self, now: Duration, pkt: P, size: u64) {
+        self.stats.arrived += 1;
+        if !self.up {
+            self.stats.dropped_down += 1;
+            return;
+        }
+        if self.params.loss > 0.0 && self.rng.gen::<f64>() < self.params.loss {
+            self.stats.dropped_loss += 1;
+            return;
+        }
+        if self.queued_bytes + size > self.params.queue_bytes() {
+            self.stats.dropped_queue += 1;
+            return;
+        }
+        if self.queue.is_empty() {
+            // An idle transmitter starts on this packet now; it banks no credit.
+            self.busy_until = self.busy_until.max(now);
+        }
+        self.queued_bytes += size;
+        self.queue.push_back((pkt, size));
+        self.serve(now);
+    }
+
+    /// Moves packets whose transmission finished by `now` from the queue onto the wire.
+    fn serve(&mut self, now: Duration) {
+        loop {
+            let Some(&(_, size)) = self.queue.front() else {
+                return;
+            };
+            let done = match &self.params.rate {
+                Rate::Unlimited => now,
+                Rate::Constant(kbit) => {
+                    let tx = Duration::from_nanos(size * 8 * 1_000_000 / (*kbit).max(1));
+                    let done = self.busy_until + tx;
+                    if done > now {
+                        // Not finished yet; `next_event` tells the caller when.
+                        return;
+                    }
+                    self.busy_until = done;
+                    done
+                }
+                Rate::Trace(t) => {
+                    // Consume opportunities (each 1500 bytes) until the packet fits.
+                    let mut need = size;
+                    let mut when = Duration::ZERO;
+                    let (mut pos, mut loops, mut left) = (self.trace_pos, self.trace_loops, self.opp_left);
+                    while need > 0 {
+                        if left == 0 {
+                            let at = t.opportunity(pos, loops);
+                            if at > now {
+                                return;
+                            }
+                            when = at;
+                            left = OPPORTUNITY_BYTES;
+                            pos += 1;
+                            if pos == t.len() {
+                                pos = 0;
+                                loops += 1;
+                            }
+                        }
+                        let take = need.min(left);
+                        need -= take;
+                        left -= take;
+                    }
+                    // Opportunities that passed while the queue was empty are not saved
+                    // up (mahimahi semantics): `skip_idle` drops them on arrival.
+                    self.trace_pos = pos;
+                    self.trace_loops = loops;
+                    self.opp_left = left;
+                    when
+                }
+            };
+            let (pkt, size) = self.queue.pop_front().expect("front");
+            self.queued_bytes -= size;
+            let jitter = if self.params.jitter > Duration::ZERO {
+                Duration::from_nanos(self.rng.gen_range(0..=self.params.jitter.as_nanos() as u64))
+            } else {
+                Duration::ZERO
+            };
+            // Never reorder: a packet leaves the wire no earlier than the one before it.
+            let at = (done + self.params.delay + jitter).max(self.last_delivery);
+            self.last_delivery = at;
+            self.wire.push_back((at, pkt));
+        }
+    }
+
+    /// Drops unused trace opportunities before `now` when the queue is empty, so an idle
+    /// link does not bank capacity.
+    fn skip_idle(&mut self, now: Duration) {
+        if !self.queue.is_empty() {
+            return;
+        }
+        if let Rate::Trace(t) = &self.params.rate {
+            self.opp_left = 0;
+            while t.opportunity(self.trace_pos, self.trace_loops) < now {
+                self.trace_pos += 1;
+                if self.trace_pos == t.len() {
+                    self.trace_pos = 0;
+                    self.trace_loops += 1;
+                }
+            }
+        }
+    }
+
+    /// Arrival entry point that first discards idle trace capacity.
+    pub fn push(&mut self, now: Duration, pkt: P, size: u64) {
+        self.skip_idle(now);
+        self.arrive(now, pkt, size);
+    }
+
+    /// Packets due for delivery at `now`.
+    pub fn poll(&mut self, now: Duration, out: &mut Vec<P>) {
+        self.serve(now);
+        while self.wire.front().is_some_and(|(t, _)| *t <= now) {
+            let (_, p) = self.wire.pop_front().expect("front");
+            self.stats.delivered += 1;
+            out.push(p);
+        }
+    }
+
+    /// Counts delivered bytes (the caller knows packet sizes).
+    pub fn count_bytes(&mut self, n: u64) {
+        self.stats.delivered_bytes += n;
+    }
+
+    /// When something next happens (a transmission ends or a delivery is due).
+    pub fn next_event(&self) -> Option<Duration> {
+        let wire = self.wire.front().map(|(t, _)| *t);
+        let tx = self.queue.front().map(|&(_, size)| match &self.params.rate {
+            Rate::Unlimited => Duration::ZERO,
+            Rate::Constant(kbit) => self.busy_until + Duration::from_nanos(size * 8 * 1_000_000 / (*kbit).max(1)),
+            Rate::Trace(t) => {
+                if self.opp_left >= size {
+                    Duration::ZERO
+                } else {
+                    t.opportunity(self.trace_pos, self.trace_loops)
+                }
+            }
+        });
+        match (wire, tx) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn queued_bytes(&self) -> u64 {
+        self.queued_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(x: u64) -> Duration {
+        Duration::from_millis(x)
+    }
+
+    fn params(kbit: u64, delay_ms: u64) -> LinkParams {
+        LinkParams {
+            delay: ms(delay_ms),
+            jitter: Duration::ZERO,
+            rate: Rate::Constant(kbit),
+            loss: 0.0,
+            queue: QueueLimit::Bytes(1 << 20),
+        }
+    }
+
+    /// Runs the link in 0.1 ms steps until `end`, returning delivery times.
+    fn run(link: &mut Link<u32>, arrivals: &[(Duration, u32, u64)], end: Duration) -> Vec<(Duration, u32)> {
+        let mut out = Vec::new();
+        let mut t = Duration::ZERO;
+        let mut i = 0;
+        let mut buf = Vec::new();
+        while t <= end {
+            while i < arrivals.len() && arrivals[i].0 <= t {
+                link.push(t, arrivals[i].1, arrivals[i].2);
+                i += 1;
+            }
+            link.poll(t, &mut buf);
+            out.extend(buf.drain(..).map(|p| (t, p)));
+            t += Duration::from_micros(100);
+        }
+        out
+    }
+
+    #[test]
+    fn delay_and_serialisation() {
+        // 12 Mbit/s: a 1500-byte packet takes 1 ms; delay 10 ms.
+        let mut l = Link::new(params(12_000, 10), 1);
+        let got = run(&mut l, &[(ms(0), 1, 1500), (ms(0), 2, 1500)], ms(30));
+        assert_eq!(got, vec![(ms(11), 1), (ms(12), 2)]);
+    }
+
+    #[test]
+    fn constant_rate_throughput() {
+        let mut l = Link::new(params(8_000, 0), 1); // 1 MB/s
+        let arrivals: Vec<_> = (0..2000).map(|i| (ms(0), i, 1000)).collect();
+        let got = run(&mut l, &arrivals, ms(1000));
+        // 1000 packets of 1000 bytes per second.
+        assert!((995..=1001).contains(&got.len()), "{}", got.len());
+    }
+
+    #[test]
+    fn droptail_queue_in_millis() {
+        let mut p = params(12_000, 0);
+        p.queue = QueueLimit::Millis(10); // 15 000 bytes
+        let mut l = Link::new(p, 1);
+        for i in 0..100 {
+            l.push(ms(0), i, 1500);
+        }
+        // The first departs at once... the queue holds 10.
+        assert_eq!(l.stats.dropped_queue, 90);
+    }
+
+    #[test]
+    fn loss_rate_is_statistical() {
+        let mut p = params(1_000_000, 0);
+        p.loss = 0.1;
+        let mut l = Link::new(p, 42);
+        for i in 0..20_000 {
+            l.push(ms(i / 10), i as u32, 100);
+        }
+        let lost = l.stats.dropped_loss as f64 / 20_000.0;
+        assert!((0.09..0.11).contains(&lost), "{lost}");
+    }
+
+    #[test]
+    fn down_drops_everything() {
+        let mut l = Link::new(params(12_000, 10), 1);
+        l.push(ms(0), 1, 1500);
+        l.set_up(false);
+        l.push(ms(1), 2, 1500);
+        let mut out = Vec::new();
+        l.poll(ms(50), &mut out);
+        assert!(out.is_empty());
+        assert_eq!(l.stats.dropped_down, 2);
+        l.set_up(true);
+        l.push(ms(60), 3, 1500);
+        l.poll(ms(80), &mut out);
+        assert_eq!(out, vec![3]);
+    }
+
+    #[test]
+    fn trace_opportunities() {
+        // One opportunity at 1 ms and two at 3 ms, looping every 3 ms.
+        let t = Trace::from_millis(vec![1, 3, 3]).unwrap();
+        let mut p = params(0, 0);
+        p.rate = Rate::Trace(t);
+        let mut l = Link::new(p, 1);
+        let arrivals: Vec<_> = (0..6).map(|i| (ms(0), i, 1500)).collect();
+        let got = run(&mut l, &arrivals, ms(10));
+        let times: Vec<Duration> = got.iter().map(|g| g.0).collect();
+        assert_eq!(times, vec![ms(1), ms(3), ms(3), ms(4), ms(6), ms(6)]);
+    }
+
+    #[test]
+    fn idle_trace_link_banks_nothing() {
+        let t = Trace::from_millis(vec![1]).unwrap(); // 1 packet per ms
+        let mut p = params(0, 0);
+        p.rate = Rate::Trace(t);
+        let mut l = Link::new(p, 1);
+        let arrivals: Vec<_> = (0..5).map(|i| (ms(100), i, 1500)).collect();
+        let got = run(&mut l, &arrivals, ms(110));
+        let times: Vec<Duration> = got.iter().map(|g| g.0).collect();
+        assert_eq!(times, vec![ms(100), ms(101), ms(102), ms(103), ms(104)]);
+    }
+}

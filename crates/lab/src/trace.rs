@@ -1,0 +1,100 @@
+//! mahimahi traces: one line per 1500-byte delivery opportunity, a timestamp in ms from the
+//! start; the trace repeats with a period equal to its last timestamp.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    /// Opportunity times in ms, non-decreasing.
+    ms: Vec<u64>,
+    period_ms: u64,
+}
+
+impl Trace {
+    pub fn from_millis(ms: Vec<u64>) -> Result<Trace> {
+        if ms.is_empty() {
+            bail!("trace has no delivery opportunities");
+        }
+        if ms.windows(2).any(|w| w[1] < w[0]) {
+            bail!("trace timestamps go backwards");
+        }
+        let period_ms = *ms.last().expect("non-empty");
+        if period_ms == 0 {
+            bail!("trace's last timestamp is 0: it has no duration to repeat");
+        }
+        Ok(Trace { ms, period_ms })
+    }
+
+    pub fn parse(text: &str) -> Result<Trace> {
+        let mut ms = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            ms.push(
+                line.parse::<u64>()
+                    .with_context(|| format!("line {}: {line:?} is not a millisecond timestamp", i + 1))?,
+            );
+        }
+        Trace::from_millis(ms)
+    }
+
+    pub fn load(path: &Path) -> Result<Trace> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read trace {}", path.display()))?;
+        Trace::parse(&text).with_context(|| format!("trace {}", path.display()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.ms.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ms.is_empty()
+    }
+
+    /// Time of opportunity `pos` in repetition `loops`.
+    pub fn opportunity(&self, pos: usize, loops: u64) -> Duration {
+        Duration::from_millis(loops * self.period_ms + self.ms[pos])
+    }
+
+    pub fn mean_bytes_per_sec(&self) -> f64 {
+        self.ms.len() as f64 * 1500.0 / (self.period_ms as f64 / 1000.0)
+    }
+
+    pub fn mean_kbit(&self) -> f64 {
+        self.mean_bytes_per_sec() * 8.0 / 1000.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_rates() {
+        let t = Trace::parse("0\n0\n1\n\n2\n").unwrap();
+        assert_eq!(t.len(), 4);
+        assert_eq!(t.opportunity(3, 1), Duration::from_millis(4));
+        assert!((t.mean_bytes_per_sec() - 3_000_000.0).abs() < 1.0);
+        assert!(Trace::parse("1\nx\n").unwrap_err().to_string().contains("line 2"));
+        assert!(Trace::parse("").is_err());
+        assert!(Trace::parse("0\n0\n").is_err());
+        assert!(Trace::parse("5\n3\n").is_err());
+    }
+
+    #[test]
+    fn shared_traces_load() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+        for name in ["TMobile-LTE-short.down", "ATT-LTE-driving-2016.up"] {
+            let p = dir.join(name);
+            if p.exists() {
+                let t = Trace::load(&p).unwrap();
+                assert!(t.mean_kbit() > 100.0, "{name}: {}", t.mean_kbit());
+            }
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! The emulator against its configuration, measured with real TCP/UDP across namespaces:
+//! RTT within 1 ms + 2%, constant-rate TCP goodput within 5%, trace replay within 5% of the
+//! trace's mean, random loss within statistical tolerance, and ≥ 300 Mbit/s per path and
+//! ≥ 500 Mbit/s in total. Needs root and iperf3; skipped (with a message) otherwise.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use mpflex_lab::emulator::{enter_ns, Emulator};
+use mpflex_lab::link::{LinkParams, QueueLimit, Rate};
+use mpflex_lab::netns::{is_root, Topology};
+use mpflex_lab::profile::{seed_default, PathSpec, Profile};
+use mpflex_lab::trace::Trace;
+
+/// Measurements share two cores: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+static TAG: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+fn ready(test: &str) -> bool {
+    if !is_root() || Command::new("iperf3").arg("--version").output().is_err() {
+        eprintln!("SKIP {test}: needs root and iperf3");
+        return false;
+    }
+    true
+}
+
+fn lab(profile: &Profile) -> (Topology, Emulator) {
+    let tag = TAG.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let topo = Topology::create(profile.paths.len(), tag).unwrap();
+    let emu = Emulator::start(&topo, profile, 7).unwrap();
+    (topo, emu)
+}
+
+/// Median TCP round-trip time of 1-byte exchanges on `path`.
+fn tcp_rtt(topo: &Topology, path: usize) -> Duration {
+    let (sns, cns) = (topo.server_ns.clone(), topo.client_ns.clone());
+    let addr = format!("{}:7777", topo.server_addr(path));
+    let bind = addr.clone();
+    let server = std::thread::spawn(move || {
+        enter_ns(&sns).unwrap();
+        let l = TcpListener::bind(&bind).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut b = [0u8; 1];
+        while s.read_exact(&mut b).is_ok() {
+            if s.write_all(&b).is_err() {
+                break;
+            }
+        }
+    });
+    let rtts = std::thread::spawn(move || {
+        enter_ns(&cns).unwrap();
+        let mut s = loop {
+            match TcpStream::connect(&addr) {
+                Ok(s) => break s,
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        s.set_nodelay(true).unwrap();
+        let mut v = Vec::new();
+        let mut b = [7u8; 1];
+        for _ in 0..21 {
+            let t = Instant::now();
+            s.write_all(&b).unwrap();
+            s.read_exact(&mut b).unwrap();
+            v.push(t.elapsed());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        v
+    })
+    .join()
+    .unwrap();
+    server.join().unwrap();
+    let mut v = rtts;
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Runs iperf3 from the client namespace to `path`'s server address; returns the JSON.
+fn iperf(topo: &Topology, path: usize, port: u16, args: &[&str]) -> serde_json::Value {
+    let mut server = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &topo.server_ns,
+            "iperf3",
+            "-s",
+            "-1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &topo.client_ns,
+            "iperf3",
+            "-J",
+            "-c",
+            &topo.server_addr(path),
+            "-p",
+            &port.to_string(),
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("iperf3 output: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Goodput (bit/s) over the intervals after the first `skip` seconds (slow start).
+fn steady_goodput(j: &serde_json::Value, skip: f64) -> f64 {
+    let iv = j["intervals"].as_array().expect("intervals");
+    let (mut bytes, mut secs) = (0.0, 0.0);
+    for i in iv {
+        let s = &i["sum"];
+        if s["start"].as_f64().unwrap() >= skip {
+            bytes += s["bytes"].as_f64().unwrap();
+            secs += s["seconds"].as_f64().unwrap();
+        }
+    }
+    bytes * 8.0 / secs
+}
+
+#[test]
+fn rtt_matches_configuration() {
+    if !ready("rtt_matches_configuration") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let profile = seed_default(270);
+    let (topo, _emu) = lab(&profile);
+    for (path, want_ms) in [(0, 50.0), (1, 270.0)] {
+        let rtt = tcp_rtt(&topo, path).as_secs_f64() * 1000.0;
+        let tol = 1.0 + 0.02 * want_ms;
+        eprintln!("path {path}: RTT {rtt:.2} ms, configured {want_ms} ms (tolerance {tol:.1} ms)");
+        assert!(
+            (rtt - want_ms).abs() <= tol,
+            "path {path}: RTT {rtt:.2} ms vs {want_ms} ms"
+        );
+    }
+}
+
+#[test]
+fn constant_rate_goodput_within_5_percent() {
+    if !ready("constant_rate_goodput_within_5_percent") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let profile = seed_default(70);
+    let (topo, _emu) = lab(&profile);
+    for (path, kbit) in [(0usize, 7040.0), (1, 9185.0)] {
+        let j = iperf(&topo, path, 5300 + path as u16, &["-R", "-t", "6"]);
+        let g = steady_goodput(&j, 2.0) / 1000.0;
+        eprintln!(
+            "path {path}: steady TCP goodput {g:.0} kbit/s, configured {kbit} kbit/s ({:.3})",
+            g / kbit
+        );
+        assert!((g / kbit - 1.0).abs() <= 0.05, "path {path}: {g:.0} vs {kbit} kbit/s");
+    }
+}
+
+#[test]
+fn trace_replay_matches_trace_mean() {
+    if !ready("trace_replay_matches_trace_mean") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // A trace with bursts and gaps that repeats every 40 ms: mean 12 Mbit/s.
+    let mut ms = Vec::new();
+    for t in 1..=40u64 {
+        let n = [0, 3, 1, 0, 2, 0, 4, 2][t as usize % 8];
+        ms.extend(std::iter::repeat_n(t, n));
+    }
+    let trace = Trace::from_millis(ms).unwrap();
+    let mean_kbit = trace.mean_kbit();
+    let mut profile = seed_default(70);
+    profile.paths.truncate(1);
+    profile.paths[0] = PathSpec {
+        name: "trace".into(),
+        down: LinkParams {
+            delay: Duration::from_millis(20),
+            jitter: Duration::ZERO,
+            rate: Rate::Trace(trace),
+            loss: 0.0,
+            queue: QueueLimit::Millis(200),
+        },
+        up: profile.paths[0].up.clone(),
+    };
+    let (topo, emu) = lab(&profile);
+    let j = iperf(&topo, 0, 5310, &["-R", "-t", "6"]);
+    let g = steady_goodput(&j, 2.0) / 1000.0;
+    // Goodput excludes IP/TCP headers (52 of every 1500 bytes); the emulator's own count
+    // of delivered IP bytes is the direct check.
+    let stats = emu.stats();
+    eprintln!(
+        "trace mean {mean_kbit:.0} kbit/s; TCP goodput {g:.0} kbit/s ({:.3} of mean, header overhead ~0.965); \
+         delivered {} packets",
+        g / mean_kbit,
+        stats[0][0].delivered
+    );
+    assert!(
+        (g / (mean_kbit * 1448.0 / 1500.0) - 1.0).abs() <= 0.05,
+        "{g:.0} vs {mean_kbit:.0}"
+    );
+}
+
+#[test]
+fn loss_rate_within_tolerance() {
+    if !ready("loss_rate_within_tolerance") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut profile = seed_default(70);
+    profile.paths.truncate(1);
+    profile.paths[0].up.loss = 0.05;
+    profile.paths[0].up.rate = Rate::Constant(50_000);
+    let (topo, _emu) = lab(&profile);
+    // 10 Mbit/s of 1000-byte UDP datagrams for 4 s: ~5000 packets.
+    let j = iperf(&topo, 0, 5320, &["-u", "-b", "10M", "-l", "1000", "-t", "4"]);
+    let sum = &j["end"]["sum"];
+    let (lost, total) = (sum["lost_packets"].as_f64().unwrap(), sum["packets"].as_f64().unwrap());
+    let p = lost / total;
+    let sd = (0.05f64 * 0.95 / total).sqrt();
+    eprintln!(
+        "loss configured 5%, measured {:.2}% of {total} packets (4 sd = {:.2}%)",
+        p * 100.0,
+        4.0 * sd * 100.0
+    );
+    assert!((p - 0.05).abs() <= 4.0 * sd, "loss {p}");
+}
+
+#[test]
+fn emulator_is_not_the_bottleneck() {
+    if !ready("emulator_is_not_the_bottleneck") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let fast = LinkParams {
+        delay: Duration::from_millis(1),
+        jitter: Duration::ZERO,
+        rate: Rate::Unlimited,
+        loss: 0.0,
+        queue: QueueLimit::Bytes(4 << 20),
+    };
+    let mut profile = seed_default(70);
+    for p in &mut profile.paths {
+        p.down = fast.clone();
+        p.up = fast.clone();
+    }
+    let (topo, _emu) = lab(&profile);
+    let runs: Vec<_> = (0..2)
+        .map(|p| {
+            let topo_c = topo.client_ns.clone();
+            let topo_s = topo.server_ns.clone();
+            let addr = topo.server_addr(p);
+            std::thread::spawn(move || {
+                let port = (5330 + p).to_string();
+                let mut srv = Command::new("ip")
+                    .args(["netns", "exec", &topo_s, "iperf3", "-s", "-1", "-p", &port])
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(300));
+                let out = Command::new("ip")
+                    .args([
+                        "netns", "exec", &topo_c, "iperf3", "-J", "-R", "-t", "4", "-c", &addr, "-p", &port,
+                    ])
+                    .output()
+                    .unwrap();
+                let _ = srv.kill();
+                let _ = srv.wait();
+                let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                j["end"]["sum_received"]["bits_per_second"].as_f64().unwrap() / 1e6
+            })
+        })
+        .collect();
+    let mbit: Vec<f64> = runs.into_iter().map(|h| h.join().unwrap()).collect();
+    let total: f64 = mbit.iter().sum();
+    eprintln!("concurrent TCP through the emulator: {mbit:.0?} Mbit/s, total {total:.0} Mbit/s");
+    assert!(mbit.iter().all(|&m| m >= 300.0), "{mbit:?}");
+    assert!(total >= 500.0, "{total}");
+}
