@@ -6,3 +6,6 @@ pub mod link;
 pub mod netns;
 pub mod profile;
 pub mod trace;
+pub mod report;
+pub mod runner;
+pub mod workload;

@@ -9,6 +9,8 @@ use clap::{Parser, Subcommand};
 use mpflex_lab::emulator::Emulator;
 use mpflex_lab::netns::Topology;
 use mpflex_lab::profile::Profile;
+use mpflex_lab::runner::{parse_size, RunConfig, System};
+use mpflex_lab::workload::{self, Via};
 
 #[derive(Parser)]
 #[command(
@@ -32,6 +34,70 @@ enum Cmd {
         #[arg(long)]
         seconds: Option<u64>,
     },
+    /// Run systems side by side on a profile and append results (JSON lines).
+    Run {
+        #[arg(long, default_value = "seed-default")]
+        profile: String,
+        /// tcp-<path>, mptcp, oracle, mpflex:<scheduler> (comma-separated).
+        #[arg(long, default_value = "tcp-wifi,tcp-lte,mptcp,oracle,mpflex:minrtt")]
+        systems: String,
+        #[arg(long, default_value = "chunk")]
+        workload: String,
+        /// Chunk sizes, e.g. 64K,256K,1M,4M,16M.
+        #[arg(long, default_value = "256K,1M,4M")]
+        sizes: String,
+        /// fresh (new connection per chunk) and/or warm (established, ~1 s idle).
+        #[arg(long, default_value = "fresh,warm")]
+        modes: String,
+        /// Congestion control in the namespaces: cubic and/or bbr.
+        #[arg(long, default_value = "bbr")]
+        cc: String,
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Step of the oracle's static-split sweep.
+        #[arg(long, default_value_t = 0.05)]
+        oracle_step: f64,
+        #[arg(long, default_value = "lab-results/results.jsonl")]
+        out: std::path::PathBuf,
+        /// The mpflex binary (default: next to this one).
+        #[arg(long)]
+        mpflex: Option<std::path::PathBuf>,
+    },
+    /// Markdown tables from a results file.
+    Report {
+        results: std::path::PathBuf,
+    },
+    /// (internal) Serve chunk requests.
+    #[command(hide = true)]
+    ChunkServer {
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        #[arg(long)]
+        mptcp: bool,
+    },
+    /// (internal) Time one chunk download; prints milliseconds.
+    #[command(hide = true)]
+    ChunkClient {
+        #[arg(long)]
+        server: std::net::SocketAddr,
+        #[arg(long)]
+        bind: Option<std::net::IpAddr>,
+        #[arg(long)]
+        mptcp: bool,
+        #[arg(long)]
+        socks: Option<std::net::SocketAddr>,
+        #[arg(long)]
+        size: u64,
+        #[arg(long, default_value = "fresh")]
+        mode: String,
+        /// Oracle: second server/bind; `share` of the chunk goes to the first.
+        #[arg(long)]
+        split_server: Option<std::net::SocketAddr>,
+        #[arg(long)]
+        split_bind: Option<std::net::IpAddr>,
+        #[arg(long, default_value_t = 1.0)]
+        share: f64,
+    },
 }
 
 fn main() {
@@ -43,6 +109,15 @@ fn main() {
 
 fn real_main() -> Result<()> {
     let cli = Cli::parse();
+    match &cli.cmd {
+        Cmd::ChunkServer { listen, mptcp } => return workload::serve(*listen, *mptcp),
+        Cmd::ChunkClient { .. } => return chunk_client(&cli.cmd),
+        Cmd::Report { results } => {
+            print!("{}", mpflex_lab::report::report(results)?);
+            return Ok(());
+        }
+        _ => {}
+    }
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -73,5 +148,114 @@ fn real_main() -> Result<()> {
             }
             Ok(())
         }
+        Cmd::Run {
+            profile,
+            systems,
+            workload,
+            sizes,
+            modes,
+            cc,
+            reps,
+            oracle_step,
+            out,
+            mpflex,
+        } => {
+            if workload != "chunk" {
+                anyhow::bail!("workload {workload:?}: only `chunk` is implemented so far");
+            }
+            let profile = Profile::resolve(&profile)?;
+            let systems = systems
+                .split(',')
+                .map(|s| System::parse(s.trim(), &profile))
+                .collect::<Result<Vec<_>>>()?;
+            let sizes = sizes.split(',').map(parse_size).collect::<Result<Vec<_>>>()?;
+            let list = |s: &str| s.split(',').map(|x| x.trim().to_string()).collect::<Vec<_>>();
+            let modes = list(&modes);
+            if let Some(m) = modes.iter().find(|m| *m != "fresh" && *m != "warm") {
+                anyhow::bail!("--modes: {m:?} is not fresh or warm");
+            }
+            if !(0.01..=0.5).contains(&oracle_step) {
+                anyhow::bail!("--oracle-step: between 0.01 and 0.5");
+            }
+            if let Some(d) = out.parent() {
+                std::fs::create_dir_all(d)?;
+            }
+            let mpflex_bin = mpflex.unwrap_or_else(|| std::env::current_exe().unwrap().with_file_name("mpflex"));
+            if systems.iter().any(|s| matches!(s, System::Mpflex(_))) && !mpflex_bin.exists() {
+                anyhow::bail!("{} not found: build it (cargo build --release -p mpflex) or pass --mpflex", mpflex_bin.display());
+            }
+            let cfg = RunConfig {
+                profile,
+                systems,
+                sizes,
+                modes,
+                ccs: list(&cc),
+                reps,
+                oracle_step,
+                out: out.clone(),
+                mpflex_bin,
+            };
+            let n = mpflex_lab::runner::run(&cfg, &stop)?;
+            println!("{n} results appended to {}", out.display());
+            Ok(())
+        }
+        _ => unreachable!("handled above"),
     }
+}
+
+fn chunk_client(cmd: &Cmd) -> Result<()> {
+    let Cmd::ChunkClient {
+        server,
+        bind,
+        mptcp,
+        socks,
+        size,
+        mode,
+        split_server,
+        split_bind,
+        share,
+    } = cmd
+    else {
+        unreachable!()
+    };
+    let via = |bind: Option<std::net::IpAddr>| match (socks, mptcp) {
+        (Some(p), _) => Via::Socks(*p),
+        (None, true) => Via::Mptcp,
+        (None, false) => Via::Tcp {
+            bind: bind.map(|b| std::net::SocketAddr::new(b, 0)),
+        },
+    };
+    let warm = mode == "warm";
+    // The parts: (server, via, bytes).
+    let first = (*size as f64 * share).round() as u64;
+    let mut parts = vec![(*server, via(*bind), first)];
+    if let Some(s2) = split_server {
+        parts.push((*s2, via(*split_bind), size - first));
+    }
+    parts.retain(|p| p.2 > 0);
+    let mut conns = Vec::new();
+    if warm {
+        for (srv, v, _) in &parts {
+            let mut c = workload::connect(*srv, v)?;
+            workload::request(&mut c, 1 << 20)?;
+            conns.push(Some(c));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    } else {
+        conns.extend(parts.iter().map(|_| None));
+    }
+    let t = std::time::Instant::now();
+    std::thread::scope(|sc| -> Result<()> {
+        let hs: Vec<_> = parts
+            .iter()
+            .zip(conns.iter_mut())
+            .map(|((srv, v, bytes), c)| sc.spawn(move || workload::timed(*srv, v, *bytes, c.as_mut())))
+            .collect();
+        for h in hs {
+            h.join().map_err(|_| anyhow::anyhow!("worker panicked"))??;
+        }
+        Ok(())
+    })?;
+    println!("{:.3}", t.elapsed().as_secs_f64() * 1000.0);
+    Ok(())
 }

@@ -1,0 +1,388 @@
+//! Runs systems side by side on one emulated topology and appends one JSON object per
+//! measurement to a results file.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use crate::emulator::Emulator;
+use crate::netns::Topology;
+use crate::profile::Profile;
+
+pub const TCP_PORT: u16 = 9000;
+pub const MPTCP_PORT: u16 = 9001;
+const SOCKS_PORT: u16 = 1080;
+const MPFLEX_PORT: u16 = 7000;
+const STATUS_PORT: u16 = 9190;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum System {
+    /// Single-path TCP over path i.
+    Tcp(usize),
+    Mptcp,
+    /// Static split over two single-path connections, best fraction kept.
+    Oracle,
+    Mpflex(String),
+}
+
+impl System {
+    pub fn parse(s: &str, profile: &Profile) -> Result<System> {
+        if let Some(p) = s.strip_prefix("tcp-") {
+            let i = profile
+                .paths
+                .iter()
+                .position(|x| x.name == p)
+                .or_else(|| p.parse().ok())
+                .with_context(|| format!("tcp-{p}: no such path in profile {}", profile.name))?;
+            return Ok(System::Tcp(i));
+        }
+        if let Some(sched) = s.strip_prefix("mpflex:") {
+            return Ok(System::Mpflex(sched.to_string()));
+        }
+        match s {
+            "mptcp" => Ok(System::Mptcp),
+            "oracle" => Ok(System::Oracle),
+            "mpflex" => Ok(System::Mpflex("minrtt".into())),
+            _ => bail!("unknown system {s:?} (tcp-<path>, mptcp, oracle, mpflex:<scheduler>)"),
+        }
+    }
+
+    pub fn label(&self, profile: &Profile) -> String {
+        match self {
+            System::Tcp(i) => format!("tcp-{}", profile.paths[*i].name),
+            System::Mptcp => "mptcp".into(),
+            System::Oracle => "oracle".into(),
+            System::Mpflex(s) => format!("mpflex:{s}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Record {
+    pub system: String,
+    pub profile: String,
+    pub workload: &'static str,
+    pub mode: String,
+    pub cc: String,
+    pub size: u64,
+    pub rep: usize,
+    pub completion_ms: f64,
+    pub goodput_mbit: f64,
+    /// Oracle: the WiFi (path 0) share used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p: Option<f64>,
+    /// mpflex: payload bytes the client received per path during this measurement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_per_path: Option<Vec<u64>>,
+    /// Fluid lower bound for this size: S / Σ down rates + smallest RTT.
+    pub bound_ms: f64,
+}
+
+pub struct RunConfig {
+    pub profile: Profile,
+    pub systems: Vec<System>,
+    pub sizes: Vec<u64>,
+    pub modes: Vec<String>,
+    pub ccs: Vec<String>,
+    pub reps: usize,
+    pub oracle_step: f64,
+    pub out: PathBuf,
+    pub mpflex_bin: PathBuf,
+}
+
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn self_exe() -> PathBuf {
+    std::env::current_exe().expect("own path")
+}
+
+fn spawn_in(ns: &str, args: &[&str], log: Option<&Path>) -> Result<Child> {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).args(args);
+    match log {
+        Some(l) => {
+            let f = std::fs::File::create(l)?;
+            c.stdout(f.try_clone()?).stderr(f);
+        }
+        None => {
+            c.stdout(Stdio::null()).stderr(Stdio::null());
+        }
+    }
+    Ok(c.spawn()?)
+}
+
+/// Starts mpflex server and client with `sched`; returns them and the client's status addr.
+fn start_mpflex(topo: &Topology, bin: &Path, sched: &str, dir: &Path, k: u16) -> Result<Procs> {
+    let keygen = |_: ()| -> Result<(String, String)> {
+        let out = Command::new(bin).arg("keygen").output().context("run mpflex keygen")?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let get = |k: &str| text.lines().find(|l| l.starts_with(k)).and_then(|l| l.split('"').nth(1)).map(String::from);
+        Ok((get("private_key").context("keygen")?, get("public_key").context("keygen")?))
+    };
+    let (sp, spub) = keygen(())?;
+    let (cp, cpub) = keygen(())?;
+    let (mport, sport, stport) = (MPFLEX_PORT + k, SOCKS_PORT + k, STATUS_PORT + k);
+    let server = format!(
+        "listen = [\"0.0.0.0:{mport}\"]\nprivate_key = \"{sp}\"\nscheduler = \"{sched}\"\n\
+         [[clients]]\nname = \"lab\"\npublic_key = \"{cpub}\"\n[acl]\nallow_loopback = true\nallow_private = true\n"
+    );
+    let mut client = format!(
+        "private_key = \"{cp}\"\nserver_public_key = \"{spub}\"\nscheduler = \"{sched}\"\n\
+         socks_listen = \"127.0.0.1:{sport}\"\nstatus_listen = \"127.0.0.1:{stport}\"\n"
+    );
+    for i in 0..topo.paths {
+        client += &format!(
+            "[[paths]]\nname = \"p{i}\"\nserver = \"{}:{mport}\"\nsource = \"{}\"\n",
+            topo.server_addr(i),
+            topo.client_addr(i)
+        );
+    }
+    std::fs::write(dir.join("server.toml"), server)?;
+    std::fs::write(dir.join("client.toml"), client)?;
+    let b = bin.to_str().context("utf-8 path")?;
+    let s = spawn_in(&topo.server_ns, &[b, "server", "--config", dir.join("server.toml").to_str().unwrap()], Some(&dir.join("mpflex-server.log")))?;
+    std::thread::sleep(Duration::from_millis(300));
+    let c = spawn_in(&topo.client_ns, &[b, "client", "--config", dir.join("client.toml").to_str().unwrap()], Some(&dir.join("mpflex-client.log")))?;
+    let procs = Procs(vec![s, c]);
+    // Wait for every path to join.
+    for _ in 0..100 {
+        if let Ok(v) = mpflex_status(topo, bin, k) {
+            let up = v["paths"].as_array().map_or(0, |a| a.iter().filter(|p| p["up"] == true).count());
+            if up == topo.paths {
+                return Ok(procs);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("mpflex paths did not come up; see {}", dir.display())
+}
+
+fn mpflex_status(topo: &Topology, bin: &Path, k: u16) -> Result<serde_json::Value> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &topo.client_ns])
+        .arg(bin)
+        .args(["status", "--json", "--addr", &format!("127.0.0.1:{}", STATUS_PORT + k)])
+        .output()?;
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+fn path_bytes(v: &serde_json::Value) -> Vec<u64> {
+    v["paths"]
+        .as_array()
+        .map(|a| a.iter().map(|p| p["bytes_received"].as_u64().unwrap_or(0)).collect())
+        .unwrap_or_default()
+}
+
+/// One chunk-client invocation in the client namespace; returns completion times (ms).
+fn chunk_client(topo: &Topology, args: &[String]) -> Result<Vec<f64>> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &topo.client_ns])
+        .arg(self_exe())
+        .arg("chunk-client")
+        .args(args)
+        .output()?;
+    if !out.status.success() {
+        bail!("chunk-client {:?}: {}", args, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(|v| v.parse::<f64>().context("chunk-client output"))
+        .collect()
+}
+
+pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
+    let topo = Topology::create(cfg.profile.paths.len(), 0)?;
+    let _emu = Emulator::start(&topo, &cfg.profile, 1)?;
+    let dir = std::env::temp_dir().join(&topo.name);
+    std::fs::create_dir_all(&dir)?;
+    topo.sysctl("net.ipv4.tcp_no_metrics_save=1")?;
+    let exe = self_exe();
+    let exe = exe.to_str().context("utf-8 path")?;
+    let _servers = Procs(vec![
+        spawn_in(&topo.server_ns, &[exe, "chunk-server", "--listen", &format!("0.0.0.0:{TCP_PORT}")], None)?,
+        spawn_in(&topo.server_ns, &[exe, "chunk-server", "--listen", &format!("0.0.0.0:{MPTCP_PORT}"), "--mptcp"], None)?,
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut out = OpenOptions::new().create(true).append(true).open(&cfg.out)?;
+    let rates: f64 = cfg
+        .profile
+        .paths
+        .iter()
+        .filter_map(|p| p.down.bytes_per_sec())
+        .sum();
+    let min_rtt = cfg
+        .profile
+        .paths
+        .iter()
+        .map(|p| (p.down.delay + p.up.delay).as_secs_f64() * 1000.0)
+        .fold(f64::INFINITY, f64::min);
+    let total = cfg.ccs.len() * cfg.sizes.len() * cfg.modes.len() * cfg.reps * cfg.systems.len();
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
+            .unwrap()
+            .progress_chars("=> "),
+    );
+    let mut written = 0;
+    let srv0 = format!("{}:{TCP_PORT}", topo.server_addr(0));
+    for cc in &cfg.ccs {
+        topo.sysctl(&format!("net.ipv4.tcp_congestion_control={cc}"))
+            .with_context(|| format!("congestion control {cc}"))?;
+        // mpflex path connections are made after the sysctl, so they use `cc` too. Each
+        // scheduler gets its own client/server pair and ports; all stay up for the block.
+        let mut mpflex: Vec<(String, u16, Procs)> = Vec::new();
+        for s in &cfg.systems {
+            if let System::Mpflex(sched) = s {
+                let k = mpflex.len() as u16;
+                let sub = dir.join(format!("{sched}-{cc}"));
+                std::fs::create_dir_all(&sub)?;
+                mpflex.push((sched.clone(), k, start_mpflex(&topo, &cfg.mpflex_bin, sched, &sub, k)?));
+            }
+        }
+        for &size in &cfg.sizes {
+            for mode in &cfg.modes {
+                for rep in 0..cfg.reps {
+                    for sys in &cfg.systems {
+                        if stop.load(Ordering::SeqCst) {
+                            bar.abandon_with_message("interrupted");
+                            return Ok(written);
+                        }
+                        let label = sys.label(&cfg.profile);
+                        bar.set_message(format!("{cc} {mode} {} {label}", human(size)));
+                        let base = vec![
+                            "--size".to_string(),
+                            size.to_string(),
+                            "--mode".into(),
+                            mode.clone(),
+                        ];
+                        let mut results: Vec<(f64, Option<f64>, Option<Vec<u64>>)> = Vec::new();
+                        match sys {
+                            System::Tcp(i) => {
+                                let mut a = base.clone();
+                                a.extend([
+                                    "--server".into(),
+                                    format!("{}:{TCP_PORT}", topo.server_addr(*i)),
+                                    "--bind".into(),
+                                    topo.client_addr(*i),
+                                ]);
+                                results.push((chunk_client(&topo, &a)?[0], None, None));
+                            }
+                            System::Mptcp => {
+                                let mut a = base.clone();
+                                a.extend([
+                                    "--server".into(),
+                                    format!("{}:{MPTCP_PORT}", topo.server_addr(0)),
+                                    "--mptcp".into(),
+                                ]);
+                                results.push((chunk_client(&topo, &a)?[0], None, None));
+                            }
+                            System::Oracle => {
+                                let steps = (1.0 / cfg.oracle_step).round() as usize;
+                                let mut best: Option<(f64, f64)> = None;
+                                for k in 0..=steps {
+                                    let p = k as f64 / steps as f64;
+                                    let mut a = base.clone();
+                                    a.extend([
+                                        "--server".into(),
+                                        srv0.clone(),
+                                        "--bind".into(),
+                                        topo.client_addr(0),
+                                        "--split-server".into(),
+                                        format!("{}:{TCP_PORT}", topo.server_addr(1)),
+                                        "--split-bind".into(),
+                                        topo.client_addr(1),
+                                        "--share".into(),
+                                        p.to_string(),
+                                    ]);
+                                    let ms = chunk_client(&topo, &a)?[0];
+                                    if best.is_none_or(|(b, _)| ms < b) {
+                                        best = Some((ms, p));
+                                    }
+                                }
+                                let (ms, p) = best.expect("at least one share");
+                                results.push((ms, Some(p), None));
+                            }
+                            System::Mpflex(sched) => {
+                                let k = mpflex.iter().find(|(s, _, _)| s == sched).expect("started").1;
+                                let before = path_bytes(&mpflex_status(&topo, &cfg.mpflex_bin, k)?);
+                                let mut a = base.clone();
+                                a.extend([
+                                    "--server".into(),
+                                    format!("127.0.0.1:{TCP_PORT}"),
+                                    "--socks".into(),
+                                    format!("127.0.0.1:{}", SOCKS_PORT + k),
+                                ]);
+                                let ms = chunk_client(&topo, &a)?[0];
+                                let after = path_bytes(&mpflex_status(&topo, &cfg.mpflex_bin, k)?);
+                                let delta = after
+                                    .iter()
+                                    .zip(before.iter().chain(std::iter::repeat(&0)))
+                                    .map(|(a, b)| a.saturating_sub(*b))
+                                    .collect();
+                                results.push((ms, None, Some(delta)));
+                            }
+                        }
+                        for (ms, p, bytes) in results {
+                            let rec = Record {
+                                system: label.clone(),
+                                profile: cfg.profile.name.clone(),
+                                workload: "chunk",
+                                mode: mode.clone(),
+                                cc: cc.clone(),
+                                size,
+                                rep,
+                                completion_ms: ms,
+                                goodput_mbit: size as f64 * 8.0 / (ms / 1000.0) / 1e6,
+                                p,
+                                bytes_per_path: bytes,
+                                bound_ms: size as f64 / rates * 1000.0 + min_rtt,
+                            };
+                            writeln!(out, "{}", serde_json::to_string(&rec)?)?;
+                            written += 1;
+                        }
+                        bar.inc(1);
+                    }
+                }
+            }
+        }
+    }
+    bar.finish_with_message("done");
+    Ok(written)
+}
+
+pub fn human(size: u64) -> String {
+    if size >= 1 << 20 && size % (1 << 20) == 0 {
+        format!("{} MB", size >> 20)
+    } else if size >= 1 << 10 && size % (1 << 10) == 0 {
+        format!("{} KB", size >> 10)
+    } else {
+        format!("{size} B")
+    }
+}
+
+pub fn parse_size(s: &str) -> Result<u64> {
+    let s = s.trim();
+    let (num, mult) = if let Some(n) = s.strip_suffix(['K', 'k']) {
+        (n, 1u64 << 10)
+    } else if let Some(n) = s.strip_suffix(['M', 'm']) {
+        (n, 1 << 20)
+    } else {
+        (s, 1)
+    };
+    Ok(num.parse::<u64>().with_context(|| format!("size {s:?}"))? * mult)
+}
