@@ -1,8 +1,13 @@
 //! SOCKS5 server side (RFC 1928): no authentication, CONNECT to IPv4, IPv6 or a name.
 //!
-//! Reads are bounded by the protocol (at most 2 + 255 + 4 + 1 + 255 + 2 bytes), so a client
-//! speaking garbage costs nothing but its connection.
+//! Every read has a fixed upper size (at most 2 + 255 bytes of greeting and 4 + 1 + 255 + 2
+//! bytes of request, all in stack buffers), so a client speaking garbage costs nothing but
+//! its connection. The handshake has no timeout of its own: wrap [`accept`] in one.
+//!
+//! [`accept`] never reads past the end of the request, so bytes an application sends right
+//! behind it (optimistic data, before our reply arrives) stay in the stream for the caller.
 
+use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use mpflex_wire::TargetAddr;
@@ -12,9 +17,18 @@ const VER: u8 = 5;
 const NO_AUTH: u8 = 0;
 const NO_ACCEPTABLE: u8 = 0xff;
 const CMD_CONNECT: u8 = 1;
+const ATYP_V4: u8 = 1;
+const ATYP_DOMAIN: u8 = 3;
+const ATYP_V6: u8 = 4;
 
 /// Reply codes (RFC 1928 §6).
+pub const REP_SUCCEEDED: u8 = 0;
 pub const REP_GENERAL_FAILURE: u8 = 1;
+pub const REP_NOT_ALLOWED: u8 = 2;
+pub const REP_NETWORK_UNREACHABLE: u8 = 3;
+pub const REP_HOST_UNREACHABLE: u8 = 4;
+pub const REP_CONNECTION_REFUSED: u8 = 5;
+pub const REP_TTL_EXPIRED: u8 = 6;
 pub const REP_COMMAND_NOT_SUPPORTED: u8 = 7;
 pub const REP_ADDRESS_NOT_SUPPORTED: u8 = 8;
 
@@ -22,7 +36,7 @@ pub const REP_ADDRESS_NOT_SUPPORTED: u8 = 8;
 pub enum SocksError {
     #[error("not SOCKS5 (version byte {0:#04x})")]
     Version(u8),
-    #[error("client offers no acceptable authentication method")]
+    #[error("client offers no acceptable authentication method (only \"no authentication\" is supported)")]
     NoAcceptableMethod,
     #[error("unsupported command {0} (only CONNECT)")]
     Command(u8),
@@ -30,85 +44,123 @@ pub enum SocksError {
     AddressType(u8),
     #[error("malformed request: {0}")]
     Malformed(&'static str),
+    #[error("client closed the connection in the middle of the handshake")]
+    Truncated,
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
 }
 
-/// Runs the SOCKS5 handshake; on success the success reply has been sent and the stream
-/// carries the application's bytes from here on.
+async fn read_exact<S: AsyncRead + Unpin>(s: &mut S, buf: &mut [u8]) -> Result<(), SocksError> {
+    match s.read_exact(buf).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::UnexpectedEof => Err(SocksError::Truncated),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn read_u8<S: AsyncRead + Unpin>(s: &mut S) -> Result<u8, SocksError> {
+    let mut b = [0u8; 1];
+    read_exact(s, &mut b).await?;
+    Ok(b[0])
+}
+
+async fn read_u16<S: AsyncRead + Unpin>(s: &mut S) -> Result<u16, SocksError> {
+    let mut b = [0u8; 2];
+    read_exact(s, &mut b).await?;
+    Ok(u16::from_be_bytes(b))
+}
+
+/// Sends a failure reply and returns `e`. A failure to send is ignored: the handshake has
+/// failed either way, and `e` says why.
+async fn fail<S: AsyncWrite + Unpin, T>(s: &mut S, code: u8, e: SocksError) -> Result<T, SocksError> {
+    let _ = reply_failure(s, code).await;
+    Err(e)
+}
+
+/// Runs the SOCKS5 handshake. On success the success reply (bound address 0.0.0.0:0) has
+/// been sent and the stream carries the application's bytes from here on. On a protocol
+/// error the matching failure reply has been sent where RFC 1928 has one.
 pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) -> Result<TargetAddr, SocksError> {
-    let ver = s.read_u8().await?;
+    // Greeting: VER NMETHODS METHODS[NMETHODS].
+    let ver = read_u8(s).await?;
     if ver != VER {
+        // Not SOCKS5 (SOCKS4, HTTP, TLS …): there is no reply it would understand.
         return Err(SocksError::Version(ver));
     }
-    let n = s.read_u8().await? as usize;
-    if n == 0 {
-        s.write_all(&[VER, NO_ACCEPTABLE]).await?;
-        return Err(SocksError::NoAcceptableMethod);
-    }
+    let n = read_u8(s).await? as usize;
     let mut methods = [0u8; 255];
-    s.read_exact(&mut methods[..n]).await?;
+    read_exact(s, &mut methods[..n]).await?;
     if !methods[..n].contains(&NO_AUTH) {
-        s.write_all(&[VER, NO_ACCEPTABLE]).await?;
+        let _ = s.write_all(&[VER, NO_ACCEPTABLE]).await;
         return Err(SocksError::NoAcceptableMethod);
     }
     s.write_all(&[VER, NO_AUTH]).await?;
 
+    // Request: VER CMD RSV ATYP DST.ADDR DST.PORT.
     let mut head = [0u8; 4];
-    s.read_exact(&mut head).await?;
-    if head[0] != VER {
-        return Err(SocksError::Version(head[0]));
+    read_exact(s, &mut head).await?;
+    let [ver, cmd, rsv, atyp] = head;
+    if ver != VER {
+        return fail(s, REP_GENERAL_FAILURE, SocksError::Version(ver)).await;
     }
-    if head[2] != 0 {
-        reply(s, REP_GENERAL_FAILURE).await?;
-        return Err(SocksError::Malformed("reserved byte is not zero"));
+    if rsv != 0 {
+        return fail(
+            s,
+            REP_GENERAL_FAILURE,
+            SocksError::Malformed("reserved byte is not zero"),
+        )
+        .await;
     }
-    let addr = match head[3] {
-        1 => {
+    let addr = match atyp {
+        ATYP_V4 => {
             let mut a = [0u8; 4];
-            s.read_exact(&mut a).await?;
-            let port = s.read_u16().await?;
-            TargetAddr::Ip(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(a)), port))
+            read_exact(s, &mut a).await?;
+            TargetAddr::Ip(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(a)), read_u16(s).await?))
         }
-        4 => {
+        ATYP_V6 => {
             let mut a = [0u8; 16];
-            s.read_exact(&mut a).await?;
-            let port = s.read_u16().await?;
-            TargetAddr::Ip(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(a)), port))
+            read_exact(s, &mut a).await?;
+            TargetAddr::Ip(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(a)), read_u16(s).await?))
         }
-        3 => {
-            let len = s.read_u8().await? as usize;
+        ATYP_DOMAIN => {
+            let len = read_u8(s).await? as usize;
             let mut name = [0u8; 255];
-            s.read_exact(&mut name[..len]).await?;
-            let port = s.read_u16().await?;
+            read_exact(s, &mut name[..len]).await?;
+            let port = read_u16(s).await?;
             if len == 0 {
-                reply(s, REP_GENERAL_FAILURE).await?;
-                return Err(SocksError::Malformed("empty domain name"));
+                return fail(s, REP_GENERAL_FAILURE, SocksError::Malformed("empty domain name")).await;
             }
             let Ok(name) = std::str::from_utf8(&name[..len]) else {
-                reply(s, REP_GENERAL_FAILURE).await?;
-                return Err(SocksError::Malformed("domain name is not UTF-8"));
+                return fail(
+                    s,
+                    REP_GENERAL_FAILURE,
+                    SocksError::Malformed("domain name is not UTF-8"),
+                )
+                .await;
             };
             TargetAddr::Domain(name.to_owned(), port)
         }
-        t => {
-            reply(s, REP_ADDRESS_NOT_SUPPORTED).await?;
-            return Err(SocksError::AddressType(t));
-        }
+        t => return fail(s, REP_ADDRESS_NOT_SUPPORTED, SocksError::AddressType(t)).await,
     };
-    if head[1] != CMD_CONNECT {
-        reply(s, REP_COMMAND_NOT_SUPPORTED).await?;
-        return Err(SocksError::Command(head[1]));
+    if cmd != CMD_CONNECT {
+        return fail(s, REP_COMMAND_NOT_SUPPORTED, SocksError::Command(cmd)).await;
     }
     // Success, bound to 0.0.0.0:0: the real connection is made by the server, and
     // answering now saves the application a round trip (its first bytes ride in Open).
-    reply(s, 0).await?;
+    reply(s, REP_SUCCEEDED).await?;
     Ok(addr)
 }
 
-/// Sends a reply with an all-zero bound address.
+/// Sends a reply with code `code` and an all-zero IPv4 bound address.
 pub async fn reply<S: AsyncWrite + Unpin>(s: &mut S, code: u8) -> std::io::Result<()> {
-    s.write_all(&[VER, code, 0, 1, 0, 0, 0, 0, 0, 0]).await
+    s.write_all(&[VER, code, 0, ATYP_V4, 0, 0, 0, 0, 0, 0]).await?;
+    s.flush().await
+}
+
+/// Sends a failure reply (one of the `REP_*` codes). Only meaningful after the method
+/// negotiation and before a success reply, i.e. not after [`accept`] returned `Ok`.
+pub async fn reply_failure<S: AsyncWrite + Unpin>(s: &mut S, code: u8) -> std::io::Result<()> {
+    reply(s, code).await
 }
 
 #[cfg(test)]
@@ -116,15 +168,42 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    async fn run(input: &[u8]) -> (Result<TargetAddr, SocksError>, Vec<u8>) {
+    const GREETING: [u8; 3] = [5, 1, 0];
+    const METHOD_OK: [u8; 2] = [5, 0];
+
+    /// Feeds `input` (then EOF) to `accept`; returns its result, everything it wrote and
+    /// whatever it left unread.
+    async fn run_full(input: &[u8]) -> (Result<TargetAddr, SocksError>, Vec<u8>, Vec<u8>) {
         let (mut client, mut server) = tokio::io::duplex(4096);
         client.write_all(input).await.unwrap();
         client.shutdown().await.unwrap();
         let r = accept(&mut server).await;
+        let mut rest = Vec::new();
+        server.read_to_end(&mut rest).await.unwrap();
         drop(server);
         let mut out = Vec::new();
         client.read_to_end(&mut out).await.unwrap();
+        (r, out, rest)
+    }
+
+    async fn run(input: &[u8]) -> (Result<TargetAddr, SocksError>, Vec<u8>) {
+        let (r, out, _) = run_full(input).await;
         (r, out)
+    }
+
+    fn request(cmd: u8, addr: &TargetAddr) -> Vec<u8> {
+        let mut v = GREETING.to_vec();
+        v.extend_from_slice(&[5, cmd, 0]);
+        addr.encode(&mut v);
+        v
+    }
+
+    fn reply_bytes(code: u8) -> Vec<u8> {
+        vec![5, code, 0, 1, 0, 0, 0, 0, 0, 0]
+    }
+
+    fn success_output() -> Vec<u8> {
+        [&METHOD_OK[..], &reply_bytes(0)].concat()
     }
 
     #[tokio::test]
@@ -139,8 +218,9 @@ mod tests {
         let mut req = vec![5, 2, 2, 0, 5, 1, 0, 4];
         req.extend_from_slice(&"2001:db8::1".parse::<Ipv6Addr>().unwrap().octets());
         req.extend_from_slice(&443u16.to_be_bytes());
-        let (r, _) = run(&req).await;
+        let (r, out) = run(&req).await;
         assert_eq!(r.unwrap(), TargetAddr::Ip("[2001:db8::1]:443".parse().unwrap()));
+        assert_eq!(out, success_output());
     }
 
     #[tokio::test]
@@ -148,55 +228,157 @@ mod tests {
         let mut req = vec![5, 1, 0, 5, 1, 0, 3, 11];
         req.extend_from_slice(b"example.org");
         req.extend_from_slice(&8080u16.to_be_bytes());
-        let (r, _) = run(&req).await;
+        let (r, out) = run(&req).await;
         assert_eq!(r.unwrap(), TargetAddr::Domain("example.org".into(), 8080));
+        assert_eq!(out, success_output());
+    }
+
+    #[tokio::test]
+    async fn longest_domain_and_unicode() {
+        let long = "a".repeat(255);
+        let (r, _) = run(&request(1, &TargetAddr::Domain(long.clone(), 1))).await;
+        assert_eq!(r.unwrap(), TargetAddr::Domain(long, 1));
+        let (r, _) = run(&request(1, &TargetAddr::Domain("bücher.example".into(), 443))).await;
+        assert_eq!(r.unwrap(), TargetAddr::Domain("bücher.example".into(), 443));
+    }
+
+    #[tokio::test]
+    async fn data_behind_the_request_is_left_in_the_stream() {
+        let mut input = request(1, &TargetAddr::Domain("example.org".into(), 80));
+        input.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        let (r, out, rest) = run_full(&input).await;
+        assert_eq!(r.unwrap(), TargetAddr::Domain("example.org".into(), 80));
+        assert_eq!(out, success_output());
+        assert_eq!(rest, b"GET / HTTP/1.1\r\n\r\n");
     }
 
     #[tokio::test]
     async fn bind_and_udp_are_refused() {
-        for cmd in [2u8, 3] {
+        for cmd in [2u8, 3, 0, 0xff] {
             let (r, out) = run(&[5, 1, 0, 5, cmd, 0, 1, 1, 2, 3, 4, 0, 80]).await;
-            assert!(matches!(r, Err(SocksError::Command(c)) if c == cmd));
-            assert_eq!(out[2..4], [5, REP_COMMAND_NOT_SUPPORTED]);
+            assert!(matches!(r, Err(SocksError::Command(c)) if c == cmd), "{r:?}");
+            assert_eq!(out, [&METHOD_OK[..], &reply_bytes(REP_COMMAND_NOT_SUPPORTED)].concat());
         }
     }
 
     #[tokio::test]
     async fn no_acceptable_method() {
-        let (r, out) = run(&[5, 1, 2]).await;
-        assert!(matches!(r, Err(SocksError::NoAcceptableMethod)));
+        // Username/password and GSSAPI only.
+        let (r, out) = run(&[5, 2, 2, 1]).await;
+        assert!(matches!(r, Err(SocksError::NoAcceptableMethod)), "{r:?}");
+        assert_eq!(out, [5, 0xff]);
+        // No methods at all.
+        let (r, out) = run(&[5, 0]).await;
+        assert!(matches!(r, Err(SocksError::NoAcceptableMethod)), "{r:?}");
         assert_eq!(out, [5, 0xff]);
     }
 
     #[tokio::test]
-    async fn garbage_and_truncation() {
-        assert!(matches!(
-            run(b"GET / HTTP/1.1\r\n").await.0,
-            Err(SocksError::Version(b'G'))
-        ));
-        assert!(matches!(
-            run(&[5, 1, 0, 5, 1, 0, 1, 10]).await.0,
-            Err(SocksError::Io(_))
-        ));
-        assert!(matches!(run(&[]).await.0, Err(SocksError::Io(_))));
+    async fn garbage_bytes() {
+        // HTTP, SOCKS4, TLS: refused on the first byte, nothing written back.
+        for input in [
+            &b"GET / HTTP/1.1\r\n\r\n"[..],
+            &[4, 1, 0, 80, 1, 2, 3, 4, 0],
+            &[0x16, 3, 1, 0, 0xa5],
+        ] {
+            let (r, out) = run(input).await;
+            assert!(matches!(r, Err(SocksError::Version(v)) if v == input[0]), "{r:?}");
+            assert!(out.is_empty());
+        }
+        // Right greeting, wrong request version.
+        let (r, out) = run(&[5, 1, 0, 4, 1, 0, 1, 1, 2, 3, 4, 0, 80]).await;
+        assert!(matches!(r, Err(SocksError::Version(4))), "{r:?}");
+        assert_eq!(out, [&METHOD_OK[..], &reply_bytes(REP_GENERAL_FAILURE)].concat());
+        // Reserved byte set.
+        let (r, out) = run(&[5, 1, 0, 5, 1, 7, 1, 1, 2, 3, 4, 0, 80]).await;
+        assert!(matches!(r, Err(SocksError::Malformed(_))), "{r:?}");
+        assert_eq!(out, [&METHOD_OK[..], &reply_bytes(REP_GENERAL_FAILURE)].concat());
+        // Unknown address type.
         let (r, out) = run(&[5, 1, 0, 5, 1, 0, 9]).await;
-        assert!(matches!(r, Err(SocksError::AddressType(9))));
-        assert_eq!(out[2..4], [5, REP_ADDRESS_NOT_SUPPORTED]);
+        assert!(matches!(r, Err(SocksError::AddressType(9))), "{r:?}");
+        assert_eq!(out, [&METHOD_OK[..], &reply_bytes(REP_ADDRESS_NOT_SUPPORTED)].concat());
     }
 
     #[tokio::test]
-    async fn bad_domains() {
-        let (r, _) = run(&[5, 1, 0, 5, 1, 0, 3, 0, 0, 80]).await;
-        assert!(matches!(r, Err(SocksError::Malformed(_))));
-        let (r, _) = run(&[5, 1, 0, 5, 1, 0, 3, 2, 0xff, 0xfe, 0, 80]).await;
-        assert!(matches!(r, Err(SocksError::Malformed(_))));
+    async fn truncated_request() {
+        let full = [
+            request(1, &TargetAddr::Ip("10.0.0.1:80".parse().unwrap())),
+            request(1, &TargetAddr::Ip("[2001:db8::1]:443".parse().unwrap())),
+            request(1, &TargetAddr::Domain("example.org".into(), 80)),
+        ];
+        for req in &full {
+            for cut in 0..req.len() {
+                let (r, _) = run(&req[..cut]).await;
+                assert!(
+                    matches!(r, Err(SocksError::Truncated)),
+                    "cut at {cut} of {req:?}: {r:?}"
+                );
+            }
+            assert!(run(req).await.0.is_ok());
+        }
+    }
+
+    #[tokio::test]
+    async fn zero_length_and_non_utf8_domains() {
+        let (r, out) = run(&[5, 1, 0, 5, 1, 0, 3, 0, 0, 80]).await;
+        assert!(matches!(r, Err(SocksError::Malformed("empty domain name"))), "{r:?}");
+        assert_eq!(out, [&METHOD_OK[..], &reply_bytes(REP_GENERAL_FAILURE)].concat());
+        let (r, out) = run(&[5, 1, 0, 5, 1, 0, 3, 2, 0xff, 0xfe, 0, 80]).await;
+        assert!(
+            matches!(r, Err(SocksError::Malformed("domain name is not UTF-8"))),
+            "{r:?}"
+        );
+        assert_eq!(out, [&METHOD_OK[..], &reply_bytes(REP_GENERAL_FAILURE)].concat());
+    }
+
+    #[tokio::test]
+    async fn peer_that_stops_reading_does_not_matter() {
+        // The client vanishes right after its request: the reply fails to send, but
+        // accept still returns (an error), it does not hang or panic.
+        let (mut client, mut server) = tokio::io::duplex(64);
+        client
+            .write_all(&[5, 1, 0, 5, 1, 0, 1, 1, 2, 3, 4, 0, 80])
+            .await
+            .unwrap();
+        drop(client);
+        assert!(accept(&mut server).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn reply_failure_format() {
+        let mut v = Vec::new();
+        reply_failure(&mut v, REP_CONNECTION_REFUSED).await.unwrap();
+        assert_eq!(v, reply_bytes(5));
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
     }
 
     proptest! {
         #[test]
         fn random_input_never_panics(input in prop::collection::vec(any::<u8>(), 0..600)) {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async { let _ = run(&input).await; });
+            block_on(async { let _ = run(&input).await; });
+        }
+
+        /// Random bytes behind a valid greeting and request header reach the address parser.
+        #[test]
+        fn random_request_never_panics(
+            cmd in prop_oneof![Just(1u8), any::<u8>()],
+            atyp in prop_oneof![Just(1u8), Just(3u8), Just(4u8), any::<u8>()],
+            tail in prop::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let mut input = vec![5, 1, 0, 5, cmd, 0, atyp];
+            input.extend_from_slice(&tail);
+            let (r, out) = block_on(run(&input));
+            if let Ok(TargetAddr::Domain(d, _)) = &r {
+                prop_assert!(!d.is_empty() && d.len() <= 255);
+            }
+            prop_assert!(out.len() <= 12);
         }
     }
 }
