@@ -5,7 +5,7 @@ pub mod emulator;
 pub mod link;
 pub mod netns;
 pub mod profile;
-pub mod trace;
 pub mod report;
 pub mod runner;
+pub mod trace;
 pub mod workload;

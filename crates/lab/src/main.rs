@@ -64,9 +64,7 @@ enum Cmd {
         mpflex: Option<std::path::PathBuf>,
     },
     /// Markdown tables from a results file.
-    Report {
-        results: std::path::PathBuf,
-    },
+    Report { results: std::path::PathBuf },
     /// (internal) Serve chunk requests.
     #[command(hide = true)]
     ChunkServer {
@@ -182,7 +180,10 @@ fn real_main() -> Result<()> {
             }
             let mpflex_bin = mpflex.unwrap_or_else(|| std::env::current_exe().unwrap().with_file_name("mpflex"));
             if systems.iter().any(|s| matches!(s, System::Mpflex(_))) && !mpflex_bin.exists() {
-                anyhow::bail!("{} not found: build it (cargo build --release -p mpflex) or pass --mpflex", mpflex_bin.display());
+                anyhow::bail!(
+                    "{} not found: build it (cargo build --release -p mpflex) or pass --mpflex",
+                    mpflex_bin.display()
+                );
             }
             let cfg = RunConfig {
                 profile,

@@ -54,7 +54,13 @@ pub fn report(path: &Path) -> Result<String> {
             .or_default()
             .push(r.completion_ms);
         bounds.insert((r.profile.clone(), r.size), r.bound_ms);
-        let key = (r.profile.clone(), r.cc.clone(), r.mode.clone(), r.size, r.system.clone());
+        let key = (
+            r.profile.clone(),
+            r.cc.clone(),
+            r.mode.clone(),
+            r.size,
+            r.system.clone(),
+        );
         if let Some(p) = r.p {
             shares.entry(key.clone()).or_default().push(p);
         }
@@ -112,7 +118,10 @@ pub fn report(path: &Path) -> Result<String> {
                     _ => md += " – |",
                 }
             }
-            md += &format!(" {:.0} |", bounds.get(&(profile.clone(), *size)).copied().unwrap_or(f64::NAN));
+            md += &format!(
+                " {:.0} |",
+                bounds.get(&(profile.clone(), *size)).copied().unwrap_or(f64::NAN)
+            );
             let med = |name: &str| by.get(name).filter(|v| !v.is_empty()).map(|v| quantile(v, 0.5));
             for s in systems.iter().filter(|s| s.starts_with("mpflex")) {
                 let m = med(s);

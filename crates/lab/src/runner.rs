@@ -131,8 +131,16 @@ fn start_mpflex(topo: &Topology, bin: &Path, sched: &str, dir: &Path, k: u16) ->
     let keygen = |_: ()| -> Result<(String, String)> {
         let out = Command::new(bin).arg("keygen").output().context("run mpflex keygen")?;
         let text = String::from_utf8_lossy(&out.stdout).to_string();
-        let get = |k: &str| text.lines().find(|l| l.starts_with(k)).and_then(|l| l.split('"').nth(1)).map(String::from);
-        Ok((get("private_key").context("keygen")?, get("public_key").context("keygen")?))
+        let get = |k: &str| {
+            text.lines()
+                .find(|l| l.starts_with(k))
+                .and_then(|l| l.split('"').nth(1))
+                .map(String::from)
+        };
+        Ok((
+            get("private_key").context("keygen")?,
+            get("public_key").context("keygen")?,
+        ))
     };
     let (sp, spub) = keygen(())?;
     let (cp, cpub) = keygen(())?;
@@ -155,14 +163,24 @@ fn start_mpflex(topo: &Topology, bin: &Path, sched: &str, dir: &Path, k: u16) ->
     std::fs::write(dir.join("server.toml"), server)?;
     std::fs::write(dir.join("client.toml"), client)?;
     let b = bin.to_str().context("utf-8 path")?;
-    let s = spawn_in(&topo.server_ns, &[b, "server", "--config", dir.join("server.toml").to_str().unwrap()], Some(&dir.join("mpflex-server.log")))?;
+    let s = spawn_in(
+        &topo.server_ns,
+        &[b, "server", "--config", dir.join("server.toml").to_str().unwrap()],
+        Some(&dir.join("mpflex-server.log")),
+    )?;
     std::thread::sleep(Duration::from_millis(300));
-    let c = spawn_in(&topo.client_ns, &[b, "client", "--config", dir.join("client.toml").to_str().unwrap()], Some(&dir.join("mpflex-client.log")))?;
+    let c = spawn_in(
+        &topo.client_ns,
+        &[b, "client", "--config", dir.join("client.toml").to_str().unwrap()],
+        Some(&dir.join("mpflex-client.log")),
+    )?;
     let procs = Procs(vec![s, c]);
     // Wait for every path to join.
     for _ in 0..100 {
         if let Ok(v) = mpflex_status(topo, bin, k) {
-            let up = v["paths"].as_array().map_or(0, |a| a.iter().filter(|p| p["up"] == true).count());
+            let up = v["paths"]
+                .as_array()
+                .map_or(0, |a| a.iter().filter(|p| p["up"] == true).count());
             if up == topo.paths {
                 return Ok(procs);
             }
@@ -197,7 +215,11 @@ fn chunk_client(topo: &Topology, args: &[String]) -> Result<Vec<f64>> {
         .args(args)
         .output()?;
     if !out.status.success() {
-        bail!("chunk-client {:?}: {}", args, String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "chunk-client {:?}: {}",
+            args,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
@@ -214,17 +236,26 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
     let exe = self_exe();
     let exe = exe.to_str().context("utf-8 path")?;
     let _servers = Procs(vec![
-        spawn_in(&topo.server_ns, &[exe, "chunk-server", "--listen", &format!("0.0.0.0:{TCP_PORT}")], None)?,
-        spawn_in(&topo.server_ns, &[exe, "chunk-server", "--listen", &format!("0.0.0.0:{MPTCP_PORT}"), "--mptcp"], None)?,
+        spawn_in(
+            &topo.server_ns,
+            &[exe, "chunk-server", "--listen", &format!("0.0.0.0:{TCP_PORT}")],
+            None,
+        )?,
+        spawn_in(
+            &topo.server_ns,
+            &[
+                exe,
+                "chunk-server",
+                "--listen",
+                &format!("0.0.0.0:{MPTCP_PORT}"),
+                "--mptcp",
+            ],
+            None,
+        )?,
     ]);
     std::thread::sleep(Duration::from_millis(300));
     let mut out = OpenOptions::new().create(true).append(true).open(&cfg.out)?;
-    let rates: f64 = cfg
-        .profile
-        .paths
-        .iter()
-        .filter_map(|p| p.down.bytes_per_sec())
-        .sum();
+    let rates: f64 = cfg.profile.paths.iter().filter_map(|p| p.down.bytes_per_sec()).sum();
     let min_rtt = cfg
         .profile
         .paths
@@ -264,12 +295,7 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                         }
                         let label = sys.label(&cfg.profile);
                         bar.set_message(format!("{cc} {mode} {} {label}", human(size)));
-                        let base = vec![
-                            "--size".to_string(),
-                            size.to_string(),
-                            "--mode".into(),
-                            mode.clone(),
-                        ];
+                        let base = vec!["--size".to_string(), size.to_string(), "--mode".into(), mode.clone()];
                         let mut results: Vec<(f64, Option<f64>, Option<Vec<u64>>)> = Vec::new();
                         match sys {
                             System::Tcp(i) => {

@@ -68,7 +68,11 @@ pub fn connect(server: SocketAddr, via: &Via) -> Result<TcpStream> {
             s.into()
         }
         Via::Mptcp => {
-            let s = Socket::new(Domain::for_address(server), Type::STREAM, Some(Protocol::from(IPPROTO_MPTCP)))?;
+            let s = Socket::new(
+                Domain::for_address(server),
+                Type::STREAM,
+                Some(Protocol::from(IPPROTO_MPTCP)),
+            )?;
             s.connect_timeout(&server.into(), Duration::from_secs(20))?;
             s.into()
         }

@@ -384,10 +384,14 @@ async fn path_writer(
     set_notsent_lowat(&*sock, lowat)?;
     loop {
         let info = tcp_info(&*sock)?;
-        // Keep about half a congestion window unsent in the kernel: enough to keep the
-        // link busy between wake-ups, little enough that the scheduler, not a socket
-        // buffer, decides where bytes go.
-        let want = ((info.snd_cwnd as u64 * info.snd_mss as u64) / 2).clamp(16 * 1024, h.lowat_max as u64) as u32;
+        // Keep about 10 ms of the path's delivery rate unsent in the kernel: enough to
+        // keep the link busy between wake-ups, little enough that the scheduler, not a
+        // socket buffer, decides where bytes go. Before the kernel has a rate estimate,
+        // a quarter of the congestion window.
+        let by_rate = info.delivery_rate / 100;
+        let by_cwnd = info.snd_cwnd as u64 * info.snd_mss as u64 / 4;
+        let want = if by_rate > 0 { by_rate } else { by_cwnd };
+        let want = want.clamp(8 * 1024, h.lowat_max as u64) as u32;
         if want.abs_diff(lowat) > lowat / 4 {
             lowat = want;
             set_notsent_lowat(&*sock, lowat)?;

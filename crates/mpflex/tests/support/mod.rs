@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 pub const BIN: &str = env!("CARGO_BIN_EXE_mpflex");
 pub const ORIGIN_PORT: u16 = 8080;
 pub const SOCKS_PORT: u16 = 1080;
+pub const TRANSPARENT_PORT: u16 = 1081;
 pub const SERVER_PORT: u16 = 7000;
 pub const CLIENT_STATUS: u16 = 9190;
 pub const SERVER_STATUS: u16 = 9191;
@@ -223,7 +224,7 @@ impl Lab {
         let origin = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/origin.py");
         self.origin = Some(self.spawn(
             &self.sns,
-            &["python3", origin, "127.0.0.1", &ORIGIN_PORT.to_string()],
+            &["python3", origin, "0.0.0.0", &ORIGIN_PORT.to_string()],
             "origin.log",
         ));
         let keys = |_: ()| {
@@ -244,7 +245,7 @@ impl Lab {
             format!(
                 "listen = [\"0.0.0.0:{SERVER_PORT}\"]\nprivate_key = \"{spriv}\"\nstatus_listen = \"127.0.0.1:{SERVER_STATUS}\"\n\
                  scheduler = \"{sched}\"\n[[clients]]\nname = \"test\"\npublic_key = \"{cpub}\"\n\
-                 [acl]\nallow_loopback = true\n[tuning]\nkeepalive_ms = {ka}\npath_timeout_ms = {pt}\n",
+                 [acl]\nallow_loopback = true\nallow_private = true\n[tuning]\nkeepalive_ms = {ka}\npath_timeout_ms = {pt}\n",
                 sched = opts.scheduler,
                 ka = opts.keepalive_ms,
                 pt = opts.path_timeout_ms
@@ -253,7 +254,8 @@ impl Lab {
         .unwrap();
         let mut client = format!(
             "private_key = \"{cpriv}\"\nserver_public_key = \"{spub}\"\nscheduler = \"{sched}\"\n\
-             socks_listen = \"127.0.0.1:{SOCKS_PORT}\"\nstatus_listen = \"127.0.0.1:{CLIENT_STATUS}\"\n",
+             socks_listen = \"127.0.0.1:{SOCKS_PORT}\"\nstatus_listen = \"127.0.0.1:{CLIENT_STATUS}\"\n\
+             transparent_listen = \"127.0.0.1:{TRANSPARENT_PORT}\"\n",
             sched = opts.scheduler
         );
         for p in 0..2 {

@@ -1,0 +1,92 @@
+//! Transparent mode: an application that knows nothing of proxies connects to a remote
+//! address; iptables REDIRECT sends it to `mpflex client`, which reads the original
+//! destination (SO_ORIGINAL_DST) and carries the connection to it.
+
+mod support;
+use std::process::Command;
+
+use support::*;
+
+#[test]
+fn redirected_connection_reaches_its_original_destination() {
+    if !require_root("redirected_connection_reaches_its_original_destination") {
+        return;
+    }
+    if Command::new("iptables").arg("--version").output().is_err() {
+        eprintln!("SKIP: iptables not installed");
+        return;
+    }
+    let lab = Lab::new(Options::default());
+    // A "remote" service address: on the server's loopback, routed nowhere in the client.
+    let remote = format!("10.{}.9.9", lab.net);
+    sh(&[
+        "ip",
+        "-n",
+        &lab.sns,
+        "addr",
+        "add",
+        &format!("{remote}/32"),
+        "dev",
+        "lo",
+    ]);
+    sh(&[
+        "ip",
+        "-n",
+        &lab.cns,
+        "route",
+        "add",
+        &format!("{remote}/32"),
+        "dev",
+        "p1c",
+    ]);
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.cns,
+        "iptables",
+        "-t",
+        "nat",
+        "-A",
+        "OUTPUT",
+        "-p",
+        "tcp",
+        "-d",
+        &remote,
+        "--dport",
+        &ORIGIN_PORT.to_string(),
+        "-j",
+        "REDIRECT",
+        "--to-ports",
+        &TRANSPARENT_PORT.to_string(),
+    ]);
+    let n = 5 << 20;
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ip netns exec {} curl -sS --max-time 60 http://{remote}:{ORIGIN_PORT}/bytes/{n} | sha256sum",
+            lab.cns
+        ))
+        .output()
+        .unwrap();
+    let got = String::from_utf8_lossy(&out.stdout)[..64].to_string();
+    let want = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.sns,
+            "curl",
+            "-sS",
+            &format!("http://127.0.0.1:{ORIGIN_PORT}/sha256/{n}"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        got,
+        String::from_utf8_lossy(&want.stdout).trim(),
+        "redirected download corrupted"
+    );
+    // It really went through mpflex.
+    let bytes: u64 = lab.client_path_bytes().iter().sum();
+    assert!(bytes > n, "mpflex carried only {bytes} bytes");
+}
