@@ -23,6 +23,11 @@ struct Rec {
     bytes_per_path: Option<Vec<u64>>,
 }
 
+/// (profile, congestion control, mode).
+type Group = (String, String, String);
+/// size -> system -> completion times.
+type BySize = BTreeMap<u64, BTreeMap<String, Vec<f64>>>;
+
 fn quantile(v: &[f64], q: f64) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -40,8 +45,7 @@ pub fn report(path: &Path) -> Result<String> {
         recs.push(serde_json::from_str::<Rec>(line).with_context(|| format!("{}:{}", path.display(), i + 1))?);
     }
     // (profile, cc, mode) -> size -> system -> samples
-    type Cell = Vec<f64>;
-    let mut groups: BTreeMap<(String, String, String), BTreeMap<u64, BTreeMap<String, Cell>>> = BTreeMap::new();
+    let mut groups: BTreeMap<Group, BySize> = BTreeMap::new();
     let mut bounds: BTreeMap<(String, u64), f64> = BTreeMap::new();
     let mut shares: BTreeMap<(String, String, String, u64, String), Vec<f64>> = BTreeMap::new();
     for r in &recs {

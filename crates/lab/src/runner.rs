@@ -392,9 +392,9 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
 }
 
 pub fn human(size: u64) -> String {
-    if size >= 1 << 20 && size % (1 << 20) == 0 {
+    if size >= 1 << 20 && size.is_multiple_of(1 << 20) {
         format!("{} MB", size >> 20)
-    } else if size >= 1 << 10 && size % (1 << 10) == 0 {
+    } else if size >= 1 << 10 && size.is_multiple_of(1 << 10) {
         format!("{} KB", size >> 10)
     } else {
         format!("{size} B")
