@@ -72,6 +72,8 @@ enum Cmd {
         listen: std::net::SocketAddr,
         #[arg(long)]
         mptcp: bool,
+        #[arg(long)]
+        cc: Option<String>,
     },
     /// (internal) Time one chunk download; prints milliseconds.
     #[command(hide = true)]
@@ -108,7 +110,7 @@ fn main() {
 fn real_main() -> Result<()> {
     let cli = Cli::parse();
     match &cli.cmd {
-        Cmd::ChunkServer { listen, mptcp } => return workload::serve(*listen, *mptcp),
+        Cmd::ChunkServer { listen, mptcp, cc } => return workload::serve(*listen, *mptcp, cc.as_deref()),
         Cmd::ChunkClient { .. } => return chunk_client(&cli.cmd),
         Cmd::Report { results } => {
             print!("{}", mpflex_lab::report::report(results)?);

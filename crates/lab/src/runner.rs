@@ -127,7 +127,7 @@ fn spawn_in(ns: &str, args: &[&str], log: Option<&Path>) -> Result<Child> {
 }
 
 /// Starts mpflex server and client with `sched`; returns them and the client's status addr.
-fn start_mpflex(topo: &Topology, bin: &Path, sched: &str, dir: &Path, k: u16) -> Result<Procs> {
+fn start_mpflex(topo: &Topology, bin: &Path, sched: &str, cc: &str, dir: &Path, k: u16) -> Result<Procs> {
     let keygen = |_: ()| -> Result<(String, String)> {
         let out = Command::new(bin).arg("keygen").output().context("run mpflex keygen")?;
         let text = String::from_utf8_lossy(&out.stdout).to_string();
@@ -147,7 +147,7 @@ fn start_mpflex(topo: &Topology, bin: &Path, sched: &str, dir: &Path, k: u16) ->
     let (mport, sport, stport) = (MPFLEX_PORT + k, SOCKS_PORT + k, STATUS_PORT + k);
     let server = format!(
         "listen = [\"0.0.0.0:{mport}\"]\nprivate_key = \"{sp}\"\nscheduler = \"{sched}\"\n\
-         [[clients]]\nname = \"lab\"\npublic_key = \"{cpub}\"\n[acl]\nallow_loopback = true\nallow_private = true\n"
+         [[clients]]\nname = \"lab\"\npublic_key = \"{cpub}\"\n[acl]\nallow_loopback = true\nallow_private = true\n[tuning]\ncongestion = \"{cc}\"\n"
     );
     let mut client = format!(
         "private_key = \"{cp}\"\nserver_public_key = \"{spub}\"\nscheduler = \"{sched}\"\n\
@@ -160,6 +160,7 @@ fn start_mpflex(topo: &Topology, bin: &Path, sched: &str, dir: &Path, k: u16) ->
             topo.client_addr(i)
         );
     }
+    client += &format!("[tuning]\ncongestion = \"{cc}\"\n");
     std::fs::write(dir.join("server.toml"), server)?;
     std::fs::write(dir.join("client.toml"), client)?;
     let b = bin.to_str().context("utf-8 path")?;
@@ -235,25 +236,6 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
     topo.sysctl("net.ipv4.tcp_no_metrics_save=1")?;
     let exe = self_exe();
     let exe = exe.to_str().context("utf-8 path")?;
-    let _servers = Procs(vec![
-        spawn_in(
-            &topo.server_ns,
-            &[exe, "chunk-server", "--listen", &format!("0.0.0.0:{TCP_PORT}")],
-            None,
-        )?,
-        spawn_in(
-            &topo.server_ns,
-            &[
-                exe,
-                "chunk-server",
-                "--listen",
-                &format!("0.0.0.0:{MPTCP_PORT}"),
-                "--mptcp",
-            ],
-            None,
-        )?,
-    ]);
-    std::thread::sleep(Duration::from_millis(300));
     let mut out = OpenOptions::new().create(true).append(true).open(&cfg.out)?;
     let rates: f64 = cfg.profile.paths.iter().filter_map(|p| p.down.bytes_per_sec()).sum();
     let min_rtt = cfg
@@ -272,8 +254,38 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
     let mut written = 0;
     let srv0 = format!("{}:{TCP_PORT}", topo.server_addr(0));
     for cc in &cfg.ccs {
-        topo.sysctl(&format!("net.ipv4.tcp_congestion_control={cc}"))
-            .with_context(|| format!("congestion control {cc}"))?;
+        // Non-initial namespaces may not choose every algorithm as their default (cubic
+        // is restricted here), so the senders set it per socket as well: the chunk
+        // servers, and mpflex's path connections through `tuning.congestion`.
+        let _ = topo.sysctl(&format!("net.ipv4.tcp_congestion_control={cc}"));
+        let _servers = Procs(vec![
+            spawn_in(
+                &topo.server_ns,
+                &[
+                    exe,
+                    "chunk-server",
+                    "--listen",
+                    &format!("0.0.0.0:{TCP_PORT}"),
+                    "--cc",
+                    cc,
+                ],
+                None,
+            )?,
+            spawn_in(
+                &topo.server_ns,
+                &[
+                    exe,
+                    "chunk-server",
+                    "--listen",
+                    &format!("0.0.0.0:{MPTCP_PORT}"),
+                    "--mptcp",
+                    "--cc",
+                    cc,
+                ],
+                None,
+            )?,
+        ]);
+        std::thread::sleep(Duration::from_millis(300));
         // mpflex path connections are made after the sysctl, so they use `cc` too. Each
         // scheduler gets its own client/server pair and ports; all stay up for the block.
         let mut mpflex: Vec<(String, u16, Procs)> = Vec::new();
@@ -282,7 +294,11 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                 let k = mpflex.len() as u16;
                 let sub = dir.join(format!("{sched}-{cc}"));
                 std::fs::create_dir_all(&sub)?;
-                mpflex.push((sched.clone(), k, start_mpflex(&topo, &cfg.mpflex_bin, sched, &sub, k)?));
+                mpflex.push((
+                    sched.clone(),
+                    k,
+                    start_mpflex(&topo, &cfg.mpflex_bin, sched, cc, &sub, k)?,
+                ));
             }
         }
         for &size in &cfg.sizes {

@@ -20,9 +20,14 @@ fn proto(mptcp: bool) -> Protocol {
 }
 
 /// Serves chunk requests until killed.
-pub fn serve(listen: SocketAddr, mptcp: bool) -> Result<()> {
+pub fn serve(listen: SocketAddr, mptcp: bool, cc: Option<&str>) -> Result<()> {
     let s = Socket::new(Domain::for_address(listen), Type::STREAM, Some(proto(mptcp)))
         .context("socket (is MPTCP enabled? sysctl net.mptcp.enabled)")?;
+    // The sender's congestion control decides a download; accepted sockets inherit it.
+    if let Some(cc) = cc {
+        s.set_tcp_congestion(cc.as_bytes())
+            .with_context(|| format!("congestion control {cc:?}"))?;
+    }
     s.set_reuse_address(true)?;
     s.bind(&listen.into())?;
     s.listen(1024)?;

@@ -30,7 +30,8 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     let scheduler = mpflex_sched::by_name(&cfg.scheduler).expect("validated");
     let sess = Session::new(cfg.tuning.engine(Role::Client), scheduler, Instant::now());
     let names = cfg.paths.iter().map(|p| p.name.clone()).collect();
-    let h = SessionHandle::new(sess, names, None, cfg.tuning.notsent_lowat);
+    let mut h = SessionHandle::new(sess, names, None, cfg.tuning.notsent_lowat);
+    h.congestion = cfg.tuning.congestion.clone();
     let mut token = [0u8; 16];
     rand::Rng::fill(&mut rand::thread_rng(), &mut token);
 
@@ -225,7 +226,7 @@ async fn connect_path(
         warn!("the server lost this session (restarted?); open streams are reset");
         h.with(|sh| sh.sess.peer_lost_state());
     }
-    configure_path_socket(&stream)?;
+    configure_path_socket(&stream, h.congestion.as_deref())?;
     info!(path = %cfg.name, %server, "path up");
     // Record numbers continue after the Hello / HelloAck exchange.
     h.run_path(i, stream, t, (nonce, 1), leftover).await
@@ -256,9 +257,13 @@ async fn read_hello_ack(
 }
 
 /// Socket options every path connection gets.
-pub fn configure_path_socket(s: &TcpStream) -> Result<()> {
+pub fn configure_path_socket(s: &TcpStream, congestion: Option<&str>) -> Result<()> {
     s.set_nodelay(true)?;
     let r = SockRef::from(s);
+    if let Some(cc) = congestion {
+        r.set_tcp_congestion(cc.as_bytes())
+            .with_context(|| format!("tuning.congestion: cannot use {cc:?} on a path"))?;
+    }
     r.set_keepalive(true)?;
     // A path whose data stays unacknowledged this long is dead, even if keepalives
     // cannot tell yet.

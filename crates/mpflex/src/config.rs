@@ -27,6 +27,9 @@ pub struct Tuning {
     pub notsent_lowat: u32,
     /// Most concurrent streams per session.
     pub max_streams: usize,
+    /// Congestion control for path connections (e.g. "cubic", "bbr"); the system
+    /// default when unset.
+    pub congestion: Option<String>,
 }
 
 impl Default for Tuning {
@@ -38,6 +41,7 @@ impl Default for Tuning {
             session_window: 64 << 20,
             notsent_lowat: 1024 * 1024,
             max_streams: 16384,
+            congestion: None,
         }
     }
 }

@@ -66,6 +66,8 @@ pub struct SessionHandle {
     /// Fatal session error or shutdown.
     pub closed: CancellationToken,
     pub lowat_max: u32,
+    /// Congestion control for this session's path connections.
+    pub congestion: Option<String>,
 }
 
 impl SessionHandle {
@@ -95,6 +97,7 @@ impl SessionHandle {
             opens,
             closed: CancellationToken::new(),
             lowat_max,
+            congestion: None,
         };
         tokio::spawn(timer_task(h.clone()));
         h
