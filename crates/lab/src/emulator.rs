@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::link::{Link, LinkParams, LinkStats, Rate};
+use crate::link::{Link, LinkStats};
 use crate::netns::Topology;
-use crate::profile::{Event, Profile};
+use crate::profile::Profile;
 
 const ETH_HDR: usize = 14;
 
@@ -134,7 +134,7 @@ impl Emulator {
             ));
             links.push([down, up]);
         }
-        let emu = Emulator {
+        let mut emu = Emulator {
             stop,
             threads,
             links,
@@ -146,48 +146,39 @@ impl Emulator {
         Ok(emu)
     }
 
-    fn schedule(&self, profile: &Profile) -> Result<()> {
-        let mut events: Vec<(Event, usize)> = Vec::new();
-        for e in &profile.events {
-            let p = profile
-                .paths
-                .iter()
-                .position(|p| p.name == e.path)
-                .context("event path")?;
-            events.push((e.clone(), p));
+    /// Applies the profile's events at their times (relative to `start`) on a thread of
+    /// its own. A forwarding thread sees a change at its next wake-up (at most 20 ms).
+    fn schedule(&mut self, profile: &Profile) -> Result<()> {
+        if let Some(e) = profile.events.iter().find(|e| e.path >= self.links.len()) {
+            bail!(
+                "event at {:?} names path {}, the profile has {}",
+                e.at,
+                e.path,
+                self.links.len()
+            );
         }
-        events.sort_by_key(|(e, _)| e.at_ms);
+        let mut events = profile.events.clone();
+        // Stable: events at the same time apply in the order written.
+        events.sort_by_key(|e| e.at);
         let links = self.links.clone();
         let start = self.start;
         let stop = self.stop.clone();
-        std::thread::Builder::new().name("emu-events".into()).spawn(move || {
-            for (e, p) in events {
-                let at = start + Duration::from_millis(e.at_ms);
+        let t = std::thread::Builder::new().name("emu-events".into()).spawn(move || {
+            for e in events {
+                let at = start + e.at;
                 while Instant::now() < at {
                     if stop.load(Ordering::Relaxed) {
                         return;
                     }
                     std::thread::sleep((at - Instant::now()).min(Duration::from_millis(20)));
                 }
-                for l in &links[p] {
-                    let mut l = l.lock().unwrap();
-                    match e.action.as_str() {
-                        "down" => l.set_up(false),
-                        "up" => l.set_up(true),
-                        _ => {
-                            let mut params: LinkParams = l.params().clone();
-                            if let Some(k) = e.rate_kbit {
-                                params.rate = Rate::Constant(k);
-                            }
-                            if let Some(d) = e.delay_ms {
-                                params.delay = Duration::from_micros(d * 500);
-                            }
-                            l.set_params(params);
-                        }
-                    }
+                for &d in e.direction.indices() {
+                    e.apply(&mut *links[e.path][d].lock().unwrap());
                 }
+                tracing::info!(path = e.path, at = ?e.at, action = ?e.action, "link event");
             }
         })?;
+        self.threads.push(t);
         Ok(())
     }
 

@@ -399,4 +399,63 @@ mod tests {
         let times: Vec<Duration> = got.iter().map(|g| g.0).collect();
         assert_eq!(times, vec![ms(100), ms(101), ms(102), ms(103), ms(104)]);
     }
+
+    #[test]
+    fn jitter_stays_in_bounds_and_never_reorders() {
+        let mut p = params(12_000, 10);
+        p.jitter = ms(5);
+        let mut l = Link::new(p, 3);
+        // One 1500-byte packet per ms: each takes exactly 1 ms to serialise.
+        let arrivals: Vec<_> = (0..300).map(|i| (ms(i), i as u32, 1500)).collect();
+        let got = run(&mut l, &arrivals, ms(400));
+        assert_eq!(got.len(), 300);
+        let mut extra = Vec::new();
+        for (k, (t, id)) in got.iter().enumerate() {
+            assert_eq!(*id, k as u32, "reordered");
+            let base = ms(*id as u64 + 1 + 10);
+            assert!(
+                *t >= base && *t <= base + ms(5) + Duration::from_micros(100),
+                "{id}: {t:?}"
+            );
+            extra.push((*t - base).as_secs_f64() * 1000.0);
+        }
+        // The jitter is really there: on average about half its range.
+        let mean = extra.iter().sum::<f64>() / extra.len() as f64;
+        assert!((1.5..4.5).contains(&mean), "{mean}");
+    }
+
+    #[test]
+    fn rate_change_applies_to_queued_packets() {
+        let mut l = Link::new(params(12_000, 0), 1);
+        for i in 0..6 {
+            l.push(ms(0), i, 1500);
+        }
+        let mut out = Vec::new();
+        l.poll(ms(2), &mut out);
+        assert_eq!(out, vec![0, 1]);
+        // Half the rate from now: 2 ms per packet.
+        let mut p = l.params().clone();
+        p.rate = Rate::Constant(6_000);
+        l.set_params(p);
+        let got = run(&mut l, &[], ms(12));
+        let times: Vec<Duration> = got.iter().map(|g| g.0).collect();
+        assert_eq!(times, vec![ms(4), ms(6), ms(8), ms(10)]);
+    }
+
+    #[test]
+    fn queue_limit_in_bytes_and_recovery() {
+        let mut p = params(12_000, 0);
+        p.queue = QueueLimit::Bytes(4500);
+        let mut l = Link::new(p, 1);
+        for i in 0..5 {
+            l.push(ms(0), i, 1500);
+        }
+        assert_eq!(l.stats.dropped_queue, 2);
+        assert_eq!(l.queued_bytes(), 4500);
+        // Once drained, the queue takes packets again.
+        let got = run(&mut l, &[(ms(10), 9, 1500)], ms(12));
+        let ids: Vec<u32> = got.iter().map(|g| g.1).collect();
+        assert_eq!(ids, vec![0, 1, 2, 9]);
+        assert_eq!(l.stats.delivered, 4);
+    }
 }

@@ -44,19 +44,76 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Deletes namespaces of lab runs whose process is gone.
+/// Where each live topology holds an exclusive `flock`; the kernel drops it when the
+/// owner dies however it dies, so a lock we can take marks a stale lab.
+const LOCK_DIR: &str = "/run/mpflex-lab";
+
+fn lock_path(topology: &str) -> std::path::PathBuf {
+    Path::new(LOCK_DIR).join(format!("{topology}.lock"))
+}
+
+/// Opens and exclusively locks `path` without waiting; `None` if another process holds it.
+fn try_lock(path: &Path) -> Result<Option<std::fs::File>> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open lock file {}", path.display()))?;
+    // SAFETY: flock on an fd we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        Ok(Some(f))
+    } else {
+        Ok(None)
+    }
+}
+
+/// Whether the lab topology `name` (`mpfl-lab-<pid>-<tag>`) belongs to a live run.
+fn owner_alive(name: &str) -> bool {
+    let lock = lock_path(name);
+    if lock.exists() {
+        // Held by a live owner, or free because the owner died.
+        return !matches!(try_lock(&lock), Ok(Some(_)));
+    }
+    // Without a lock file (a run that died before taking it): the pid in the name.
+    let pid: u32 = name
+        .strip_prefix(PREFIX)
+        .and_then(|r| r.split('-').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Deletes the namespaces (and their processes) of lab runs that are gone: killed with
+/// SIGKILL, crashed, or their machine's power cut before `Drop` could run.
 pub fn clean_stale() {
     let Ok(list) = run(&["ip", "netns", "list"]) else {
         return;
     };
+    let mut checked: Vec<(String, bool)> = Vec::new();
     for line in list.lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
-        let Some(rest) = name.strip_prefix(PREFIX) else {
+        let ns = line.split_whitespace().next().unwrap_or("");
+        if !ns.starts_with(PREFIX) {
             continue;
+        }
+        // <topology>-c / -e / -s
+        let topology = ns.rsplit_once('-').map_or(ns, |(t, _)| t).to_string();
+        let alive = match checked.iter().find(|(t, _)| *t == topology) {
+            Some((_, a)) => *a,
+            None => {
+                let a = owner_alive(&topology);
+                checked.push((topology.clone(), a));
+                a
+            }
         };
-        let pid: u32 = rest.split('-').next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            delete_ns(name);
+        if !alive {
+            delete_ns(ns);
+        }
+    }
+    for (topology, alive) in checked {
+        if !alive {
+            let _ = std::fs::remove_file(lock_path(&topology));
         }
     }
 }
@@ -78,6 +135,8 @@ pub struct Topology {
     pub paths: usize,
     /// Second octet of the addresses.
     pub net: u8,
+    /// Held while the topology exists (see `LOCK_DIR`).
+    lock: Option<std::fs::File>,
 }
 
 impl Topology {
@@ -88,6 +147,15 @@ impl Topology {
         }
         clean_stale();
         let name = format!("{PREFIX}{}-{tag}", std::process::id());
+        std::fs::create_dir_all(LOCK_DIR).with_context(|| format!("cannot create {LOCK_DIR}"))?;
+        let lock = try_lock(&lock_path(&name))?.with_context(|| format!("lab topology {name} is in use already"))?;
+        // Same name as ours but unlocked: left over by an earlier process with our pid.
+        for suffix in ["c", "e", "s"] {
+            let ns = format!("{name}-{suffix}");
+            if Path::new("/run/netns").join(&ns).exists() {
+                delete_ns(&ns);
+            }
+        }
         let net = 80 + ((std::process::id() + tag * 7) % 100) as u8;
         let t = Topology {
             client_ns: format!("{name}-c"),
@@ -96,6 +164,7 @@ impl Topology {
             name,
             paths,
             net,
+            lock: Some(lock),
         };
         // From here on Drop removes whatever was made.
         t.build().with_context(|| format!("building lab topology {}", t.name))?;
@@ -261,6 +330,9 @@ impl Drop for Topology {
     fn drop(&mut self) {
         for ns in [&self.client_ns, &self.server_ns, &self.emu_ns] {
             delete_ns(ns);
+        }
+        if self.lock.take().is_some() {
+            let _ = std::fs::remove_file(lock_path(&self.name));
         }
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::link::{LinkParams, QueueLimit, Rate};
+use crate::link::{Link, LinkParams, QueueLimit, Rate};
 use crate::trace::Trace;
 
 /// One path, both directions.
@@ -17,18 +17,77 @@ pub struct PathSpec {
     pub up: LinkParams,
 }
 
-/// Something that happens to a path at a time.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Which directions of a path an event applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Server → client.
+    Down,
+    /// Client → server.
+    Up,
+    #[default]
+    Both,
+}
+
+impl Direction {
+    /// Indices into `[down, up]` pairs.
+    pub fn indices(self) -> &'static [usize] {
+        match self {
+            Direction::Down => &[0],
+            Direction::Up => &[1],
+            Direction::Both => &[0, 1],
+        }
+    }
+}
+
+/// What an event does to the selected directions of a path.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Everything queued or in flight is lost; arrivals are dropped until `Up`.
+    Down,
+    Up,
+    /// New parameters from now on; `None` keeps the current value. A new rate replaces a
+    /// trace with a constant rate.
+    Change {
+        rate_kbit: Option<u64>,
+        /// One-way delay, like `delay_ms` of a path direction.
+        delay: Option<Duration>,
+        /// Probability in [0, 1].
+        loss: Option<f64>,
+    },
+}
+
+/// Something that happens to a path at a time after the emulator started.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Event {
-    pub at_ms: u64,
-    pub path: String,
-    /// "down", "up", or "change".
-    pub action: String,
-    #[serde(default)]
-    pub rate_kbit: Option<u64>,
-    #[serde(default)]
-    pub delay_ms: Option<u64>,
+    pub at: Duration,
+    /// Index into `Profile::paths`.
+    pub path: usize,
+    pub direction: Direction,
+    pub action: Action,
+}
+
+impl Event {
+    /// Applies the event to one direction's model.
+    pub fn apply<P>(&self, link: &mut Link<P>) {
+        match &self.action {
+            Action::Down => link.set_up(false),
+            Action::Up => link.set_up(true),
+            Action::Change { rate_kbit, delay, loss } => {
+                let mut params = link.params().clone();
+                if let Some(k) = rate_kbit {
+                    params.rate = Rate::Constant(*k);
+                }
+                if let Some(d) = delay {
+                    params.delay = *d;
+                }
+                if let Some(l) = loss {
+                    params.loss = *l;
+                }
+                link.set_params(params);
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -93,6 +152,23 @@ struct DirToml {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct EventToml {
+    at_ms: u64,
+    path: String,
+    /// "down", "up" or "change".
+    action: String,
+    #[serde(default)]
+    direction: Direction,
+    #[serde(default)]
+    rate_kbit: Option<u64>,
+    #[serde(default)]
+    delay_ms: Option<f64>,
+    #[serde(default)]
+    loss_pct: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct PathToml {
     name: String,
     down: DirToml,
@@ -105,7 +181,7 @@ struct ProfileToml {
     name: Option<String>,
     paths: Vec<PathToml>,
     #[serde(default)]
-    events: Vec<Event>,
+    events: Vec<EventToml>,
 }
 
 fn dir_params(d: &DirToml, base: &Path, what: &str) -> Result<LinkParams> {
@@ -119,8 +195,12 @@ fn dir_params(d: &DirToml, base: &Path, what: &str) -> Result<LinkParams> {
     if !(0.0..100.0).contains(&d.loss_pct) {
         bail!("{what}.loss_pct: must be in [0, 100)");
     }
-    if d.delay_ms < 0.0 || d.jitter_ms < 0.0 {
-        bail!("{what}.delay_ms / jitter_ms: must not be negative");
+    // `contains` is false for NaN too, so `from_secs_f64` below cannot panic.
+    if !(0.0..=60_000.0).contains(&d.delay_ms) || !(0.0..=60_000.0).contains(&d.jitter_ms) {
+        bail!("{what}.delay_ms / jitter_ms: between 0 and 60000 ms");
+    }
+    if d.queue_bytes == Some(0) {
+        bail!("{what}.queue_bytes: must be > 0");
     }
     let queue = match (d.queue_ms, d.queue_bytes) {
         (Some(ms), None) => QueueLimit::Millis(ms),
@@ -134,6 +214,55 @@ fn dir_params(d: &DirToml, base: &Path, what: &str) -> Result<LinkParams> {
         rate,
         loss: d.loss_pct / 100.0,
         queue,
+    })
+}
+
+fn event(e: &EventToml, paths: &[PathSpec]) -> Result<Event> {
+    let path = paths
+        .iter()
+        .position(|p| p.name == e.path)
+        .with_context(|| format!("path: no path named {:?}", e.path))?;
+    let action = match e.action.as_str() {
+        "down" | "up" => {
+            if e.rate_kbit.is_some() || e.delay_ms.is_some() || e.loss_pct.is_some() {
+                bail!("rate_kbit, delay_ms and loss_pct go with action = \"change\" only");
+            }
+            if e.action == "down" {
+                Action::Down
+            } else {
+                Action::Up
+            }
+        }
+        "change" => {
+            if e.rate_kbit.is_none() && e.delay_ms.is_none() && e.loss_pct.is_none() {
+                bail!("a change needs rate_kbit, delay_ms and/or loss_pct");
+            }
+            if e.rate_kbit == Some(0) {
+                bail!("rate_kbit: must be > 0 (take the link down instead)");
+            }
+            if let Some(d) = e.delay_ms {
+                if !(0.0..=60_000.0).contains(&d) {
+                    bail!("delay_ms: between 0 and 60000");
+                }
+            }
+            if let Some(l) = e.loss_pct {
+                if !(0.0..100.0).contains(&l) {
+                    bail!("loss_pct: must be in [0, 100)");
+                }
+            }
+            Action::Change {
+                rate_kbit: e.rate_kbit,
+                delay: e.delay_ms.map(|d| Duration::from_secs_f64(d / 1000.0)),
+                loss: e.loss_pct.map(|l| l / 100.0),
+            }
+        }
+        other => bail!("action: {other:?} is not one of down, up, change"),
+    };
+    Ok(Event {
+        at: Duration::from_millis(e.at_ms),
+        path,
+        direction: e.direction,
+        action,
     })
 }
 
@@ -181,20 +310,18 @@ impl Profile {
                 up: dir_params(&p.up, base, &format!("paths[{i}].up"))?,
             });
         }
-        for (i, e) in t.events.iter().enumerate() {
-            if !paths.iter().any(|p| p.name == e.path) {
-                bail!("events[{i}].path: no path named {:?}", e.path);
-            }
-            if !["down", "up", "change"].contains(&e.action.as_str()) {
-                bail!("events[{i}].action: one of down, up, change");
-            }
-        }
+        let events = t
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| event(e, &paths).with_context(|| format!("events[{i}]")))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Profile {
             name: t
                 .name
                 .unwrap_or_else(|| path.file_stem().unwrap_or_default().to_string_lossy().into()),
             paths,
-            events: t.events,
+            events,
         })
     }
 }
@@ -235,5 +362,104 @@ mod tests {
             .to_string()
             .contains("rate_kbit"));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn load(text: &str) -> Result<Profile> {
+        let dir = std::env::temp_dir().join(format!("mpfl-prof-ev-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Unit tests run in parallel: one file per call.
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let f = dir.join(format!(
+            "p{}.toml",
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::write(&f, text).unwrap();
+        let p = Profile::resolve(f.to_str().unwrap());
+        let _ = std::fs::remove_file(&f);
+        p
+    }
+
+    const TWO_PATHS: &str = "[[paths]]\nname = \"a\"\ndown = { rate_kbit = 1000, delay_ms = 10 }\nup = { delay_ms = 10 }\n\
+                             [[paths]]\nname = \"b\"\ndown = { rate_kbit = 2000, delay_ms = 20 }\nup = { delay_ms = 20 }\n";
+
+    #[test]
+    fn events_parse_typed() {
+        let p = load(&format!(
+            "{TWO_PATHS}[[events]]\nat_ms = 1500\npath = \"b\"\naction = \"change\"\ndirection = \"down\"\n\
+             rate_kbit = 500\ndelay_ms = 2.5\nloss_pct = 1\n\
+             [[events]]\nat_ms = 9\npath = \"a\"\naction = \"down\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            p.events[0],
+            Event {
+                at: Duration::from_millis(1500),
+                path: 1,
+                direction: Direction::Down,
+                action: Action::Change {
+                    rate_kbit: Some(500),
+                    delay: Some(Duration::from_micros(2500)),
+                    loss: Some(0.01),
+                },
+            }
+        );
+        assert_eq!(p.events[1].direction, Direction::Both);
+        assert_eq!(p.events[1].action, Action::Down);
+
+        // Applying the change to the down direction's model.
+        let mut l: Link<u8> = Link::new(p.paths[1].down.clone(), 1);
+        p.events[0].apply(&mut l);
+        assert_eq!(l.params().rate, Rate::Constant(500));
+        assert_eq!(l.params().delay, Duration::from_micros(2500));
+        assert_eq!(l.params().loss, 0.01);
+    }
+
+    #[test]
+    fn bad_events_and_values_are_errors_not_panics() {
+        let cases = [
+            (
+                "[[events]]\nat_ms = 1\npath = \"zz\"\naction = \"down\"\n",
+                "no path named",
+            ),
+            (
+                "[[events]]\nat_ms = 1\npath = \"a\"\naction = \"explode\"\n",
+                "not one of",
+            ),
+            (
+                "[[events]]\nat_ms = 1\npath = \"a\"\naction = \"change\"\n",
+                "needs rate_kbit",
+            ),
+            (
+                "[[events]]\nat_ms = 1\npath = \"a\"\naction = \"down\"\nrate_kbit = 5\n",
+                "go with action",
+            ),
+            (
+                "[[events]]\nat_ms = 1\npath = \"a\"\naction = \"change\"\ndelay_ms = nan\n",
+                "delay_ms",
+            ),
+            (
+                "[[events]]\nat_ms = 1\npath = \"a\"\naction = \"up\"\ndirection = \"sideways\"\n",
+                "direction",
+            ),
+        ];
+        for (ev, want) in cases {
+            let e = format!("{:#}", load(&format!("{TWO_PATHS}{ev}")).unwrap_err());
+            assert!(e.contains(want), "{ev:?}: {e}");
+        }
+        for (dir, want) in [
+            ("{ delay_ms = nan }", "delay_ms"),
+            ("{ delay_ms = inf }", "delay_ms"),
+            ("{ delay_ms = -1 }", "delay_ms"),
+            ("{ delay_ms = 1, jitter_ms = 1e300 }", "jitter_ms"),
+            ("{ delay_ms = 1, queue_bytes = 0 }", "queue_bytes"),
+            ("{ delay_ms = 1, loss_pct = 100 }", "loss_pct"),
+            ("{ delay_ms = 1, rate_kbit = 5, trace = \"x\" }", "not both"),
+            ("{ delay_ms = 1, speed = 5 }", "unknown field"),
+        ] {
+            let text = format!("[[paths]]\nname = \"a\"\ndown = {dir}\nup = {{ delay_ms = 1 }}\n");
+            let e = format!("{:#}", load(&text).unwrap_err());
+            assert!(e.contains(want), "{dir}: {e}");
+        }
+        assert!(format!("{:#}", load("paths = []\n").unwrap_err()).contains("between 1 and 8"));
     }
 }

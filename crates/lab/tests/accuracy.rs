@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use mpflex_lab::emulator::{enter_ns, Emulator};
 use mpflex_lab::link::{LinkParams, QueueLimit, Rate};
 use mpflex_lab::netns::{is_root, Topology};
-use mpflex_lab::profile::{seed_default, PathSpec, Profile};
+use mpflex_lab::profile::{seed_default, Action, Direction, Event, PathSpec, Profile};
 use mpflex_lab::trace::Trace;
 
 /// Measurements share two cores: one at a time.
@@ -289,4 +289,108 @@ fn emulator_is_not_the_bottleneck() {
     eprintln!("concurrent TCP through the emulator: {mbit:.0?} Mbit/s, total {total:.0} Mbit/s");
     assert!(mbit.iter().all(|&m| m >= 300.0), "{mbit:?}");
     assert!(total >= 500.0, "{total}");
+}
+
+/// Echo exchanges started at the given offsets from the emulator's start on `path`; returns
+/// (offset actually started, round-trip time) per exchange.
+fn timed_echoes(topo: &Topology, path: usize, start: Instant, at_ms: &[u64]) -> Vec<(Duration, Duration)> {
+    let (sns, cns) = (topo.server_ns.clone(), topo.client_ns.clone());
+    let addr = format!("{}:7778", topo.server_addr(path));
+    let bind = addr.clone();
+    let server = std::thread::spawn(move || {
+        enter_ns(&sns).unwrap();
+        let l = TcpListener::bind(&bind).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut b = [0u8; 1];
+        while s.read_exact(&mut b).is_ok() && s.write_all(&b).is_ok() {}
+    });
+    let at_ms = at_ms.to_vec();
+    let got = std::thread::spawn(move || {
+        enter_ns(&cns).unwrap();
+        let mut s = loop {
+            match TcpStream::connect(&addr) {
+                Ok(s) => break s,
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        s.set_nodelay(true).unwrap();
+        let mut v = Vec::new();
+        let mut b = [7u8; 1];
+        for ms in at_ms {
+            let due = start + Duration::from_millis(ms);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            let t = Instant::now();
+            s.write_all(&b).unwrap();
+            s.read_exact(&mut b).unwrap();
+            v.push((t - start, t.elapsed()));
+        }
+        v
+    })
+    .join()
+    .unwrap();
+    server.join().unwrap();
+    got
+}
+
+#[test]
+fn events_change_delay_and_take_the_link_down() {
+    if !ready("events_change_delay_and_take_the_link_down") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut profile = seed_default(70);
+    profile.paths.truncate(1);
+    let p0 = &mut profile.paths[0];
+    for d in [&mut p0.down, &mut p0.up] {
+        d.delay = Duration::from_millis(10);
+        d.rate = Rate::Constant(20_000);
+    }
+    let ev = |at, direction, action| Event {
+        at: Duration::from_millis(at),
+        path: 0,
+        direction,
+        action,
+    };
+    let change = |ms| Action::Change {
+        rate_kbit: None,
+        delay: Some(Duration::from_millis(ms)),
+        loss: None,
+    };
+    // RTT 20 ms → 10 + 40 = 50 ms (down direction only) at 1.0 s; down at 1.8 s, up at 2.4 s.
+    profile.events = vec![
+        ev(1000, Direction::Down, change(40)),
+        ev(1800, Direction::Both, Action::Down),
+        ev(2400, Direction::Both, Action::Up),
+    ];
+    let (topo, emu) = lab(&profile);
+    let got = timed_echoes(
+        &topo,
+        0,
+        emu.start,
+        &[
+            300, 400, 500, 600, 700, 1200, 1300, 1400, 1500, 1600, 2000, 3000, 3100, 3200, 3300, 3400,
+        ],
+    );
+    let report: Vec<String> = got
+        .iter()
+        .map(|(at, r)| format!("{}:{:.1}", at.as_millis(), r.as_secs_f64() * 1000.0))
+        .collect();
+    eprintln!("echoes (start ms: RTT ms): {}", report.join(" "));
+    // Medians of five: one late wake-up on a busy 2-core machine must not decide.
+    let median = |from: usize| {
+        let mut v: Vec<f64> = got[from..from + 5].iter().map(|g| g.1.as_secs_f64() * 1000.0).collect();
+        v.sort_by(f64::total_cmp);
+        v[2]
+    };
+    let (before, after, back) = (median(0), median(5), median(11));
+    eprintln!("median RTT before the change {before:.2} ms (20), after {after:.2} ms (50), after up {back:.2} ms (50)");
+    assert!((before - 20.0).abs() <= 1.4, "before the change: {before}");
+    assert!((after - 50.0).abs() <= 2.0, "after the change: {after}");
+    assert!((back - 50.0).abs() <= 2.0, "after up: {back}");
+    // Sent while the link was down: answered only after it came back up.
+    let (at, r) = got[10];
+    assert!(at + r >= Duration::from_millis(2400), "crossed a down link: {got:?}");
+    let stats = emu.stats();
+    assert!(stats[0][1].dropped_down >= 1, "{stats:?}");
 }
