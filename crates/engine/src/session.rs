@@ -751,6 +751,8 @@ impl Session {
         let queue = QueueView {
             bytes: self.unsent_bytes,
             frames: self.unsent.len(),
+            // Unsent queue (already within the window) plus the credit not yet used.
+            send_window: self.tx_data_max.saturating_sub(self.tx_data).saturating_add(self.unsent_bytes),
         };
         let budget = max.saturating_sub(out.len() - start);
         match self.scheduler.decide(now, path, &snaps, &queue, budget) {

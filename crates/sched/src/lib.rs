@@ -6,13 +6,19 @@
 //! with a [`Decision`]. Time is an argument; a scheduler never reads a clock or touches a
 //! socket, so every decision can be pinned in a unit test.
 
+mod blest;
+mod ecf;
 mod minrtt;
 mod redundant;
 mod roundrobin;
+mod txdelay;
 
+pub use blest::{Blest, BlestConfig};
+pub use ecf::{Delta, Ecf, EcfConfig};
 pub use minrtt::MinRtt;
 pub use redundant::Redundant;
 pub use roundrobin::RoundRobin;
+pub use txdelay::TxDelay;
 
 use std::time::{Duration, Instant};
 
@@ -67,13 +73,64 @@ pub fn backups_allowed(paths: &[PathSnapshot]) -> bool {
     !paths.iter().any(|p| p.alive && !p.backup)
 }
 
+/// Whether a path (other than `me`) that is faster than `me` is ready and has congestion-window
+/// space: MinRTT's reason for `me` to wait, since that path is being asked too.
+pub(crate) fn faster_available(paths: &[PathSnapshot], me: usize, allow_backup: bool) -> bool {
+    let m = &paths[me];
+    paths
+        .iter()
+        .enumerate()
+        .any(|(i, p)| i != me && p.usable(allow_backup) && p.ready && p.has_cwnd_space() && p.srtt < m.srtt)
+}
+
+/// Index of the usable path with the smallest smoothed RTT among those with an RTT sample
+/// (`srtt > 0`), ready or not, with or without congestion-window space (ECF's and BLEST's
+/// x_f). Ties go to the lower index.
+pub(crate) fn fastest(paths: &[PathSnapshot], allow_backup: bool) -> Option<usize> {
+    paths
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.usable(allow_backup) && !p.srtt.is_zero())
+        .min_by_key(|(i, p)| (p.srtt, *i))
+        .map(|(i, _)| i)
+}
+
+/// Bytes already handed to the path's socket and not yet acknowledged: unsent plus in flight
+/// (in flight counted as full segments).
+pub(crate) fn queued_on_path(p: &PathSnapshot) -> u64 {
+    p.notsent as u64 + p.in_flight as u64 * p.mss.max(1) as u64
+}
+
+/// Free congestion-window space in bytes (`cwnd` given separately so callers may substitute
+/// a remembered window), at least one segment: a chunk this size leaves the socket at once.
+pub(crate) fn cwnd_room(p: &PathSnapshot, cwnd: u32) -> usize {
+    let mss = p.mss.max(1) as u64;
+    let room = (cwnd.max(1) as u64 * mss).saturating_sub(queued_on_path(p));
+    room.max(mss) as usize
+}
+
 /// What is waiting to be sent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueView {
     /// Bytes of stream payload queued and not yet sent on any path.
     pub bytes: u64,
     /// Number of frames queued.
     pub frames: usize,
+    /// Bytes the session's flow control still lets the sender put on paths: the unsent queue
+    /// (already within the window) plus the credit the application has not used yet, i.e.
+    /// MPTCP's `tcp_wnd_end − snd_nxt`. `u64::MAX` when unknown or unlimited (the default).
+    /// Only [`Blest`] reads it.
+    pub send_window: u64,
+}
+
+impl Default for QueueView {
+    fn default() -> Self {
+        QueueView {
+            bytes: 0,
+            frames: 0,
+            send_window: u64::MAX,
+        }
+    }
 }
 
 /// Which end of the send queue to take bytes from.
@@ -126,7 +183,7 @@ pub trait Scheduler: Send {
 }
 
 /// Names accepted by [`by_name`].
-pub const NAMES: &[&str] = &["minrtt", "roundrobin", "redundant"];
+pub const NAMES: &[&str] = &["minrtt", "roundrobin", "redundant", "ecf", "blest", "txdelay"];
 
 /// Builds a scheduler from its configuration name.
 pub fn by_name(name: &str) -> Option<Box<dyn Scheduler>> {
@@ -134,6 +191,9 @@ pub fn by_name(name: &str) -> Option<Box<dyn Scheduler>> {
         "minrtt" => Box::new(MinRtt),
         "roundrobin" => Box::new(RoundRobin::default()),
         "redundant" => Box::new(Redundant),
+        "ecf" => Box::new(Ecf::default()),
+        "blest" => Box::new(Blest::default()),
+        "txdelay" => Box::new(TxDelay),
         _ => return None,
     })
 }
@@ -162,6 +222,15 @@ pub(crate) mod test_util {
         QueueView {
             bytes,
             frames: bytes.div_ceil(16384) as usize,
+            send_window: u64::MAX,
+        }
+    }
+
+    /// A queue of `bytes` with `window` bytes of session flow-control room left.
+    pub fn queue_win(bytes: u64, window: u64) -> QueueView {
+        QueueView {
+            send_window: window,
+            ..queue(bytes)
         }
     }
 }

@@ -1,0 +1,517 @@
+//! ECF, Earliest Completion First (Y.-s. Lim, E. M. Nahum, D. Towsley, R. J. Gibbens, "ECF: An
+//! MPTCP Path Scheduler to Manage Heterogeneous Paths", CoNEXT 2017; Y.-s. Lim, PhD thesis,
+//! UMass Amherst 2017, ch. 5, Algorithm 2). Digest: `shared/specs/ecf.md` §2 and §7.
+//!
+//! When the fastest path x_f (smallest srtt) has no room, MinRTT spills the backlog onto a
+//! slower path x_s that does; if x_f would have finished the whole backlog sooner, that
+//! leaves x_f idle and the transfer waiting for x_s. ECF compares the two completion times
+//! and declines x_s while waiting for x_f is faster. With k bytes unassigned (`queue.bytes`):
+//!
+//! 1. `(1 + k/CWND_f)·RTT_f < (1 + waiting·β)·(RTT_s + δ)` — waiting for x_f and draining
+//!    k on it beats one RTT of x_s; `waiting` (kept here, per session) adds the β
+//!    hysteresis once ECF has decided to wait, and is cleared only when this test fails;
+//! 2. `(k/CWND_s)·RTT_s ≥ 2·RTT_f + δ` — x_s would not finish k sooner than x_f could.
+//!
+//! Both hold ⇒ wait for x_f; otherwise x_s sends. Decisions made for mpflex:
+//!
+//! * **Units and the floor.** k and the windows are compared in bytes (`cwnd·mss`), and k is
+//!   never counted as less than one window in either test (upstream `mptcp_ecf.c` does the
+//!   same): the literal formula sends the thesis's own "11th packet" on the 100 ms path
+//!   (ecf.md §2.7). [`EcfConfig::floor_backlog`] = false gives the literal form for study.
+//!   Bytes already unsent in a path's socket (`notsent`) are added to that path's k: under
+//!   late binding they are ahead of the backlog on that path (the kernel scheduler has no
+//!   such queue).
+//! * **δ** = max(σ_f, σ_s) ([`Delta::Mdev`], the default) with σ = `rttvar` of the snapshot,
+//!   i.e. `tcpi_rttvar`, the smoothed mean deviation with no floor (a few ms). The kernel's
+//!   `rttvar_us` that the thesis and upstream used never drops below `rto_min` (200 ms), which
+//!   makes δ ≥ 100 ms and stops ECF waiting in the thesis's 10 ms / 100 ms example (ecf.md
+//!   §7.4); [`Delta::KernelLike`] approximates that (`max(4·σ, 200 ms)/2`, upstream's
+//!   `rttvar_us >> 1`) and [`Delta::Fixed`] pins a constant, for comparisons.
+//! * **Saved cwnd (`rec_snd_cwnd`, ecf.md §7.5).** Linux halves cwnd per RTO of idleness
+//!   (RFC 2861), lazily at the next transmit, so `TCP_INFO` still shows the old window while
+//!   the path is idle. ECF remembers a path's window while it is idle (nothing in flight or
+//!   unsent); when the path is next seen busy after an idle spell longer than its RTO
+//!   estimate (`srtt + max(4·rttvar, 200 ms)`) with a smaller window, the old one is kept as
+//!   `rec_cwnd`, and `max(cwnd, rec_cwnd)` feeds the decisions until the kernel's window grows
+//!   back to it. Only ECF's arithmetic uses it; the kernel's window is untouched.
+//! * **More than two paths** (Proposition 1): x_f is the fastest usable path with an RTT
+//!   sample, ready or not; x_s is the asking path, provided MinRTT would pick it (no faster
+//!   path is ready with window space — otherwise that path is being asked and this one
+//!   waits, like MinRTT). If the asking path is x_f, or has no RTT sample, it sends, like
+//!   MinRTT. A not-ready x_f is *not* a reason to fall back to MinRTT: under late binding a
+//!   path stops being ready exactly when its window is full and its socket holds
+//!   `notsent_lowat` bytes, i.e. ECF's "x_f is not available", the case ECF exists for.
+//! * **Waiting** answers `Wait { until }` with `until` = now + RTT_f (x_f should be available
+//!   within one of its RTTs; the engine also re-asks on every change). A wait is capped at
+//!   `(1 + β)·(RTT_s + δ)` from its start (the slow path would have been done by then, so the
+//!   premise is falsified — a stalled x_f, ecf.md §7.6 safeguards): past it x_s sends anyway.
+//! * **`max_bytes`.** x_f (or a MinRTT fallback) gets the whole budget. When x_s sends after
+//!   the comparison it gets only its free window space (at least one MSS): the test judged
+//!   one round of x_s, and bytes beyond its window would sit in its socket, deciding early.
+
+use std::time::{Duration, Instant};
+
+use crate::{backups_allowed, cwnd_room, faster_available, fastest, Decision, PathSnapshot, QueueView, Scheduler};
+
+/// How δ is derived from the two paths' RTT variation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delta {
+    /// max(σ_f, σ_s) with σ the snapshot's `rttvar` (`tcpi_rttvar`, mean deviation).
+    Mdev,
+    /// max over both paths of `max(4·rttvar, 200 ms) / 2`: upstream's `rttvar_us >> 1` with
+    /// the kernel's `rto_min` floor.
+    KernelLike,
+    /// A constant.
+    Fixed(Duration),
+}
+
+/// ECF parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EcfConfig {
+    /// Hysteresis β in thousandths (the thesis's β = 0.25 is 250).
+    pub beta_permille: u32,
+    pub delta: Delta,
+    /// Count the backlog as at least one congestion window in both tests (upstream, and the
+    /// fix for ecf.md §2.7). `false` is the thesis's literal Algorithm 2.
+    pub floor_backlog: bool,
+}
+
+impl Default for EcfConfig {
+    fn default() -> Self {
+        EcfConfig {
+            beta_permille: 250,
+            delta: Delta::Mdev,
+            floor_backlog: true,
+        }
+    }
+}
+
+/// Linux's `TCP_RTO_MIN`.
+const RTO_MIN: Duration = Duration::from_millis(200);
+
+/// Per path: the window seen while idle, and the window saved across an idle reset.
+#[derive(Debug, Clone, Copy, Default)]
+struct CwndMemory {
+    idle_since: Option<Instant>,
+    idle_cwnd: u32,
+    rec_cwnd: u32,
+}
+
+#[derive(Debug, Default)]
+pub struct Ecf {
+    cfg: EcfConfig,
+    /// ECF decided to wait for x_f and no first-test failure has happened since.
+    waiting: bool,
+    /// When the current continuous wait began (cleared by any send).
+    wait_since: Option<Instant>,
+    mem: Vec<CwndMemory>,
+}
+
+impl Ecf {
+    pub fn new(cfg: EcfConfig) -> Self {
+        Ecf { cfg, ..Ecf::default() }
+    }
+
+    /// The window ECF uses for a path: the kernel's, or the one saved across an idle reset.
+    fn cwnd(&self, i: usize, p: &PathSnapshot) -> u32 {
+        let rec = self.mem.get(i).map_or(0, |m| m.rec_cwnd);
+        p.cwnd.max(rec).max(1)
+    }
+
+    fn observe(&mut self, now: Instant, paths: &[PathSnapshot]) {
+        if self.mem.len() < paths.len() {
+            self.mem.resize(paths.len(), CwndMemory::default());
+        }
+        for (m, p) in self.mem.iter_mut().zip(paths) {
+            if !p.alive {
+                *m = CwndMemory::default();
+                continue;
+            }
+            if p.in_flight == 0 && p.notsent == 0 {
+                m.idle_since.get_or_insert(now);
+                m.idle_cwnd = m.idle_cwnd.max(p.cwnd);
+                continue;
+            }
+            if let Some(since) = m.idle_since.take() {
+                let rto = p.srtt + (4 * p.rttvar).max(RTO_MIN);
+                if now.saturating_duration_since(since) > rto && p.cwnd < m.idle_cwnd {
+                    m.rec_cwnd = m.rec_cwnd.max(m.idle_cwnd);
+                }
+                m.idle_cwnd = 0;
+            }
+            if p.cwnd >= m.rec_cwnd {
+                m.rec_cwnd = 0;
+            }
+        }
+    }
+
+    fn delta(&self, f: &PathSnapshot, s: &PathSnapshot) -> Duration {
+        match self.cfg.delta {
+            Delta::Mdev => f.rttvar.max(s.rttvar),
+            Delta::KernelLike => {
+                let k = |p: &PathSnapshot| (4 * p.rttvar).max(RTO_MIN) / 2;
+                k(f).max(k(s))
+            }
+            Delta::Fixed(d) => d,
+        }
+    }
+
+    fn send(&mut self, max_bytes: usize) -> Decision {
+        self.wait_since = None;
+        Decision::head(max_bytes)
+    }
+}
+
+impl Scheduler for Ecf {
+    fn name(&self) -> &'static str {
+        "ecf"
+    }
+
+    fn decide(
+        &mut self,
+        now: Instant,
+        path: usize,
+        paths: &[PathSnapshot],
+        queue: &QueueView,
+        budget: usize,
+    ) -> Decision {
+        self.observe(now, paths);
+        let allow_backup = backups_allowed(paths);
+        let me = &paths[path];
+        if !me.usable(allow_backup) || faster_available(paths, path, allow_backup) {
+            return Decision::Wait { until: None };
+        }
+        let f = match fastest(paths, allow_backup) {
+            Some(f) if f != path && paths[f].srtt < me.srtt => f,
+            // This path is x_f, or nothing to compare with: MinRTT.
+            _ => return self.send(budget),
+        };
+        let fp = &paths[f];
+        // x_f is strictly faster and not available (else `faster_available`): ECF proper,
+        // in integer bytes × nanoseconds like upstream, so boundaries are exact.
+        let cw_f = self.cwnd(f, fp) as u128 * fp.mss.max(1) as u128;
+        let cw_s = self.cwnd(path, me) as u128 * me.mss.max(1) as u128;
+        let k = queue.bytes as u128;
+        let (mut k_f, mut k_s) = (k + fp.notsent as u128, k + me.notsent as u128);
+        if self.cfg.floor_backlog {
+            k_f = k_f.max(cw_f);
+            k_s = k_s.max(cw_s);
+        }
+        let rtt_f = fp.srtt.as_nanos();
+        let rtt_s = me.srtt.as_nanos();
+        let delta = self.delta(fp, me);
+        let d = delta.as_nanos();
+        let beta = if self.waiting {
+            self.cfg.beta_permille as u128
+        } else {
+            0
+        };
+        let slow_chunk = cwnd_room(me, self.cwnd(path, me)).min(budget);
+
+        // (1)/(3), multiplied through by 1000·CWND_f.
+        if 1000 * (cw_f + k_f) * rtt_f >= (1000 + beta) * cw_f * (rtt_s + d) {
+            self.waiting = false;
+            return self.send(slow_chunk);
+        }
+        // (2), multiplied through by CWND_s.
+        if k_s * rtt_s < cw_s * (2 * rtt_f + d) {
+            // Using x_s is faster after all; `waiting` stays as it is (Algorithm 2).
+            return self.send(slow_chunk);
+        }
+        self.waiting = true;
+        let since = *self.wait_since.get_or_insert(now);
+        let cap = (me.srtt + delta) * (1000 + self.cfg.beta_permille) / 1000;
+        if now.saturating_duration_since(since) >= cap {
+            // x_f has not come back in the time x_s would have needed: stop trusting it.
+            return self.send(slow_chunk);
+        }
+        let until = (now + fp.srtt.max(Duration::from_millis(1))).min(since + cap);
+        Decision::Wait { until: Some(until) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::{path, queue};
+
+    const MSS: u64 = 1448;
+
+    fn fixed(ms: u64) -> Ecf {
+        Ecf::new(EcfConfig {
+            delta: Delta::Fixed(Duration::from_millis(ms)),
+            ..EcfConfig::default()
+        })
+    }
+
+    /// x_f (path 0) has a full window and is not ready; x_s (path 1) asks.
+    fn fast_full(rtt_f: u64, rtt_s: u64) -> [PathSnapshot; 2] {
+        let mut paths = [path(0, rtt_f), path(1, rtt_s)];
+        paths[0].in_flight = paths[0].cwnd;
+        paths[0].ready = false;
+        paths
+    }
+
+    fn is_wait(d: Decision) -> bool {
+        matches!(d, Decision::Wait { .. })
+    }
+
+    #[test]
+    fn thesis_example_waits_for_the_fast_path() {
+        // ecf.md §1.5 / §2.7: 10 ms and 100 ms, both CWND 10, one packet left. Waiting takes
+        // ~20 ms, the slow path 100 ms. Floored test (2): 100 ≥ 20 + δ, so wait iff δ ≤ 80 ms.
+        let now = Instant::now();
+        let paths = fast_full(10, 100);
+        // Default δ = max(rttvar) = 25 ms (test paths have rttvar = srtt/4).
+        let mut s = Ecf::default();
+        assert_eq!(
+            s.decide(now, 1, &paths, &queue(MSS), 65536),
+            Decision::Wait {
+                until: Some(now + Duration::from_millis(10))
+            }
+        );
+        assert!(s.waiting);
+        assert!(is_wait(fixed(80).decide(now, 1, &paths, &queue(MSS), 65536)));
+        // One past the boundary: the slow path sends its window space.
+        assert_eq!(
+            fixed(81).decide(now, 1, &paths, &queue(MSS), 65536),
+            Decision::head(10 * MSS as usize)
+        );
+        // Kernel-like δ is ≥ 100 ms: does not wait (ecf.md §7.4).
+        let mut k = Ecf::new(EcfConfig {
+            delta: Delta::KernelLike,
+            ..EcfConfig::default()
+        });
+        assert_eq!(k.delta(&paths[0], &paths[1]), Duration::from_millis(100));
+        assert!(!is_wait(k.decide(now, 1, &paths, &queue(MSS), 65536)));
+    }
+
+    #[test]
+    fn literal_formula_sends_the_eleventh_packet() {
+        // ecf.md §2.7: without the floor, (1/10)·100 = 10 ≥ 20 + δ fails.
+        let now = Instant::now();
+        let mut s = Ecf::new(EcfConfig {
+            floor_backlog: false,
+            delta: Delta::Fixed(Duration::ZERO),
+            ..EcfConfig::default()
+        });
+        let d = s.decide(now, 1, &fast_full(10, 100), &queue(MSS), 65536);
+        assert_eq!(d, Decision::head(10 * MSS as usize));
+    }
+
+    #[test]
+    fn large_backlog_uses_the_slow_path_too() {
+        // δ = 0: (1 + k/cw)·10 < 100 ⇔ k < 9 windows.
+        let now = Instant::now();
+        let paths = fast_full(10, 100);
+        let cw = 10 * MSS;
+        let mut s = fixed(0);
+        assert!(is_wait(s.decide(now, 1, &paths, &queue(8 * cw), 1 << 20)));
+        let mut s = fixed(0);
+        assert_eq!(
+            s.decide(now, 1, &paths, &queue(9 * cw), 1 << 20),
+            Decision::head(cw as usize)
+        );
+        assert!(!s.waiting);
+        // The slow path's chunk is its free window space, and never more than the budget.
+        let mut p = paths.clone();
+        p[1].in_flight = 4;
+        assert_eq!(
+            fixed(0).decide(now, 1, &p, &queue(50 * cw), 1 << 20),
+            Decision::head(6 * MSS as usize)
+        );
+        assert_eq!(fixed(0).decide(now, 1, &p, &queue(50 * cw), 1000), Decision::head(1000));
+    }
+
+    #[test]
+    fn hysteresis_keeps_waiting_until_the_wider_bound_fails() {
+        // δ = 0, β = 0.25: (1) holds for k < 9 windows, (3) for k < 11.5 windows.
+        let now = Instant::now();
+        let paths = fast_full(10, 100);
+        let cw = 10 * MSS;
+        let mut s = fixed(0);
+        assert!(!is_wait(s.decide(now, 1, &paths, &queue(10 * cw), 1 << 20)));
+        assert!(is_wait(s.decide(now, 1, &paths, &queue(5 * cw), 1 << 20)));
+        assert!(s.waiting);
+        assert!(is_wait(s.decide(now, 1, &paths, &queue(10 * cw), 1 << 20)));
+        assert!(is_wait(s.decide(now, 1, &paths, &queue(11 * cw), 1 << 20)));
+        assert!(!is_wait(s.decide(now, 1, &paths, &queue(12 * cw), 1 << 20)));
+        assert!(!s.waiting);
+        assert!(!is_wait(s.decide(now, 1, &paths, &queue(10 * cw), 1 << 20)));
+    }
+
+    #[test]
+    fn second_test_failing_keeps_the_waiting_bit() {
+        // RTT 40 / 75 ms, δ = 10 ms. k = 1 window: (1) 80 < 85 holds, (2) 75 ≥ 90 fails.
+        let now = Instant::now();
+        let paths = fast_full(40, 75);
+        let cw = 10 * MSS;
+        let mut s = fixed(10);
+        s.waiting = true;
+        assert!(!is_wait(s.decide(now, 1, &paths, &queue(cw), 1 << 20)));
+        assert!(s.waiting, "inner else leaves waiting alone");
+        // k = 1.5 windows: (2) 112.5 ≥ 90 holds; (1) 100 < 85 fails without hysteresis but
+        // (3) 100 < 106.25 holds with it.
+        assert!(is_wait(s.decide(now, 1, &paths, &queue(15 * MSS), 1 << 20)));
+        assert!(!is_wait(fixed(10).decide(now, 1, &paths, &queue(15 * MSS), 1 << 20)));
+    }
+
+    #[test]
+    fn fast_path_with_room_or_asking_behaves_like_minrtt() {
+        let now = Instant::now();
+        let paths = [path(0, 10), path(1, 100)];
+        let mut s = Ecf::default();
+        assert_eq!(s.decide(now, 0, &paths, &queue(MSS), 4096), Decision::head(4096));
+        assert_eq!(
+            s.decide(now, 1, &paths, &queue(MSS), 4096),
+            Decision::Wait { until: None }
+        );
+        // x_f full but still asked (ready): it takes the whole budget.
+        let mut p = fast_full(10, 100);
+        p[0].ready = true;
+        assert_eq!(s.decide(now, 0, &p, &queue(MSS), 4096), Decision::head(4096));
+        // Single path.
+        assert_eq!(
+            s.decide(now, 0, &[path(0, 100)], &queue(MSS), 4096),
+            Decision::head(4096)
+        );
+    }
+
+    #[test]
+    fn unsent_bytes_on_the_fast_path_count_against_it() {
+        // δ = 0: 8 windows of backlog wait; the same plus 2 windows unsent in x_f's socket
+        // make (1) fail: (1 + 10)·10 ≥ 100.
+        let now = Instant::now();
+        let mut paths = fast_full(10, 100);
+        let cw = 10 * MSS;
+        assert!(is_wait(fixed(0).decide(now, 1, &paths, &queue(8 * cw), 1 << 20)));
+        paths[0].notsent = 2 * cw as u32;
+        assert!(!is_wait(fixed(0).decide(now, 1, &paths, &queue(8 * cw), 1 << 20)));
+    }
+
+    #[test]
+    fn three_paths_compare_fastest_with_the_minrtt_choice() {
+        // Proposition 1: x_f = 10 ms (full); 50 ms is MinRTT's pick; 100 ms waits for it.
+        let now = Instant::now();
+        let mut paths = [path(0, 10), path(1, 50), path(2, 100)];
+        paths[0].in_flight = 10;
+        paths[0].ready = false;
+        let mut s = fixed(0);
+        assert_eq!(
+            s.decide(now, 2, &paths, &queue(MSS), 4096),
+            Decision::Wait { until: None }
+        );
+        // 50 ms vs 10 ms, one packet: (1) 20 < 50, (2) 50 ≥ 20: wait for x_f.
+        assert!(is_wait(s.decide(now, 1, &paths, &queue(MSS), 4096)));
+        // With the 50 ms path full too, the 100 ms path is compared with x_f.
+        paths[1].in_flight = 10;
+        assert!(is_wait(fixed(0).decide(now, 2, &paths, &queue(MSS), 4096)));
+        // A dead x_f is ignored: the 50 ms path becomes x_f; the 100 ms path compares with it:
+        // (1) 2·50 = 100 < 100 fails, so it sends.
+        paths[0].alive = false;
+        assert!(!is_wait(fixed(0).decide(now, 2, &paths, &queue(MSS), 4096)));
+    }
+
+    #[test]
+    fn backups_and_dead_paths() {
+        let now = Instant::now();
+        let mut paths = fast_full(10, 100);
+        // A backup x_f does not count while a regular path is alive.
+        paths[0].backup = true;
+        assert_eq!(fixed(0).decide(now, 1, &paths, &queue(MSS), 4096), Decision::head(4096));
+        assert_eq!(
+            fixed(0).decide(now, 0, &paths, &queue(MSS), 4096),
+            Decision::Wait { until: None }
+        );
+        // Never send on a dead path, even the fastest.
+        let mut paths = [path(0, 10), path(1, 100)];
+        paths[0].alive = false;
+        assert_eq!(
+            Ecf::default().decide(now, 0, &paths, &queue(MSS), 4096),
+            Decision::Wait { until: None }
+        );
+        // Only backups alive: they are used.
+        let mut paths = [path(0, 10), path(1, 100)];
+        paths[0].alive = false;
+        paths[1].backup = true;
+        assert_eq!(
+            Ecf::default().decide(now, 1, &paths, &queue(MSS), 4096),
+            Decision::head(4096)
+        );
+    }
+
+    #[test]
+    fn wait_is_capped_when_the_fast_path_stalls() {
+        // δ = 0, β = 0.25: cap = 1.25 · 100 ms from the start of the wait.
+        let t0 = Instant::now();
+        let paths = fast_full(10, 100);
+        let mut s = fixed(0);
+        assert!(is_wait(s.decide(t0, 1, &paths, &queue(MSS), 4096)));
+        let t1 = t0 + Duration::from_millis(120);
+        assert_eq!(
+            s.decide(t1, 1, &paths, &queue(MSS), 4096),
+            Decision::Wait {
+                until: Some(t0 + Duration::from_millis(125))
+            }
+        );
+        let t2 = t0 + Duration::from_millis(125);
+        assert_eq!(
+            s.decide(t2, 1, &paths, &queue(MSS), 4096),
+            Decision::head(4096.min(10 * MSS as usize))
+        );
+        // A send (here the fast path's) ends the wait; the next one starts afresh.
+        assert!(is_wait(s.decide(t2, 1, &paths, &queue(MSS), 4096)));
+        let mut back = paths.clone();
+        back[0].ready = true;
+        back[0].in_flight = 0;
+        assert!(!is_wait(s.decide(t2, 0, &back, &queue(MSS), 4096)));
+        assert!(s.wait_since.is_none());
+    }
+
+    #[test]
+    fn remembers_the_window_across_an_idle_reset() {
+        // δ = 0, 10 ms / 100 ms, backlog 200 segments. With x_f's window 10: (1) 21·10 ≥ 100,
+        // send on x_s. With its pre-idle window 40: (1) 6·10 < 100 and (2) 20·100 ≥ 20: wait.
+        let t0 = Instant::now();
+        let k = queue(200 * MSS);
+        let mut idle = [path(0, 10), path(1, 100)];
+        idle[0].cwnd = 40;
+        let mut busy = fast_full(10, 100); // cwnd 10 after the kernel's restart
+        busy[0].in_flight = 10;
+
+        // Idle for 1 s (> RTO ≈ 210 ms), then seen busy with the reset window: remembered.
+        let mut s = fixed(0);
+        s.decide(t0, 0, &idle, &k, 4096);
+        s.decide(t0 + Duration::from_millis(500), 0, &idle, &k, 4096);
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(is_wait(s.decide(t1, 1, &busy, &k, 4096)));
+        assert_eq!(s.mem[0].rec_cwnd, 40);
+        // Without the idle history the small window decides.
+        assert!(!is_wait(fixed(0).decide(t1, 1, &busy, &k, 4096)));
+        // Idle shorter than the RTO: no reset assumed.
+        let mut short = fixed(0);
+        short.decide(t0, 0, &idle, &k, 4096);
+        assert!(!is_wait(short.decide(
+            t0 + Duration::from_millis(100),
+            1,
+            &busy,
+            &k,
+            4096
+        )));
+        // The saved window is dropped once the kernel's grows back to it.
+        let mut grown = busy.clone();
+        grown[0].cwnd = 40;
+        grown[0].in_flight = 40;
+        s.decide(t1, 1, &grown, &k, 4096);
+        assert_eq!(s.mem[0].rec_cwnd, 0);
+        assert!(!is_wait(s.decide(t1, 1, &busy, &k, 4096)));
+    }
+
+    #[test]
+    fn path_without_rtt_sample_is_not_waited_for() {
+        let now = Instant::now();
+        let mut paths = fast_full(10, 100);
+        paths[0].srtt = Duration::ZERO;
+        assert_eq!(fixed(0).decide(now, 1, &paths, &queue(MSS), 4096), Decision::head(4096));
+    }
+}
