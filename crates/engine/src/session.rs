@@ -752,7 +752,10 @@ impl Session {
             bytes: self.unsent_bytes,
             frames: self.unsent.len(),
             // Unsent queue (already within the window) plus the credit not yet used.
-            send_window: self.tx_data_max.saturating_sub(self.tx_data).saturating_add(self.unsent_bytes),
+            send_window: self
+                .tx_data_max
+                .saturating_sub(self.tx_data)
+                .saturating_add(self.unsent_bytes),
         };
         let budget = max.saturating_sub(out.len() - start);
         match self.scheduler.decide(now, path, &snaps, &queue, budget) {
