@@ -1,31 +1,54 @@
 #!/usr/bin/env bash
-# Throughput and latency benchmark, on loopback, in one run:
+# Throughput and latency benchmark, on loopback (no namespaces, no root needed), in one run:
 #   (a) curl fetching SIZE_MB from a local origin directly over TCP,
-#   (b) the same through mpflex client + server over 2 encrypted paths (SOCKS5),
+#   (b) the same through mpflex client + server over 2 encrypted paths (SOCKS5; the paths
+#       are two TCP connections over lo, from source addresses 127.0.0.1 and 127.0.0.2),
 # interleaved REPS times; prints the median throughputs, the ratio b/a, the CPU seconds
-# per GB that mpflex client + server spent, and the time to first byte of a 10 KB object
-# over the established session vs over a fresh direct TCP connection.
+# per GB that mpflex client + server spent, how the bytes were split over the paths, and
+# the time to first byte of a 10 KB object over the established session vs over a fresh
+# direct TCP connection.
+#
+# The origin (same for (a) and (b)) is a small Python server that answers each GET with
+# sendfile(2) from a file in /dev/shm: zero-copy, so it is not what limits (a).
+# Every transfer's length and HTTP status are checked, and one transfer through mpflex is
+# checked byte for byte.
+#
+# Environment: SIZE_MB (512), REPS (5), TTFB_REPS (20), SCHEDULER (roundrobin),
+# MPFLEX_BIN (a prebuilt binary; otherwise `cargo build --release`, honouring
+# CARGO_TARGET_DIR).
 set -euo pipefail
 SIZE_MB=${SIZE_MB:-512}
 REPS=${REPS:-5}
+TTFB_REPS=${TTFB_REPS:-20}
 SCHEDULER=${SCHEDULER:-roundrobin}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/mpflex-bench.XXXXXX)
 data=$(mktemp -d /dev/shm/mpflex-bench.XXXXXX)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work" "$data"; }
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work" "$data"
+}
 trap cleanup EXIT INT TERM
+die() { echo "bench: $*" >&2; for f in "$work"/*.log; do [ -s "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done; exit 1; }
 
-cargo build --release -q -p mpflex --manifest-path "$root/Cargo.toml"
-B=$root/target/release/mpflex
+if [ -n "${MPFLEX_BIN:-}" ]; then
+  B=$MPFLEX_BIN
+else
+  cargo build --release -q -p mpflex --manifest-path "$root/Cargo.toml"
+  B=${CARGO_TARGET_DIR:-$root/target}/release/mpflex
+fi
+[ -x "$B" ] || die "no mpflex binary at $B"
+
 $B keygen >"$work/s.key"; $B keygen >"$work/c.key"
 key() { grep "^$2" "$1" | cut -d'"' -f2; }
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PP=$(port); SOCKS=$(port); ORIGIN=$(port); CST=$(port)
+PP=$(port); SOCKS=$(port); ORIGIN=$(port); CST=$(port); SST=$(port)
 cat >"$work/server.toml" <<TOML
 listen = ["127.0.0.1:$PP"]
 private_key = "$(key "$work/s.key" private_key)"
-scheduler = "$SCHEDULER"
+status_listen = "127.0.0.1:$SST"
 [[clients]]
 name = "bench"
 public_key = "$(key "$work/c.key" public_key)"
@@ -47,44 +70,104 @@ name = "b"
 server = "127.0.0.1:$PP"
 source = "127.0.0.2"
 TOML
-head -c $((SIZE_MB << 20)) /dev/zero | tr '\0' 'x' >"$data/blob"
+
+cat >"$work/origin.py" <<'PY'
+import os, socket, sys, threading
+root, port = sys.argv[1], int(sys.argv[2])
+def serve(c):
+    try:
+        req = b""
+        while b"\r\n\r\n" not in req:
+            d = c.recv(4096)
+            if not d:
+                return
+            req += d
+        parts = req.split(b"\r\n", 1)[0].split()
+        name = os.path.basename(parts[1].decode()) if len(parts) >= 2 else ""
+        path = os.path.join(root, name)
+        if parts[0] != b"GET" or not name or not os.path.isfile(path):
+            c.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            return
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                      b"Content-Length: %d\r\nConnection: close\r\n\r\n" % size)
+            c.sendfile(f)
+    except OSError:
+        pass
+    finally:
+        c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen(1024)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+PY
+head -c $((SIZE_MB << 20)) /dev/urandom >"$data/blob"
 head -c 10240 /dev/urandom >"$data/small"
-(cd "$data" && exec python3 -m http.server "$ORIGIN" --bind 127.0.0.1 >/dev/null 2>&1) & pids+=($!)
+python3 "$work/origin.py" "$data" "$ORIGIN" >"$work/origin.log" 2>&1 & pids+=($!)
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$ORIGIN/small" && break; sleep 0.1; done
-RUST_LOG=warn $B server --config "$work/server.toml" & spid=$!; pids+=($spid)
+RUST_LOG=warn $B server --config "$work/server.toml" >"$work/server.log" 2>&1 & spid=$!; pids+=($spid)
 for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PP") 2>/dev/null && break; sleep 0.1; done
-RUST_LOG=warn $B client --config "$work/client.toml" & cpid=$!; pids+=($cpid)
-for _ in $(seq 50); do $B status --addr "127.0.0.1:$CST" 2>/dev/null | grep -q "^  b .*yes" && break; sleep 0.1; done
+RUST_LOG=warn $B client --config "$work/client.toml" >"$work/client.log" 2>&1 & cpid=$!; pids+=($cpid)
+paths_up() {
+  $B status --json --addr "127.0.0.1:$CST" 2>/dev/null |
+    python3 -c 'import json,sys; print(sum(1 for p in json.load(sys.stdin)["paths"] if p["up"]))' 2>/dev/null || echo 0
+}
+for _ in $(seq 100); do [ "$(paths_up)" = 2 ] && break; sleep 0.1; done
+[ "$(paths_up)" = 2 ] || die "the client's 2 paths did not come up"
+
+want=$((SIZE_MB << 20))
+# fetch <curl args...>: prints the speed; fails unless the whole object arrived.
+fetch() {
+  local out code size speed
+  out=$(curl -s -o /dev/null -w '%{http_code} %{size_download} %{speed_download}' "$@") || die "curl $* failed"
+  read -r code size speed <<<"$out"
+  [ "$code" = 200 ] && [ "$size" = "$want" ] || die "curl $*: HTTP $code, $size of $want bytes"
+  echo "$speed"
+}
+via=(--socks5-hostname "127.0.0.1:$SOCKS")
+# One checked transfer through mpflex (not timed).
+[ "$(curl -s "${via[@]}" "http://127.0.0.1:$ORIGIN/blob" | sha256sum)" = "$(sha256sum <"$data/blob")" ] ||
+  die "a transfer through mpflex arrived corrupted"
 
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
-direct=(); via=(); cpu_ticks=0
-for i in $(seq "$REPS"); do
-  d=$(curl -s -o /dev/null -w '%{speed_download}' "http://127.0.0.1:$ORIGIN/blob")
-  c0=$(( $(cpu $spid) + $(cpu $cpid) ))
-  m=$(curl -s -o /dev/null -w '%{speed_download}' --socks5-hostname "127.0.0.1:$SOCKS" "http://127.0.0.1:$ORIGIN/blob")
-  c1=$(( $(cpu $spid) + $(cpu $cpid) ))
-  cpu_ticks=$((cpu_ticks + c1 - c0))
-  direct+=("$d"); via+=("$m")
+direct=(); through=(); ctick=0; stick=0
+for _ in $(seq "$REPS"); do
+  direct+=("$(fetch "http://127.0.0.1:$ORIGIN/blob")")
+  c0=$(cpu $cpid); s0=$(cpu $spid)
+  through+=("$(fetch "${via[@]}" "http://127.0.0.1:$ORIGIN/blob")")
+  ctick=$((ctick + $(cpu $cpid) - c0)); stick=$((stick + $(cpu $spid) - s0))
 done
+split=$($B status --json --addr "127.0.0.1:$CST" |
+  python3 -c 'import json,sys; print(" ".join(str(p["bytes_received"]) for p in json.load(sys.stdin)["paths"]))')
+want=10240
 ttfb_direct=(); ttfb_via=()
-for i in $(seq 20); do
+for _ in $(seq "$TTFB_REPS"); do
   ttfb_direct+=("$(curl -s -o /dev/null -w '%{time_starttransfer}' "http://127.0.0.1:$ORIGIN/small")")
-  ttfb_via+=("$(curl -s -o /dev/null -w '%{time_starttransfer}' --socks5-hostname "127.0.0.1:$SOCKS" "http://127.0.0.1:$ORIGIN/small")")
+  ttfb_via+=("$(curl -s -o /dev/null -w '%{time_starttransfer}' "${via[@]}" "http://127.0.0.1:$ORIGIN/small")")
 done
-python3 - "$SIZE_MB" "$REPS" "$hz" "$cpu_ticks" "${direct[*]}" "${via[*]}" "${ttfb_direct[*]}" "${ttfb_via[*]}" "$SCHEDULER" <<'PY'
+python3 - "$SIZE_MB" "$REPS" "$hz" "$ctick" "$stick" "${direct[*]}" "${through[*]}" \
+  "${ttfb_direct[*]}" "${ttfb_via[*]}" "$SCHEDULER" "$split" "$(nproc)" <<'PY'
 import statistics as st, sys
-size_mb, reps, hz, ticks = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-d = [float(x) for x in sys.argv[5].split()]; v = [float(x) for x in sys.argv[6].split()]
-td = [float(x) * 1000 for x in sys.argv[7].split()]; tv = [float(x) * 1000 for x in sys.argv[8].split()]
+size_mb, reps, hz, ct, stk = (int(x) for x in sys.argv[1:6])
+d = [float(x) for x in sys.argv[6].split()]; v = [float(x) for x in sys.argv[7].split()]
+td = sorted(float(x) * 1000 for x in sys.argv[8].split()); tv = sorted(float(x) * 1000 for x in sys.argv[9].split())
+split = [int(x) for x in sys.argv[11].split()]
 gbit = lambda bps: bps * 8 / 1e9
 md, mv = st.median(d), st.median(v)
 gb = size_mb * reps / 1024
-print(f"transfer: {size_mb} MB x {reps}, loopback, 2 paths, scheduler {sys.argv[9]}, Noise AES-GCM")
+p90 = lambda xs: xs[max(0, int(round(0.9 * len(xs))) - 1)]
+print(f"transfer: {size_mb} MB x {reps}, loopback, 2 paths, scheduler {sys.argv[10]}, Noise AES-GCM, {sys.argv[12]} cores")
 print(f"(a) direct TCP      : {gbit(md):6.2f} Gbit/s (median; min {gbit(min(d)):.2f}, max {gbit(max(d)):.2f})")
 print(f"(b) through mpflex  : {gbit(mv):6.2f} Gbit/s (median; min {gbit(min(v)):.2f}, max {gbit(max(v)):.2f})")
 print(f"ratio b/a           : {mv / md:.3f}")
-print(f"CPU, client+server  : {ticks / hz / gb:.2f} s per GB")
-print(f"TTFB 10 KB, direct fresh TCP  : median {st.median(td):.2f} ms (p90 {sorted(td)[int(0.9*len(td))-1]:.2f})")
-print(f"TTFB 10 KB, mpflex session    : median {st.median(tv):.2f} ms (p90 {sorted(tv)[int(0.9*len(tv))-1]:.2f})")
+print(f"CPU, client+server  : {(ct + stk) / hz / gb:.2f} s per GB (client {ct / hz / gb:.2f}, server {stk / hz / gb:.2f})")
+tot = sum(split) or 1
+print("bytes per path      : " + ", ".join(f"{b / tot:.0%}" for b in split) + " (client, received)")
+print(f"TTFB 10 KB, direct fresh TCP  : median {st.median(td):.2f} ms (p90 {p90(td):.2f})")
+print(f"TTFB 10 KB, mpflex session    : median {st.median(tv):.2f} ms (p90 {p90(tv):.2f})")
 PY

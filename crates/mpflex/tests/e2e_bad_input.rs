@@ -146,3 +146,140 @@ fn malformed_frame_after_handshake(server: SocketAddr, client_priv: [u8; 32], se
         (got, matches!(r, Ok(Ok(_)) | Ok(Err(_))))
     })
 }
+
+/// What a one-connection forwarder saw: the bytes the client sent (up to 64 KiB) and how
+/// many bytes the server answered with.
+#[derive(Default)]
+struct Capture {
+    from_client: Vec<u8>,
+    from_server: usize,
+}
+
+/// A TCP forwarder on 127.0.0.1 in the caller's namespace: accepts one connection, joins
+/// it to `upstream` and records the traffic. Returns its port.
+fn forwarder(upstream: SocketAddr, cap: std::sync::Arc<std::sync::Mutex<Capture>>) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let Ok((down, _)) = l.accept() else { return };
+        let Ok(up) = TcpStream::connect(upstream) else { return };
+        let (mut d2, mut u2) = (down.try_clone().unwrap(), up.try_clone().unwrap());
+        let c2 = cap.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 16384];
+            while let Ok(n) = u2.read(&mut buf) {
+                if n == 0 || d2.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+                c2.lock().unwrap().from_server += n;
+            }
+            let _ = d2.shutdown(std::net::Shutdown::Both);
+        });
+        let (mut down, mut up) = (down, up);
+        let mut buf = [0u8; 16384];
+        while let Ok(n) = down.read(&mut buf) {
+            if n == 0 || up.write_all(&buf[..n]).is_err() {
+                break;
+            }
+            let mut c = cap.lock().unwrap();
+            let room = (64usize << 10).saturating_sub(c.from_client.len());
+            c.from_client.extend_from_slice(&buf[..n.min(room)]);
+        }
+        let _ = up.shutdown(std::net::Shutdown::Both);
+    });
+    port
+}
+
+/// The real `mpflex client` binary's first bytes on a path, recorded by a forwarder and
+/// replayed to the server: the original opened a session, the replay gets nothing.
+#[test]
+fn captured_handshake_of_the_real_client_replayed_gets_nothing() {
+    if !require_root("captured_handshake_of_the_real_client_replayed_gets_nothing") {
+        return;
+    }
+    let lab = Lab::new(Options::default());
+    let server = lab.server_path_addr(0);
+    let cap = std::sync::Arc::new(std::sync::Mutex::new(Capture::default()));
+    let port = {
+        let cap = cap.clone();
+        spawn_in_ns(&lab.cns, move || forwarder(server, cap)).join().unwrap()
+    };
+    // A second client process with the real client's key, its one path through the
+    // forwarder.
+    let cfg = lab.dir.join("capture-client.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "private_key = \"{}\"\nserver_public_key = \"{}\"\nscheduler = \"minrtt\"\n\
+             socks_listen = \"127.0.0.1:1090\"\nstatus_listen = \"127.0.0.1:9192\"\n\
+             [[paths]]\nname = \"via-forwarder\"\nserver = \"127.0.0.1:{port}\"\n",
+            lab.client_key, lab.server_pub
+        ),
+    )
+    .unwrap();
+    let mut capture_client = lab.spawn_in(
+        &lab.cns,
+        &[BIN, "client", "--config", cfg.to_str().unwrap()],
+        "capture-client.log",
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut up = false;
+    while std::time::Instant::now() < deadline && !up {
+        std::thread::sleep(Duration::from_millis(100));
+        up = lab.status(&lab.cns, 9192)["paths"][0]["up"] == true;
+    }
+    let _ = capture_client.kill();
+    let _ = capture_client.wait();
+    let (sent, answered) = {
+        let c = cap.lock().unwrap();
+        (c.from_client.clone(), c.from_server)
+    };
+    assert!(
+        up,
+        "the capture client's path never came up through the forwarder ({} bytes sent, {answered} answered):\n{}",
+        sent.len(),
+        lab.log("capture-client")
+    );
+    assert!(answered > 0, "the server never answered the original handshake");
+    assert!(sent.len() >= 2, "nothing captured");
+    let first_len = 2 + u16::from_be_bytes([sent[0], sent[1]]) as usize;
+    assert!(
+        sent.len() >= first_len,
+        "captured {} bytes, first message is {first_len}",
+        sent.len()
+    );
+    eprintln!(
+        "captured {} bytes from the real client (first handshake message {first_len} bytes); server answered {answered}",
+        sent.len()
+    );
+    let replays_before = lab.log("server").matches("replayed handshake").count();
+
+    // Replay: the first message alone, and everything the client sent.
+    let first = sent[..first_len].to_vec();
+    let report = in_ns(&lab.cns, move || {
+        let mut report = Vec::new();
+        for (what, bytes) in [("first message", &first), ("whole capture", &sent)] {
+            let mut s = TcpStream::connect(server).unwrap();
+            let _ = s.write_all(bytes);
+            report.push((what, drain(&mut s)));
+        }
+        report
+    });
+    for (what, (got, closed)) in &report {
+        assert!(got.is_empty(), "replayed {what}: server sent {} bytes", got.len());
+        assert!(closed, "replayed {what}: server kept the connection open");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let replays = lab.log("server").matches("replayed handshake").count() - replays_before;
+    assert_eq!(
+        replays,
+        2,
+        "the server did not recognise both replays:\n{}",
+        lab.log("server")
+    );
+
+    // The real client was never disturbed.
+    let (got, want) = lab.download(4 << 20);
+    assert_eq!(got, want);
+    assert_eq!(lab.paths_up(), 2);
+}

@@ -22,7 +22,12 @@ fn thousand_concurrent_streams() {
         Lab::rss_kib(lab.client.as_ref().unwrap()),
         Lab::rss_kib(lab.server.as_ref().unwrap()),
     );
+    let peak = RssPeak::start(vec![
+        lab.client.as_ref().unwrap().id(),
+        lab.server.as_ref().unwrap().id(),
+    ]);
     let proxy = lab.socks();
+    let t0 = std::time::Instant::now();
     let results = in_ns(&lab.cns, move || {
         // All connections are opened and their requests sent before any is read, so they
         // are really concurrent.
@@ -48,6 +53,8 @@ fn thousand_concurrent_streams() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
     });
+    let took = t0.elapsed();
+    let peak = peak.finish();
     let rss_after = (
         Lab::rss_kib(lab.client.as_ref().unwrap()),
         Lab::rss_kib(lab.server.as_ref().unwrap()),
@@ -68,9 +75,23 @@ fn thousand_concurrent_streams() {
         ok += 1;
     }
     assert_eq!(ok, STREAMS);
-    eprintln!("RSS KiB before {rss_before:?} after {rss_after:?} (client, server)");
-    assert!(rss_after.0 < 300 * 1024, "client RSS {} KiB", rss_after.0);
-    assert!(rss_after.1 < 300 * 1024, "server RSS {} KiB", rss_after.1);
+    eprintln!(
+        "{STREAMS} streams x {SIZE} bytes in {took:?}; RSS KiB (client, server): before {rss_before:?}, \
+         peak {peak:?}, after {rss_after:?}"
+    );
+    assert!(rss_before.0 > 0 && peak[0] > 0, "could not read the client's RSS");
+    for (who, before, peak, after) in [
+        ("client", rss_before.0, peak[0], rss_after.0),
+        ("server", rss_before.1, peak[1], rss_after.1),
+    ] {
+        assert!(peak < 300 * 1024, "{who} RSS peaked at {peak} KiB");
+        assert!(after < 300 * 1024, "{who} RSS {after} KiB after the streams");
+        // Bounded growth: the streams' data (200 MB in all) must not have been kept.
+        assert!(
+            after.saturating_sub(before) < 150 * 1024,
+            "{who} RSS grew from {before} to {after} KiB"
+        );
+    }
     // Every stream is gone once its connection closed.
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(lab.client_status()["streams"], 0);

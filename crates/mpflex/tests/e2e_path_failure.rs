@@ -3,7 +3,7 @@
 //! byte-exact, and a path that comes back must carry traffic again.
 
 mod support;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::Rng;
 use support::*;
@@ -13,46 +13,81 @@ fn random_path_kills_lose_nothing_and_paths_return() {
     if !require_root("random_path_kills_lose_nothing_and_paths_return") {
         return;
     }
-    // 200 Mbit/s per path and direction, so a 16 MB download takes long enough to be hit.
+    // 200 Mbit/s per path and direction, so a download lasts long enough to be hit.
     let lab = Lab::new(Options {
         scheduler: "roundrobin",
         rate_mbit: 200,
         ..Default::default()
     });
-    let size = 16 << 20;
+    let size: u64 = 20 << 20;
+
+    // Calibrate: how long does an undisturbed download take? Kill points are drawn from
+    // that span, so (nearly) every kill lands inside a transfer.
+    let t0 = Instant::now();
+    let (got, want) = lab.download(size);
+    let clean = t0.elapsed();
+    assert_eq!(got, want, "undisturbed download corrupted");
+    eprintln!("undisturbed {} MB download: {clean:?}", size >> 20);
+
     let mut rng = rand::thread_rng();
     let iterations = 12;
+    let mut landed = 0;
     for i in 0..iterations {
         let path = rng.gen_range(0..2);
-        let delay = Duration::from_millis(rng.gen_range(20..300));
-        let by_link = i % 2 == 1;
-        let killer = {
-            let cns = lab.cns.clone();
-            let src = lab.client_addr(path);
-            let dev = format!("p{}c", path + 1);
-            std::thread::spawn(move || {
+        let how = if i % 2 == 0 { Kill::Reset } else { Kill::LinkDown };
+        let delay = clean.mul_f64(rng.gen_range(0.05..0.85));
+        let failures_before = client_failures(&lab);
+        let start = Instant::now();
+        let ((got, want), (killed_at, found)) = std::thread::scope(|s| {
+            let killer = s.spawn(|| {
                 std::thread::sleep(delay);
-                let cmd = if by_link {
-                    format!("ip -n {cns} link set {dev} down")
-                } else {
-                    format!("ip netns exec {cns} ss -K src {src} dport = :{SERVER_PORT}")
-                };
-                std::process::Command::new("sh").arg("-c").arg(cmd).status().unwrap();
-            })
-        };
-        let (got, want) = lab.download(size);
-        killer.join().unwrap();
-        assert_eq!(
-            got,
-            want,
-            "iteration {i}: download corrupted after killing path {path} ({}) at {delay:?}",
-            if by_link { "link down" } else { "socket reset" }
+                let at = start.elapsed();
+                let found = lab.kill_path(path, how);
+                (at, found)
+            });
+            let r = lab.download(size);
+            (r, killer.join().unwrap())
+        });
+        let took = start.elapsed();
+        let hit = found && killed_at < took;
+        landed += hit as usize;
+        eprintln!(
+            "iteration {i}: path {path} {how:?} at {killed_at:?} ({}), download took {took:?}",
+            if hit { "mid-transfer" } else { "missed" }
         );
-        if by_link {
-            lab.link_up(path);
+        assert_eq!(
+            got, want,
+            "iteration {i}: download corrupted after killing path {path} ({how:?}) at {killed_at:?}"
+        );
+        if how == Kill::LinkDown {
+            // Keep the link down until the client has declared the path dead (its
+            // timeout), so every link-down kill exercises failure detection, not only
+            // TCP's retransmission once the link is back.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while lab.client_status()["paths"][path]["up"] != false && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert_eq!(
+                lab.client_status()["paths"][path]["up"],
+                false,
+                "iteration {i}: path {path}'s link is down but the client still calls it up after 10 s"
+            );
+            lab.restore_path(path);
         }
         lab.wait_paths_up(2, Duration::from_secs(15));
+        if found {
+            let failures = client_failures(&lab);
+            assert!(
+                failures > failures_before,
+                "iteration {i}: killing path {path} ({how:?}) was not counted as a failure ({failures_before} -> {failures})"
+            );
+        }
     }
+    assert!(
+        landed * 3 >= iterations * 2,
+        "only {landed} of {iterations} kills hit a running transfer: the test tested little"
+    );
+
     // The paths are back: both must carry a fresh download.
     let before = lab.client_path_bytes();
     let (got, want) = lab.download(size);
@@ -65,13 +100,27 @@ fn random_path_kills_lose_nothing_and_paths_return() {
             after[p] - before[p]
         );
     }
-    let s = lab.client_status();
-    let failures: u64 = s["paths"]
+    let failures = client_failures(&lab);
+    let resent: u64 = lab.server_status()["sessions"]
         .as_array()
-        .unwrap()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["paths"].as_array().cloned().unwrap_or_default())
+        .map(|p| p["payload_resent"].as_u64().unwrap_or(0))
+        .sum();
+    eprintln!(
+        "survived {iterations} random path kills ({landed} mid-transfer); client saw {failures} path \
+         failures; server re-sent {resent} payload bytes"
+    );
+    assert!(failures >= landed as u64, "kills were not noticed: {failures}");
+}
+
+/// Path failures the client has counted, all paths together.
+fn client_failures(lab: &Lab) -> u64 {
+    lab.client_status()["paths"]
+        .as_array()
+        .expect("client status has no paths")
         .iter()
         .map(|p| p["failures"].as_u64().unwrap())
-        .sum();
-    eprintln!("survived {iterations} random path kills; client saw {failures} path failures");
-    assert!(failures >= iterations / 2, "kills were not noticed: {failures}");
+        .sum()
 }

@@ -91,7 +91,8 @@ impl Default for Options {
             scheduler: "minrtt",
             rate_mbit: 0,
             keepalive_ms: 500,
-            path_timeout_ms: 3000,
+            // Short, so a link taken down is noticed within a test's patience.
+            path_timeout_ms: 1500,
         }
     }
 }
@@ -287,6 +288,7 @@ impl Lab {
             &[BIN, "client", "--config", ccfg.to_str().unwrap()],
             "client.log",
         ));
+        self.wait_port(&self.cns.clone(), SOCKS_PORT);
         self.wait_paths_up(2, Duration::from_secs(10));
     }
 
@@ -310,7 +312,8 @@ impl Lab {
         self.status(&self.sns, SERVER_STATUS)
     }
 
-    fn status(&self, ns: &str, port: u16) -> serde_json::Value {
+    /// Status JSON served on 127.0.0.1:`port` inside namespace `ns` (Null if none).
+    pub fn status(&self, ns: &str, port: u16) -> serde_json::Value {
         let out = Command::new("ip")
             .args([
                 "netns",
@@ -375,20 +378,57 @@ impl Lab {
         Command::new("ip").args(&args).output().unwrap()
     }
 
-    /// Downloads `n` bytes through mpflex; returns (sha256 of what arrived, expected sha256).
+    /// Downloads `n` bytes with curl through mpflex (SOCKS5); returns (sha256 of what
+    /// arrived, expected sha256). When curl fails, the first string says how, so an
+    /// `assert_eq!` on the pair shows it.
     pub fn download(&self, n: u64) -> (String, String) {
         let url = format!("http://127.0.0.1:{ORIGIN_PORT}/bytes/{n}");
-        let out = Command::new("sh")
+        let out = Command::new("bash")
             .arg("-c")
             .arg(format!(
-                "ip netns exec {} curl -sS --max-time 120 --socks5-hostname 127.0.0.1:{SOCKS_PORT} {url} | sha256sum",
+                "set -o pipefail; ip netns exec {} curl -sS --max-time 120 --socks5-hostname 127.0.0.1:{SOCKS_PORT} {url} | sha256sum",
                 self.cns
             ))
             .output()
             .unwrap();
-        let got = String::from_utf8_lossy(&out.stdout)[..64].to_string();
-        let want = self.curl(&[&format!("http://127.0.0.1:{ORIGIN_PORT}/sha256/{n}")]);
-        (got, String::from_utf8_lossy(&want.stdout).trim().to_string())
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let got = if out.status.success() && stdout.len() >= 64 {
+            stdout[..64].to_string()
+        } else {
+            format!(
+                "curl failed ({}): {} [sha256 of what arrived: {}]",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim(),
+                stdout.get(..64).unwrap_or("")
+            )
+        };
+        (got, self.expected_sha256(n))
+    }
+
+    /// sha256 of the origin's first `n` bytes, asked of the origin directly (inside the
+    /// server namespace), so the expectation never depends on mpflex.
+    pub fn expected_sha256(&self, n: u64) -> String {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.sns,
+                "curl",
+                "-sS",
+                "--max-time",
+                "60",
+                &format!("http://127.0.0.1:{ORIGIN_PORT}/sha256/{n}"),
+            ])
+            .output()
+            .unwrap();
+        let sha = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert_eq!(sha.len(), 64, "origin gave no sha256 for {n}: {out:?}");
+        sha
+    }
+
+    /// Same as `download`, returning only the sha256 of what arrived.
+    pub fn curl_download(&self, n: u64) -> String {
+        self.download(n).0
     }
 
     /// Uploads `n` random bytes; returns (local sha256, sha256 the origin saw).
@@ -409,6 +449,22 @@ impl Lab {
         (local, text.split_whitespace().next().unwrap_or("").to_string())
     }
 
+    /// Breaks path `p` the given way (see `Kill`); false if `ss` found no socket to kill.
+    pub fn kill_path(&self, p: usize, how: Kill) -> bool {
+        match how {
+            Kill::LinkDown => {
+                self.link_down(p);
+                true
+            }
+            Kill::Reset => self.kill_socket(p),
+        }
+    }
+
+    /// Undoes `kill_path`: the link comes back up (a reset path reconnects by itself).
+    pub fn restore_path(&self, p: usize) {
+        self.link_up(p);
+    }
+
     /// Takes path `p`'s link down on the client side (no reset reaches anyone).
     pub fn link_down(&self, p: usize) {
         sh(&["ip", "-n", &self.cns, "link", "set", &self.veth(p, 'c'), "down"]);
@@ -416,13 +472,15 @@ impl Lab {
 
     pub fn link_up(&self, p: usize) {
         sh(&["ip", "-n", &self.cns, "link", "set", &self.veth(p, 'c'), "up"]);
+        sh(&["ip", "-n", &self.sns, "link", "set", &self.veth(p, 's'), "up"]);
         // Addresses survive a down/up, but the route needs the link to be up again.
     }
 
     /// Destroys path `p`'s TCP connection in the client's kernel (both ends see a reset).
-    pub fn kill_socket(&self, p: usize) {
+    /// Returns whether `ss` found and destroyed a socket.
+    pub fn kill_socket(&self, p: usize) -> bool {
         let src = self.client_addr(p);
-        let _ = sh_ok(&[
+        sh_ok(&[
             "ip",
             "netns",
             "exec",
@@ -434,18 +492,41 @@ impl Lab {
             "dport",
             "=",
             &format!(":{SERVER_PORT}"),
-        ]);
+        ])
     }
 
+    /// Resident memory of a child (the `ip netns exec` child execs into the program, so
+    /// its pid is the program's).
     pub fn rss_kib(child: &Child) -> u64 {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-        s.lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+        rss_kib_of(child.id())
     }
 
+    /// Per-path payload bytes the client sent.
+    pub fn client_path_bytes_sent(&self) -> Vec<u64> {
+        let s = self.client_status();
+        s["paths"]
+            .as_array()
+            .map(|a| a.iter().map(|p| p["bytes_sent"].as_u64().unwrap_or(0)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Runs a program inside namespace `ns`, output to `log` in the lab's directory.
+    pub fn spawn_in(&self, ns: &str, args: &[&str], log: &str) -> Child {
+        self.spawn(ns, args, log)
+    }
+}
+
+/// VmRSS of a process, KiB (0 when it is gone).
+pub fn rss_kib_of(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Lab {
     pub fn log(&self, which: &str) -> String {
         std::fs::read_to_string(self.dir.join(format!("{which}.log"))).unwrap_or_default()
     }
@@ -457,6 +538,55 @@ impl Lab {
 
     pub fn server_path_addr(&self, p: usize) -> SocketAddr {
         format!("{}:{SERVER_PORT}", self.server_addr(p)).parse().unwrap()
+    }
+}
+
+/// How a test breaks a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kill {
+    /// `ip link set <veth> down` on the client side: the path goes silent and must be
+    /// found dead by its timeout.
+    LinkDown,
+    /// `ss -K` on the path's TCP connection: both ends see it fail at once.
+    Reset,
+}
+
+/// Samples the peak RSS (KiB) of some processes every 50 ms until dropped.
+pub struct RssPeak {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Vec<u64>>>,
+}
+
+impl RssPeak {
+    pub fn start(pids: Vec<u32>) -> RssPeak {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut peak = vec![0u64; pids.len()];
+            while !flag.load(Ordering::Relaxed) {
+                for (i, &pid) in pids.iter().enumerate() {
+                    peak[i] = peak[i].max(rss_kib_of(pid));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            peak
+        });
+        RssPeak {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Peak RSS of each process, KiB, in the order given.
+    pub fn finish(mut self) -> Vec<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for RssPeak {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -504,6 +634,19 @@ pub fn in_ns<R: Send + 'static>(ns: &str, f: impl FnOnce() -> R + Send + 'static
     })
     .join()
     .expect("namespace thread panicked")
+}
+
+/// Starts `f` on a thread that has entered network namespace `ns` (threads it spawns stay
+/// there too).
+pub fn spawn_in_ns<R: Send + 'static>(ns: &str, f: impl FnOnce() -> R + Send + 'static) -> std::thread::JoinHandle<R> {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let fd = File::open(&path).expect("netns handle");
+        // SAFETY: setns on this thread only, with a valid namespace fd.
+        let rc = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns failed: {}", std::io::Error::last_os_error());
+        f()
+    })
 }
 
 /// A blocking SOCKS5 CONNECT to `host:port`; returns the stream after the reply.

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Test origin: GET /bytes/<n> streams n bytes of a fixed pseudo-random pattern,
-GET /sha256/<n> returns the pattern's sha256, POST /upload returns "<sha256> <length>".
+GET /sha256/<n> returns the pattern's sha256, GET /small returns the first 10 KB of the
+pattern (time-to-first-byte probes), POST /upload returns "<sha256> <length>".
 The pattern's period (1 MiB + 7) matches no frame or record size."""
 import hashlib
 import random
@@ -29,6 +30,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         parts = self.path.strip("/").split("/")
+        if parts == ["small"]:
+            parts = ["bytes", "10240"]
         if len(parts) == 2 and parts[0] in ("bytes", "sha256") and parts[1].isdigit():
             n = int(parts[1])
             if parts[0] == "sha256":
