@@ -226,9 +226,32 @@ fn spawn_dir(
         .expect("spawn emulator thread")
 }
 
+/// Frames the kernel dropped on `fd` before we read them, since the last call (reading
+/// PACKET_STATISTICS resets the kernel's counters).
+fn rx_drops(fd: &OwnedFd) -> u64 {
+    // SAFETY: zeroed POD struct, its size passed.
+    let mut st: libc::tpacket_stats = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            &mut st as *mut libc::tpacket_stats as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        u64::from(st.tp_drops)
+    } else {
+        0
+    }
+}
+
 fn forward(rx: &OwnedFd, tx: &OwnedFd, link: &Mutex<Link<Vec<u8>>>, start: Instant, stop: &AtomicBool) {
     let mut due: Vec<Vec<u8>> = Vec::new();
     let mut buf = vec![0u8; 65536];
+    let mut last_stats = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let now = start.elapsed();
         let next = {
@@ -239,9 +262,21 @@ fn forward(rx: &OwnedFd, tx: &OwnedFd, link: &Mutex<Link<Vec<u8>>>, start: Insta
             }
             l.next_event()
         };
+        let mut io_drops = 0;
         for f in due.drain(..) {
             // SAFETY: sending a complete frame on a bound packet socket.
-            unsafe { libc::send(tx.as_raw_fd(), f.as_ptr() as *const libc::c_void, f.len(), 0) };
+            let r = unsafe { libc::send(tx.as_raw_fd(), f.as_ptr() as *const libc::c_void, f.len(), 0) };
+            if r < 0 {
+                io_drops += 1;
+            }
+        }
+        // A syscall per loop would cost throughput; ten times a second is enough.
+        if last_stats.elapsed() >= Duration::from_millis(100) {
+            last_stats = Instant::now();
+            io_drops += rx_drops(rx);
+        }
+        if io_drops > 0 {
+            link.lock().unwrap().stats.dropped_io += io_drops;
         }
         let wait = next
             .map(|t| t.saturating_sub(start.elapsed()))

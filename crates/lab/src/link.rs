@@ -71,6 +71,10 @@ pub struct LinkStats {
     pub dropped_loss: u64,
     pub dropped_queue: u64,
     pub dropped_down: u64,
+    /// Lost outside the model: the kernel dropped frames before the emulator read them
+    /// (receive buffer full) or refused to send them. Non-zero means the emulator, not
+    /// the configured link, was a bottleneck.
+    pub dropped_io: u64,
 }
 
 /// Time is a `Duration` since the link's start.

@@ -20,7 +20,7 @@ pub fn run(args: &[&str]) -> Result<String> {
     let out = Command::new(args[0])
         .args(&args[1..])
         .output()
-        .with_context(|| format!("cannot run {}", args[0]))?;
+        .with_context(|| format!("cannot run {} (installed? the lab needs iproute2 and ethtool)", args[0]))?;
     if !out.status.success() {
         bail!(
             "{} failed: {}",

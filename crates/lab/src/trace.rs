@@ -61,6 +61,25 @@ impl Trace {
         Duration::from_millis(loops * self.period_ms + self.ms[pos])
     }
 
+    /// Delivery opportunities at times in `[from, to)`, the trace repeating.
+    pub fn opportunities_between(&self, from: Duration, to: Duration) -> u64 {
+        let (from, to) = (from.as_millis() as u64, to.as_millis() as u64);
+        if to <= from {
+            return 0;
+        }
+        let mut n = 0;
+        for k in from / self.period_ms..=to / self.period_ms {
+            let base = k * self.period_ms;
+            // Both bounds relative to this repetition, clamped to it.
+            let lo = from.saturating_sub(base);
+            let hi = to.saturating_sub(base);
+            let a = self.ms.partition_point(|&t| t < lo);
+            let b = self.ms.partition_point(|&t| t < hi);
+            n += (b - a) as u64;
+        }
+        n
+    }
+
     pub fn mean_bytes_per_sec(&self) -> f64 {
         self.ms.len() as f64 * 1500.0 / (self.period_ms as f64 / 1000.0)
     }
@@ -84,6 +103,20 @@ mod tests {
         assert!(Trace::parse("").is_err());
         assert!(Trace::parse("0\n0\n").is_err());
         assert!(Trace::parse("5\n3\n").is_err());
+    }
+
+    #[test]
+    fn counts_opportunities_across_repetitions() {
+        // Period 4 ms: opportunities at 1, 1, 4 (= 0 of the next repetition), 4+1, 4+1, 8, …
+        let t = Trace::from_millis(vec![1, 1, 4]).unwrap();
+        let ms = Duration::from_millis;
+        assert_eq!(t.opportunities_between(ms(0), ms(2)), 2);
+        assert_eq!(t.opportunities_between(ms(0), ms(4)), 2);
+        assert_eq!(t.opportunities_between(ms(0), ms(5)), 3);
+        assert_eq!(t.opportunities_between(ms(0), ms(6)), 5);
+        assert_eq!(t.opportunities_between(ms(5), ms(9)), 3);
+        assert_eq!(t.opportunities_between(ms(0), ms(400)), 299); // the one at 400 is not in [0, 400)
+        assert_eq!(t.opportunities_between(ms(7), ms(7)), 0);
     }
 
     #[test]
