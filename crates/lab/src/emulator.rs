@@ -16,8 +16,53 @@ use crate::profile::Profile;
 
 const ETH_HDR: usize = 14;
 
-/// One direction's model, shared by its forwarding thread and the event scheduler.
-pub type SharedLink = Arc<Mutex<Link<Vec<u8>>>>;
+/// One direction's model, shared by its forwarding thread and whoever changes the link
+/// (the event schedule, `set_path_up`); a change wakes the thread at once.
+pub struct LinkHandle {
+    model: Mutex<Link<Vec<u8>>>,
+    /// eventfd the forwarding thread polls besides its packet socket.
+    wake: OwnedFd,
+}
+
+impl LinkHandle {
+    fn new(model: Link<Vec<u8>>) -> Result<LinkHandle> {
+        // SAFETY: plain eventfd(2); the fd is owned right away.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            bail!("eventfd: {}", std::io::Error::last_os_error());
+        }
+        Ok(LinkHandle {
+            model: Mutex::new(model),
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Changes the model and makes its thread recompute its next deadline now, so a
+    /// higher rate applies to packets already queued without waiting for a timeout.
+    pub fn update<R>(&self, f: impl FnOnce(&mut Link<Vec<u8>>) -> R) -> R {
+        let r = f(&mut self.model.lock().unwrap());
+        let one: u64 = 1;
+        // SAFETY: 8-byte write to our eventfd; a full counter only means a wake is pending.
+        unsafe { libc::write(self.wake.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+        r
+    }
+
+    pub fn stats(&self) -> LinkStats {
+        self.model.lock().unwrap().stats.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Link<Vec<u8>>> {
+        self.model.lock().unwrap()
+    }
+
+    fn drain_wake(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: 8-byte read from our non-blocking eventfd.
+        unsafe { libc::read(self.wake.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+    }
+}
+
+pub type SharedLink = Arc<LinkHandle>;
 const ETH_P_ALL: u16 = 0x0003;
 
 /// A running emulator; stops and joins its threads on drop.
@@ -111,8 +156,11 @@ impl Emulator {
         let mut threads = Vec::new();
         let mut links = Vec::new();
         for (i, ((ec, es), spec)) in socks.into_iter().zip(&profile.paths).enumerate() {
-            let down = Arc::new(Mutex::new(Link::new(spec.down.clone(), seed ^ (i as u64 * 2 + 1))));
-            let up = Arc::new(Mutex::new(Link::new(spec.up.clone(), seed ^ (i as u64 * 2 + 2))));
+            let down = Arc::new(LinkHandle::new(Link::new(
+                spec.down.clone(),
+                seed ^ (i as u64 * 2 + 1),
+            ))?);
+            let up = Arc::new(LinkHandle::new(Link::new(spec.up.clone(), seed ^ (i as u64 * 2 + 2)))?);
             let ec = Arc::new(ec);
             let es = Arc::new(es);
             // Upstream: frames the client sends (ec) go to the server side (es).
@@ -147,7 +195,7 @@ impl Emulator {
     }
 
     /// Applies the profile's events at their times (relative to `start`) on a thread of
-    /// its own. A forwarding thread sees a change at its next wake-up (at most 20 ms).
+    /// its own.
     fn schedule(&mut self, profile: &Profile) -> Result<()> {
         if let Some(e) = profile.events.iter().find(|e| e.path >= self.links.len()) {
             bail!(
@@ -173,7 +221,7 @@ impl Emulator {
                     std::thread::sleep((at - Instant::now()).min(Duration::from_millis(20)));
                 }
                 for &d in e.direction.indices() {
-                    e.apply(&mut *links[e.path][d].lock().unwrap());
+                    links[e.path][d].update(|l| e.apply(l));
                 }
                 tracing::info!(path = e.path, at = ?e.at, action = ?e.action, "link event");
             }
@@ -184,16 +232,13 @@ impl Emulator {
 
     /// Statistics per path: [down, up].
     pub fn stats(&self) -> Vec<[LinkStats; 2]> {
-        self.links
-            .iter()
-            .map(|[d, u]| [d.lock().unwrap().stats.clone(), u.lock().unwrap().stats.clone()])
-            .collect()
+        self.links.iter().map(|[d, u]| [d.stats(), u.stats()]).collect()
     }
 
     /// Takes a path down or up in both directions now.
     pub fn set_path_up(&self, path: usize, up: bool) {
         for l in &self.links[path] {
-            l.lock().unwrap().set_up(up);
+            l.update(|l| l.set_up(up));
         }
     }
 }
@@ -211,7 +256,7 @@ fn spawn_dir(
     name: String,
     rx: Arc<OwnedFd>,
     tx: Arc<OwnedFd>,
-    link: Arc<Mutex<Link<Vec<u8>>>>,
+    link: SharedLink,
     start: Instant,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<()> {
@@ -248,14 +293,14 @@ fn rx_drops(fd: &OwnedFd) -> u64 {
     }
 }
 
-fn forward(rx: &OwnedFd, tx: &OwnedFd, link: &Mutex<Link<Vec<u8>>>, start: Instant, stop: &AtomicBool) {
+fn forward(rx: &OwnedFd, tx: &OwnedFd, link: &LinkHandle, start: Instant, stop: &AtomicBool) {
     let mut due: Vec<Vec<u8>> = Vec::new();
     let mut buf = vec![0u8; 65536];
     let mut last_stats = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let now = start.elapsed();
         let next = {
-            let mut l = link.lock().unwrap();
+            let mut l = link.lock();
             l.poll(now, &mut due);
             for f in &due {
                 l.count_bytes(f.len().saturating_sub(ETH_HDR) as u64);
@@ -276,7 +321,7 @@ fn forward(rx: &OwnedFd, tx: &OwnedFd, link: &Mutex<Link<Vec<u8>>>, start: Insta
             io_drops += rx_drops(rx);
         }
         if io_drops > 0 {
-            link.lock().unwrap().stats.dropped_io += io_drops;
+            link.lock().stats.dropped_io += io_drops;
         }
         let wait = next
             .map(|t| t.saturating_sub(start.elapsed()))
@@ -286,14 +331,28 @@ fn forward(rx: &OwnedFd, tx: &OwnedFd, link: &Mutex<Link<Vec<u8>>>, start: Insta
             tv_sec: 0,
             tv_nsec: wait.as_nanos() as i64,
         };
-        let mut pfd = libc::pollfd {
-            fd: rx.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd, a valid timespec.
-        let n = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+        let mut pfd = [
+            libc::pollfd {
+                fd: rx.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: link.wake.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two pollfds, a valid timespec.
+        let n = unsafe { libc::ppoll(pfd.as_mut_ptr(), 2, &ts, std::ptr::null()) };
         if n <= 0 {
+            continue;
+        }
+        if pfd[1].revents != 0 {
+            // The model changed: loop round to poll it and recompute the deadline.
+            link.drain_wake();
+        }
+        if pfd[0].revents == 0 {
             continue;
         }
         // Take everything waiting.
@@ -320,7 +379,7 @@ fn forward(rx: &OwnedFd, tx: &OwnedFd, link: &Mutex<Link<Vec<u8>>>, start: Insta
             }
             let frame = buf[..r as usize].to_vec();
             let size = (r as usize).saturating_sub(ETH_HDR) as u64;
-            link.lock().unwrap().push(start.elapsed(), frame, size);
+            link.lock().push(start.elapsed(), frame, size);
         }
     }
 }
