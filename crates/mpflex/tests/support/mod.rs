@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -46,15 +46,6 @@ pub fn sh(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn sh_ok(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// Removes namespaces left by test processes that no longer exist.
@@ -477,22 +468,17 @@ impl Lab {
     }
 
     /// Destroys path `p`'s TCP connection in the client's kernel (both ends see a reset).
-    /// Returns whether `ss` found and destroyed a socket.
+    /// Returns whether `ss` found and destroyed a socket (it lists what it destroyed).
     pub fn kill_socket(&self, p: usize) -> bool {
         let src = self.client_addr(p);
-        sh_ok(&[
-            "ip",
-            "netns",
-            "exec",
-            &self.cns,
-            "ss",
-            "-K",
-            "src",
-            &src,
-            "dport",
-            "=",
-            &format!(":{SERVER_PORT}"),
-        ])
+        let out = Command::new("ip")
+            .args([
+                "netns", "exec", &self.cns, "ss", "-K", "-H", "-n", "-t", "src", &src, "dport", "=",
+            ])
+            .arg(format!(":{SERVER_PORT}"))
+            .output()
+            .expect("ss");
+        out.status.success() && String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains(&src))
     }
 
     /// Resident memory of a child (the `ip netns exec` child execs into the program, so
@@ -599,7 +585,8 @@ impl Drop for Lab {
             let _ = c.kill();
             let _ = c.wait();
         }
-        if std::thread::panicking() {
+        let failed = std::thread::panicking();
+        if failed {
             for which in ["client", "server"] {
                 let log = self.log(which);
                 let tail: Vec<&str> = log.lines().rev().take(30).collect();
@@ -617,7 +604,11 @@ impl Drop for Lab {
                 ))
                 .status();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if failed {
+            eprintln!("configs and logs kept in {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
