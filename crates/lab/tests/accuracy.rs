@@ -490,3 +490,27 @@ fn real_trace_replay_delivers_its_opportunities() {
     assert!(b.dropped_queue > a.dropped_queue, "the link was not backlogged");
     assert!((ratio - 1.0).abs() <= 0.05, "{got} vs {want}");
 }
+
+#[test]
+fn emulator_adds_little_latency() {
+    if !ready("emulator_adds_little_latency") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let direct = LinkParams {
+        delay: Duration::ZERO,
+        jitter: Duration::ZERO,
+        rate: Rate::Unlimited,
+        loss: 0.0,
+        queue: QueueLimit::Bytes(1 << 20),
+    };
+    let mut profile = seed_default(70);
+    profile.paths.truncate(1);
+    profile.paths[0].down = direct.clone();
+    profile.paths[0].up = direct;
+    let (topo, _emu) = lab(&profile);
+    let rtt = tcp_rtt(&topo, 0).as_secs_f64() * 1000.0;
+    // Four forwarding hops' wake-ups (two per direction) and two AF_PACKET copies.
+    eprintln!("TCP echo RTT through the emulator with no delay and no rate limit: {rtt:.3} ms");
+    assert!(rtt < 1.0, "the emulator itself adds {rtt:.3} ms per round trip");
+}
