@@ -283,3 +283,118 @@ fn captured_handshake_of_the_real_client_replayed_gets_nothing() {
     assert_eq!(got, want);
     assert_eq!(lab.paths_up(), 2);
 }
+
+/// Like `drain`, with a longer patience.
+fn drain_for(s: &mut TcpStream, within: Duration) -> (Vec<u8>, bool) {
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return (got, true),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+                return (got, false)
+            }
+            Err(_) => return (got, true),
+        }
+    }
+}
+
+/// While a download runs: hundreds of connections with random garbage on both path ports
+/// and on the SOCKS port, plus silent connections that never say anything. Every one is
+/// closed (the path port sends nothing back, silent ones go at the handshake timeout),
+/// the download arrives intact and memory stays bounded.
+#[test]
+fn garbage_floods_and_silent_peers_do_not_disturb_a_transfer() {
+    use rand::Rng;
+    if !require_root("garbage_floods_and_silent_peers_do_not_disturb_a_transfer") {
+        return;
+    }
+    let lab = Lab::new(Options {
+        rate_mbit: 100,
+        ..Default::default()
+    });
+    let targets = [lab.server_path_addr(0), lab.server_path_addr(1)];
+    let socks = lab.socks();
+    const FLOOD: usize = 150;
+    const SILENT: usize = 10;
+    // Patience for silent peers: the 10 s handshake timeouts of server and SOCKS ingress,
+    // plus slack for a loaded machine.
+    let silent_patience = Duration::from_secs(16);
+
+    let ((got, want), reports) = std::thread::scope(|scope| {
+        let download = scope.spawn(|| lab.download(30 << 20));
+        let conns = in_ns(&lab.cns, move || {
+            let mut rng = rand::thread_rng();
+            let mut conns = Vec::new();
+            for i in 0..FLOOD {
+                let len = rng.gen_range(1..4096);
+                let mut junk: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                // Path port, alternately handshake-shaped (right length prefix, random
+                // contents) and plain noise.
+                let mut path_junk = junk.clone();
+                if i % 2 == 0 {
+                    path_junk = [0u8, 106].iter().copied().chain((0..106).map(|_| rng.gen())).collect();
+                }
+                if let Ok(mut s) = TcpStream::connect(targets[i % 2]) {
+                    let _ = s.write_all(&path_junk);
+                    conns.push(("path port garbage", true, s, Duration::from_secs(12)));
+                }
+                // SOCKS port, alternately after a valid greeting.
+                if i % 2 == 0 {
+                    junk.splice(0..0, [5u8, 1, 0]);
+                }
+                if let Ok(mut s) = TcpStream::connect(socks) {
+                    let _ = s.write_all(&junk);
+                    conns.push(("SOCKS garbage", false, s, Duration::from_secs(12)));
+                }
+            }
+            for i in 0..SILENT {
+                conns.push((
+                    "silent on a path port",
+                    true,
+                    TcpStream::connect(targets[i % 2]).unwrap(),
+                    silent_patience,
+                ));
+                conns.push((
+                    "silent on SOCKS",
+                    false,
+                    TcpStream::connect(socks).unwrap(),
+                    silent_patience,
+                ));
+            }
+            conns
+        });
+        let readers: Vec<_> = conns
+            .into_iter()
+            .map(|(what, silent_peer, mut s, patience)| {
+                scope.spawn(move || {
+                    let t = std::time::Instant::now();
+                    let (got, closed) = drain_for(&mut s, patience);
+                    (what, silent_peer, got.len(), closed, t.elapsed())
+                })
+            })
+            .collect();
+        let reports: Vec<_> = readers.into_iter().map(|h| h.join().unwrap()).collect();
+        (download.join().unwrap(), reports)
+    });
+    assert_eq!(got, want, "the download was disturbed by the flood");
+    let mut slowest = Duration::ZERO;
+    for (what, path_port, sent, closed, after) in &reports {
+        assert!(closed, "{what}: still open after {after:?}");
+        if *path_port {
+            assert_eq!(*sent, 0, "{what}: the server answered an unauthenticated peer");
+        }
+        slowest = slowest.max(*after);
+    }
+    eprintln!(
+        "{} hostile connections all closed (slowest after {slowest:?}); download intact",
+        reports.len()
+    );
+    assert_eq!(lab.paths_up(), 2);
+    let rss = Lab::rss_kib(lab.server.as_ref().unwrap());
+    assert!(rss < 300 * 1024, "server RSS {rss} KiB after the flood");
+    let (got, want) = lab.download(4 << 20);
+    assert_eq!(got, want, "no service after the flood");
+}
