@@ -1,6 +1,7 @@
-//! Paths die in the middle of downloads — their TCP connection destroyed (reset) or their
-//! link taken down (silence) — at random points. Every download must still arrive
-//! byte-exact, and a path that comes back must carry traffic again.
+//! Paths die in the middle of transfers — their TCP connection destroyed (reset, in the
+//! client's or the server's kernel) or their link taken down (silence) — at random points.
+//! Every transfer must still arrive byte-exact, every kill must be noticed, and a path that
+//! comes back must carry traffic again.
 
 mod support;
 use std::time::{Duration, Instant};
@@ -8,56 +9,47 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 use support::*;
 
-#[test]
-fn random_path_kills_lose_nothing_and_paths_return() {
-    if !require_root("random_path_kills_lose_nothing_and_paths_return") {
-        return;
-    }
-    // 200 Mbit/s per path and direction, so a download lasts long enough to be hit.
-    let lab = Lab::new(Options {
-        scheduler: "roundrobin",
-        rate_mbit: 200,
-        ..Default::default()
-    });
-    let size: u64 = 20 << 20;
+const KILLS: [Kill; 3] = [Kill::Reset, Kill::LinkDown, Kill::ServerReset];
 
-    // Calibrate: how long does an undisturbed download take? Kill points are drawn from
-    // that span, so (nearly) every kill lands inside a transfer.
+/// Runs `transfer` `iterations` times, each time killing a random path at a random point
+/// of it (drawn from an undisturbed run's duration), with the kill flavours in turn.
+/// `transfer` returns (what arrived, what should have). Returns how many kills landed
+/// while the transfer was running.
+fn kill_during(lab: &Lab, what: &str, iterations: usize, transfer: impl Fn() -> (String, String) + Sync) -> usize {
+    // Calibrate, so (nearly) every kill lands inside a transfer.
     let t0 = Instant::now();
-    let (got, want) = lab.download(size);
+    let (got, want) = transfer();
     let clean = t0.elapsed();
-    assert_eq!(got, want, "undisturbed download corrupted");
-    eprintln!("undisturbed {} MB download: {clean:?}", size >> 20);
+    assert_eq!(got, want, "undisturbed {what} corrupted");
+    eprintln!("undisturbed {what}: {clean:?}");
 
     let mut rng = rand::thread_rng();
-    let iterations = 12;
     let mut landed = 0;
     for i in 0..iterations {
         let path = rng.gen_range(0..2);
-        let how = if i % 2 == 0 { Kill::Reset } else { Kill::LinkDown };
+        let how = KILLS[i % KILLS.len()];
         let delay = clean.mul_f64(rng.gen_range(0.05..0.85));
-        let failures_before = client_failures(&lab);
+        let failures_before = client_failures(lab);
         let start = Instant::now();
         let ((got, want), (killed_at, found)) = std::thread::scope(|s| {
             let killer = s.spawn(|| {
                 std::thread::sleep(delay);
                 let at = start.elapsed();
-                let found = lab.kill_path(path, how);
-                (at, found)
+                (at, lab.kill_path(path, how))
             });
-            let r = lab.download(size);
+            let r = transfer();
             (r, killer.join().unwrap())
         });
         let took = start.elapsed();
         let hit = found && killed_at < took;
         landed += hit as usize;
         eprintln!(
-            "iteration {i}: path {path} {how:?} at {killed_at:?} ({}), download took {took:?}",
+            "{what} {i}: path {path} {how:?} at {killed_at:?} ({}), took {took:?}",
             if hit { "mid-transfer" } else { "missed" }
         );
         assert_eq!(
             got, want,
-            "iteration {i}: download corrupted after killing path {path} ({how:?}) at {killed_at:?}"
+            "{what} {i}: corrupted after killing path {path} ({how:?}) at {killed_at:?}"
         );
         if how == Kill::LinkDown {
             // Keep the link down until the client has declared the path dead (its
@@ -70,23 +62,40 @@ fn random_path_kills_lose_nothing_and_paths_return() {
             assert_eq!(
                 lab.client_status()["paths"][path]["up"],
                 false,
-                "iteration {i}: path {path}'s link is down but the client still calls it up after 10 s"
+                "{what} {i}: path {path}'s link is down but the client still calls it up after 10 s"
             );
             lab.restore_path(path);
         }
         lab.wait_paths_up(2, Duration::from_secs(15));
         if found {
-            let failures = client_failures(&lab);
+            let failures = client_failures(lab);
             assert!(
                 failures > failures_before,
-                "iteration {i}: killing path {path} ({how:?}) was not counted as a failure ({failures_before} -> {failures})"
+                "{what} {i}: killing path {path} ({how:?}) was not counted as a failure ({failures_before} -> {failures})"
             );
         }
     }
     assert!(
         landed * 3 >= iterations * 2,
-        "only {landed} of {iterations} kills hit a running transfer: the test tested little"
+        "only {landed} of {iterations} kills hit a running {what}: the test tested little"
     );
+    landed
+}
+
+#[test]
+fn random_path_kills_during_downloads_lose_nothing_and_paths_return() {
+    if !require_root("random_path_kills_during_downloads_lose_nothing_and_paths_return") {
+        return;
+    }
+    // 200 Mbit/s per path and direction, so a download lasts long enough to be hit.
+    let lab = Lab::new(Options {
+        scheduler: "roundrobin",
+        rate_mbit: 200,
+        ..Default::default()
+    });
+    let size: u64 = 20 << 20;
+    let iterations = 12;
+    let landed = kill_during(&lab, "download", iterations, || lab.download(size));
 
     // The paths are back: both must carry a fresh download.
     let before = lab.client_path_bytes();
@@ -101,18 +110,45 @@ fn random_path_kills_lose_nothing_and_paths_return() {
         );
     }
     let failures = client_failures(&lab);
-    let resent: u64 = lab.server_status()["sessions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|s| s["paths"].as_array().cloned().unwrap_or_default())
-        .map(|p| p["payload_resent"].as_u64().unwrap_or(0))
-        .sum();
+    let resent = server_resent(&lab);
     eprintln!(
         "survived {iterations} random path kills ({landed} mid-transfer); client saw {failures} path \
          failures; server re-sent {resent} payload bytes"
     );
     assert!(failures >= landed as u64, "kills were not noticed: {failures}");
+}
+
+#[test]
+fn random_path_kills_during_uploads_lose_nothing() {
+    if !require_root("random_path_kills_during_uploads_lose_nothing") {
+        return;
+    }
+    let lab = Lab::new(Options {
+        scheduler: "roundrobin",
+        rate_mbit: 200,
+        ..Default::default()
+    });
+    let (file, sha) = lab.prepare_upload(20 << 20);
+    let landed = kill_during(&lab, "upload", 6, || (lab.upload_file(&file), sha.clone()));
+    // The client is the sender here: it is the one that must have re-sent.
+    let resent: u64 = lab.client_status()["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["payload_resent"].as_u64().unwrap_or(0))
+        .sum();
+    eprintln!("survived 6 random path kills during uploads ({landed} mid-transfer); client re-sent {resent} bytes");
+    let before = lab.client_path_bytes_sent();
+    let (local, remote) = lab.upload(8 << 20);
+    assert_eq!(local, remote);
+    let after = lab.client_path_bytes_sent();
+    for p in 0..2 {
+        assert!(
+            after[p] - before[p] > 1 << 20,
+            "path {p} sent {} bytes after the kills",
+            after[p] - before[p]
+        );
+    }
 }
 
 /// Path failures the client has counted, all paths together.
@@ -122,5 +158,16 @@ fn client_failures(lab: &Lab) -> u64 {
         .expect("client status has no paths")
         .iter()
         .map(|p| p["failures"].as_u64().unwrap())
+        .sum()
+}
+
+/// Payload bytes the server has re-sent, all sessions and paths together.
+fn server_resent(lab: &Lab) -> u64 {
+    lab.server_status()["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["paths"].as_array().cloned().unwrap_or_default())
+        .map(|p| p["payload_resent"].as_u64().unwrap_or(0))
         .sum()
 }

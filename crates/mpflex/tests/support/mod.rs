@@ -424,11 +424,29 @@ impl Lab {
 
     /// Uploads `n` random bytes; returns (local sha256, sha256 the origin saw).
     pub fn upload(&self, n: usize) -> (String, String) {
+        let (path, local) = self.prepare_upload(n);
+        (local, self.upload_file(&path))
+    }
+
+    /// Writes `n` pseudo-random bytes to a file in the lab's directory; returns the file
+    /// and its sha256.
+    pub fn prepare_upload(&self, n: usize) -> (PathBuf, String) {
+        use rand::{RngCore, SeedableRng};
         use sha2::Digest;
-        let body: Vec<u8> = (0..n).map(|i| ((i * 2654435761usize) >> 13) as u8).collect();
-        let path = self.dir.join("upload.bin");
+        let mut body = vec![0u8; n];
+        rand::rngs::StdRng::seed_from_u64(n as u64).fill_bytes(&mut body);
+        let path = self.dir.join(format!("upload-{n}.bin"));
         std::fs::write(&path, &body).unwrap();
-        let local = hex::encode(sha2::Sha256::digest(&body));
+        (path, hex::encode(sha2::Sha256::digest(&body)))
+    }
+
+    /// POSTs a file with curl through mpflex; returns the sha256 the origin computed (or,
+    /// when curl failed, a sentence saying how).
+    pub fn curl_upload(&self, n: usize) -> String {
+        self.upload(n).1
+    }
+
+    pub fn upload_file(&self, path: &Path) -> String {
         let out = self.curl(&[
             "--data-binary",
             &format!("@{}", path.display()),
@@ -437,7 +455,15 @@ impl Lab {
             &format!("http://127.0.0.1:{ORIGIN_PORT}/upload"),
         ]);
         let text = String::from_utf8_lossy(&out.stdout).to_string();
-        (local, text.split_whitespace().next().unwrap_or("").to_string())
+        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        match text.split_whitespace().collect::<Vec<_>>()[..] {
+            [sha, got] if out.status.success() && got == len.to_string() => sha.to_string(),
+            _ => format!(
+                "curl failed ({}): {} [origin said {text:?}, {len} bytes sent]",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        }
     }
 
     /// Breaks path `p` the given way (see `Kill`); false if `ss` found no socket to kill.
@@ -448,7 +474,21 @@ impl Lab {
                 true
             }
             Kill::Reset => self.kill_socket(p),
+            Kill::ServerReset => self.kill_server_socket(p),
         }
+    }
+
+    /// Destroys path `p`'s TCP connection in the server's kernel.
+    pub fn kill_server_socket(&self, p: usize) -> bool {
+        let src = self.server_addr(p);
+        let out = Command::new("ip")
+            .args([
+                "netns", "exec", &self.sns, "ss", "-K", "-H", "-n", "-t", "src", &src, "sport", "=",
+            ])
+            .arg(format!(":{SERVER_PORT}"))
+            .output()
+            .expect("ss");
+        out.status.success() && String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains(&src))
     }
 
     /// Undoes `kill_path`: the link comes back up (a reset path reconnects by itself).
@@ -533,8 +573,10 @@ pub enum Kill {
     /// `ip link set <veth> down` on the client side: the path goes silent and must be
     /// found dead by its timeout.
     LinkDown,
-    /// `ss -K` on the path's TCP connection: both ends see it fail at once.
+    /// `ss -K` on the path's TCP connection in the client: both ends see it fail at once.
     Reset,
+    /// The same in the server.
+    ServerReset,
 }
 
 /// Samples the peak RSS (KiB) of some processes every 50 ms until dropped.
