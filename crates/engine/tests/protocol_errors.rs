@@ -56,15 +56,19 @@ fn duplicate_open_and_open_towards_client() {
     );
 }
 
-#[test]
-fn stream_flow_control_violation() {
-    let (mut s, now) = server();
-    s.handle_frame(0, open(0, 1, b""), now).unwrap();
-    let window = s.config().stream_window as usize;
-    let mut seq = 1;
-    let chunk = Bytes::from(vec![0u8; 16 * 1024]);
-    let mut sent = 0;
-    let res = loop {
+/// Feeds Data frames of `chunk_len` bytes on stream 1, sequence numbers from `first_seq`,
+/// until the engine refuses one or `give_up` bytes went in. Returns the result and the
+/// bytes fed, the refused frame included.
+fn feed_until_error(
+    s: &mut Session,
+    now: Instant,
+    first_seq: u64,
+    chunk_len: usize,
+    give_up: usize,
+) -> (Result<(), ProtocolError>, usize) {
+    let chunk = Bytes::from(vec![0u8; chunk_len]);
+    let (mut seq, mut fed) = (first_seq, 0);
+    loop {
         let r = s.handle_frame(
             0,
             Frame::Data {
@@ -76,11 +80,20 @@ fn stream_flow_control_violation() {
             now,
         );
         seq += 1;
-        sent += chunk.len();
-        if r.is_err() || sent > window + chunk.len() {
-            break r;
+        fed += chunk_len;
+        if r.is_err() || fed > give_up {
+            return (r, fed);
         }
-    };
+    }
+}
+
+#[test]
+fn stream_flow_control_violation() {
+    let (mut s, now) = server();
+    s.handle_frame(0, open(0, 1, b""), now).unwrap();
+    let window = s.config().stream_window as usize;
+    let chunk = 16 * 1024;
+    let (res, sent) = feed_until_error(&mut s, now, 1, chunk, window + chunk);
     assert_eq!(res, Err(ProtocolError::FlowControl(1)));
     assert!(sent > window);
 }
@@ -89,29 +102,11 @@ fn stream_flow_control_violation() {
 fn reorder_buffer_is_bounded_by_the_session_window() {
     let (mut s, now) = server();
     // Frames far ahead of a gap that never fills.
-    let chunk = Bytes::from(vec![0u8; 60 * 1024]);
-    let mut seq = 10;
     let limit = s.config().session_window as usize;
-    let mut buffered = 0;
-    let res = loop {
-        let r = s.handle_frame(
-            0,
-            Frame::Data {
-                seq,
-                stream: 1,
-                ts: 0,
-                data: chunk.clone(),
-            },
-            now,
-        );
-        seq += 1;
-        buffered += chunk.len();
-        if r.is_err() || buffered > 2 * limit {
-            break r;
-        }
-    };
+    let chunk = 60 * 1024;
+    let (res, buffered) = feed_until_error(&mut s, now, 10, chunk, 2 * limit);
     assert_eq!(res, Err(ProtocolError::SessionWindow));
-    assert!(buffered <= limit + chunk.len());
+    assert!(buffered <= limit + chunk);
 }
 
 #[test]
