@@ -387,6 +387,11 @@ async fn path_writer(
     set_notsent_lowat(&*sock, lowat)?;
     loop {
         let info = tcp_info(&*sock)?;
+        if info.state != TCP_ESTABLISHED && info.state != TCP_CLOSE_WAIT {
+            // Reset or closed under us (the reader may not have run yet). Such a socket
+            // polls writable while its unsent count stays frozen: never spin on it.
+            bail!("path connection closed (TCP state {})", info.state);
+        }
         // Keep about 10 ms of the path's delivery rate unsent in the kernel: enough to
         // keep the link busy between wake-ups, little enough that the scheduler, not a
         // socket buffer, decides where bytes go. Before the kernel has a rate estimate,
@@ -410,6 +415,8 @@ async fn path_writer(
             // The kernel signals "writable again" only to a waiter that found the socket
             // unwritable: poll(2) once, which records that (SOCK_NOSPACE).
             if poll_writable_now(&sock) {
+                // Let the other tasks (this path's reader first) run before looking again.
+                tokio::task::yield_now().await;
                 continue;
             }
             tokio::select! {
@@ -453,6 +460,10 @@ async fn path_writer(
         write_all(&sock, &wire).await?;
     }
 }
+
+/// `tcpi_state` values (linux/tcp_states.h) in which a socket can still send.
+const TCP_ESTABLISHED: u8 = 1;
+const TCP_CLOSE_WAIT: u8 = 8;
 
 /// A zero-timeout poll(2) for POLLOUT, which honours TCP_NOTSENT_LOWAT.
 fn poll_writable_now(sock: &TcpStream) -> bool {
@@ -614,4 +625,116 @@ async fn write_all_vectored(wr: &mut OwnedWriteHalf, chunks: &mut Vec<Bytes>) ->
     }
     chunks.clear();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::{client_handshake, generate_keypair, server_handshake, ReplayGuard};
+    use mpflex_engine::{EngineConfig, Role};
+    use tokio::io::AsyncReadExt;
+
+    /// A path whose peer resets the connection while the kernel still holds unsent bytes
+    /// must end promptly: such a socket polls writable forever while its unsent count stays
+    /// frozen. The writer is run alone here (no reader to notice the reset for it), so a
+    /// writer that spins on that socket never returns.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writer_ends_when_reset_with_unsent_bytes() {
+        // A spinning writer cannot be cancelled, and neither can the runtime holding it:
+        // turn a hang into a clear failure.
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        std::thread::spawn({
+            let done = done.clone();
+            move || {
+                std::thread::sleep(Duration::from_secs(20));
+                if !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    eprintln!("path writer still running 20 s after its connection was reset");
+                    std::process::exit(1);
+                }
+            }
+        });
+        let (cpriv, cpub) = generate_keypair();
+        let (spriv, spub) = generate_keypair();
+        let auth = HashMap::from([(cpub, "c".to_string())]);
+        // A small receive buffer at the peer, so the client's kernel cannot hand it much.
+        let ls = tokio::net::TcpSocket::new_v4().unwrap();
+        ls.set_recv_buffer_size(16 * 1024).unwrap();
+        ls.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = ls.listen(1).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (mut csock, accepted) = tokio::join!(
+            async {
+                // A large send buffer, so unsent bytes can pass the low-water mark.
+                let cs = tokio::net::TcpSocket::new_v4().unwrap();
+                cs.set_send_buffer_size(1 << 20).unwrap();
+                cs.connect(addr).await.unwrap()
+            },
+            async { listener.accept().await.unwrap().0 }
+        );
+        let mut ssock = accepted;
+        let guard = ReplayGuard::default();
+        let (ct, st) = tokio::join!(
+            client_handshake(&mut csock, &cpriv, &spub),
+            server_handshake(&mut ssock, &spriv, &auth, &guard)
+        );
+        let (ct, _st) = (ct.unwrap(), st.unwrap());
+
+        let sched = mpflex_sched::by_name("minrtt").unwrap();
+        let sess = Session::new(EngineConfig::new(Role::Client), sched, Instant::now());
+        let h = SessionHandle::new(sess, vec!["p".into()], None, 64 * 1024);
+        let wake = h.with(|sh| {
+            sh.sess.path_up(0, Instant::now());
+            sh.paths[0].wake.clone()
+        });
+        // Far more than the peer will read: unsent bytes stay in the client's kernel.
+        let (id, _sig) = h.open_stream(TargetAddr::Domain("x".into(), 80), Bytes::new());
+        let payload = Bytes::from(vec![7u8; 3 << 20]);
+        assert_eq!(h.with(|sh| sh.sess.stream_send(id, payload, Instant::now())), 3 << 20);
+
+        let csock = Arc::new(csock);
+        let writer = tokio::spawn(path_writer(h.clone(), 0, csock.clone(), Arc::new(ct), wake, 0));
+        // The peer reads slowly while `flow` is set. The writer then alternates between
+        // writing and waiting for the kernel's unsent bytes to drain below the low-water
+        // mark; the reset must find it in that wait, where a reset socket polls writable.
+        let flow = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let peer = tokio::spawn({
+            let flow = flow.clone();
+            async move {
+                let mut buf = vec![0u8; 4096];
+                while flow.load(std::sync::atomic::Ordering::SeqCst) {
+                    let _ = tokio::time::timeout(Duration::from_millis(1), ssock.read(&mut buf)).await;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                ssock
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        flow.store(false, std::sync::atomic::Ordering::SeqCst);
+        let ssock = peer.await.unwrap();
+        // With the peer no longer reading, the writer parks wherever it is; retry until
+        // it parked in the low-water wait (path marked not ready, kernel holding more
+        // unsent bytes than the mark).
+        let mut parked = false;
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            let ready = h.with(|sh| sh.sess.path_counters(0).map(|(_, s)| s.ready));
+            if ready == Some(false) && tcp_info(&*csock).unwrap().notsent_bytes >= 8 * 1024 {
+                parked = true;
+                break;
+            }
+            // Parked inside a write instead: let a little drain and look again.
+            let _ = ssock.try_read(&mut [0u8; 8192]);
+        }
+        assert!(parked, "the writer never parked in its low-water wait");
+        set_linger_zero(&ssock).unwrap();
+        drop(ssock); // RST
+
+        let res = tokio::time::timeout(Duration::from_secs(3), writer)
+            .await
+            .expect("path writer still running 3 s after its connection was reset")
+            .unwrap();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(res.is_err(), "a reset path must end its writer with an error");
+        h.closed.cancel();
+    }
 }
