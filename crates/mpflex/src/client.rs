@@ -234,7 +234,7 @@ async fn connect_path(
 
 async fn read_hello_ack(
     stream: &mut TcpStream,
-    t: &snow::StatelessTransportState,
+    t: &crate::crypto::Transport,
     token: [u8; 16],
 ) -> Result<(bool, BytesMut)> {
     let mut buf = BytesMut::with_capacity(1024);

@@ -15,7 +15,6 @@ use anyhow::{bail, Context, Result};
 use bytes::{Bytes, BytesMut};
 use mpflex_engine::{Event, PollTransmit, RecvResult, Session, StreamId};
 use mpflex_wire::{decode_all, TargetAddr};
-use snow::StatelessTransportState;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -23,7 +22,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::crypto::{seal, Opener, MAX_PLAINTEXT};
+use crate::crypto::{begin_record, end_record, seal_record, Opener, Transport, MAX_PLAINTEXT};
 use crate::tcpinfo::{set_linger_zero, set_notsent_lowat, tcp_info};
 
 /// Wake-ups for the two tasks of a stream.
@@ -203,7 +202,7 @@ impl SessionHandle {
         &self,
         p: usize,
         sock: TcpStream,
-        transport: StatelessTransportState,
+        transport: Transport,
         nonces: (u64, u64),
         leftover: BytesMut,
     ) -> Result<()> {
@@ -328,7 +327,7 @@ async fn path_reader(
     h: SessionHandle,
     p: usize,
     sock: Arc<TcpStream>,
-    t: Arc<StatelessTransportState>,
+    t: Arc<Transport>,
     nonce: u64,
     mut buf: BytesMut,
 ) -> Result<()> {
@@ -376,12 +375,12 @@ async fn path_writer(
     h: SessionHandle,
     p: usize,
     sock: Arc<TcpStream>,
-    t: Arc<StatelessTransportState>,
+    t: Arc<Transport>,
     wake: Arc<Notify>,
     mut nonce: u64,
 ) -> Result<()> {
-    let mut plain = Vec::with_capacity(1 << 20);
-    let mut ends: Vec<usize> = Vec::new();
+    // Records are encoded straight into the wire buffer and sealed there in place.
+    let mut records: Vec<(usize, usize)> = Vec::new();
     let mut wire = Vec::with_capacity(1 << 20);
     let mut lowat = 32 * 1024u32;
     set_notsent_lowat(&*sock, lowat)?;
@@ -428,22 +427,26 @@ async fn path_writer(
         }
         let budget = (lowat - info.notsent_bytes) as usize + MAX_PLAINTEXT;
         let now = Instant::now();
-        plain.clear();
-        ends.clear();
+        wire.clear();
+        records.clear();
         let until = h.with(|sh| {
             sh.sess.set_path_stats(p, info.snapshot(p));
             sh.sess.set_path_ready(p, true);
             loop {
-                if plain.len() >= budget {
-                    return None;
+                if wire.len() >= budget {
+                    return Ok::<_, anyhow::Error>(None);
                 }
-                match sh.sess.poll_transmit(p, now, &mut plain, MAX_PLAINTEXT) {
-                    PollTransmit::Sent(_) => ends.push(plain.len()),
-                    PollTransmit::Wait { until } => return until,
+                let start = begin_record(&mut wire);
+                match sh.sess.poll_transmit(p, now, &mut wire, MAX_PLAINTEXT) {
+                    PollTransmit::Sent(_) => records.push((start, end_record(&mut wire, start)?)),
+                    PollTransmit::Wait { until } => {
+                        wire.truncate(start);
+                        return Ok(until);
+                    }
                 }
             }
-        });
-        if ends.is_empty() {
+        })?;
+        if records.is_empty() {
             let deadline = until.unwrap_or_else(|| now + Duration::from_millis(200));
             tokio::select! {
                 _ = wake.notified() => {}
@@ -451,11 +454,8 @@ async fn path_writer(
             }
             continue;
         }
-        wire.clear();
-        let mut start = 0;
-        for &end in &ends {
-            seal(&t, &mut nonce, &plain[start..end], &mut wire)?;
-            start = end;
+        for &(start, end) in &records {
+            seal_record(&t, &mut nonce, &mut wire[start..end])?;
         }
         write_all(&sock, &wire).await?;
     }
