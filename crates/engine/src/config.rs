@@ -28,6 +28,10 @@ pub struct EngineConfig {
     pub path_timeout: Duration,
     /// Most concurrent streams a peer may open.
     pub max_streams: usize,
+    /// Smart reinjection: when frames waiting behind a gap plus data the applications have
+    /// not read fill this fraction of the session window, the receiver asks for the
+    /// missing frame to be sent again on another path (`Stall`).
+    pub stall_fraction: f64,
 }
 
 impl EngineConfig {
@@ -42,6 +46,7 @@ impl EngineConfig {
             keepalive: Duration::from_secs(1),
             path_timeout: Duration::from_secs(5),
             max_streams: 16384,
+            stall_fraction: 0.75,
         }
     }
 }

@@ -11,11 +11,13 @@
 //! statistics and the current time, and pulls out bytes to write and events to act on.
 
 mod config;
+mod owd;
 mod path;
 mod session;
 mod stream;
 
 pub use config::{EngineConfig, Role};
+pub use owd::OwdEstimator;
 pub use path::{PathCounters, PathStatus};
 pub use session::{Event, PollTransmit, ProtocolError, RecvResult, Session};
 

@@ -4,6 +4,8 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use mpflex_sched::PathSnapshot;
+
+use crate::owd::OwdEstimator;
 use mpflex_wire::Frame;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +32,8 @@ pub struct PathCounters {
     pub failures: u64,
     /// Times the path went silent while holding data, so its frames were re-sent.
     pub suspicions: u64,
+    /// Frames re-sent here because the peer's reorder buffer stalled on them.
+    pub stall_reinjections: u64,
 }
 
 #[derive(Debug)]
@@ -50,6 +54,11 @@ pub(crate) struct PathEntry {
     pub ping_id: u64,
     /// Unacknowledged frames this path holds a copy of.
     pub held: usize,
+    /// One-way delay towards the peer, from its arrival reports.
+    pub owd: OwdEstimator,
+    /// (timestamp, bytes in flight) of recent data frames sent here, oldest first, to
+    /// bin the arrival reports by the bytes in flight at send time.
+    pub sent_log: VecDeque<(u32, u64)>,
 }
 
 impl PathEntry {
@@ -68,6 +77,8 @@ impl PathEntry {
             suspect: false,
             ping_id: 0,
             held: 0,
+            owd: OwdEstimator::default(),
+            sent_log: VecDeque::new(),
         }
     }
 }

@@ -79,6 +79,21 @@ struct Outgoing {
     on_paths: u64,
     /// Sent at least once.
     sent: bool,
+    /// When a copy was last handed to a path.
+    last_sent: Option<Instant>,
+    /// The peer reported its arrival (it waits in the peer's reorder buffer): no copy of
+    /// it is needed any more, whatever happens to the paths.
+    received: bool,
+}
+
+/// Arrival reports kept for sending at most; older ones are dropped (they are samples).
+const MAX_REPORTS: usize = 1024;
+/// Send-time records kept per path to match arrival reports against.
+const MAX_SENT_LOG: usize = 8192;
+
+/// Bytes handed to a path's socket and not yet acknowledged by the peer's kernel.
+fn bytes_in_flight(s: &PathSnapshot) -> u64 {
+    s.notsent as u64 + s.in_flight as u64 * s.mss.max(1) as u64
 }
 
 pub struct Session {
@@ -122,6 +137,12 @@ pub struct Session {
     last_now: Instant,
     /// Paths the scheduler told to wait: a send elsewhere changes the picture for them.
     waiting: u64,
+    /// Arrival reports (`Owd` frames) for the peer, sent along with other control frames.
+    reports: VecDeque<Frame>,
+    /// (receiver) The gap a `Stall` was last sent for; one per gap.
+    stall_sent_for: Option<u64>,
+    /// (sender) The gap last re-sent on a `Stall`; one per gap.
+    stall_served: Option<u64>,
 }
 
 impl Session {
@@ -155,6 +176,9 @@ impl Session {
             windows_needed: BTreeSet::new(),
             last_now: now,
             waiting: 0,
+            reports: VecDeque::new(),
+            stall_sent_for: None,
+            stall_served: None,
             cfg,
         }
     }
@@ -220,7 +244,7 @@ impl Session {
         for (&seq, out) in self.outgoing.iter_mut() {
             if out.on_paths & bit != 0 {
                 out.on_paths &= !bit;
-                if out.on_paths == 0 && out.sent {
+                if out.on_paths == 0 && out.sent && !out.received {
                     self.retransmit.insert(seq);
                     n += 1;
                 }
@@ -281,6 +305,14 @@ impl Session {
 
     pub fn path_counters(&self, path: usize) -> Option<(&PathCounters, &PathSnapshot)> {
         self.paths.get(path).map(|p| (&p.counters, &p.snap))
+    }
+
+    /// The path's one-way-delay estimate at its current bytes in flight and the deviation,
+    /// microseconds (with the peer's clock offset), once the peer has reported arrivals.
+    pub fn path_owd(&self, path: usize) -> Option<(i64, u64)> {
+        let p = self.paths.get(path)?;
+        let o = p.owd.estimate(bytes_in_flight(&p.snap))?;
+        Some((o, p.owd.deviation()))
     }
 
     pub fn num_paths(&self) -> usize {
@@ -465,6 +497,8 @@ impl Session {
                 frame,
                 on_paths: 0,
                 sent: false,
+                last_sent: None,
+                received: false,
             },
         );
         self.unsent.push_back(seq);
@@ -499,6 +533,13 @@ impl Session {
             Frame::Pong { .. } => {}
             Frame::Close { code } => self.events.push_back(Event::Closed { code }),
             Frame::Ack { cum } => self.on_ack(cum)?,
+            Frame::Owd {
+                path: on,
+                seq,
+                ts,
+                delay,
+            } => self.on_report(on as usize, seq, ts, delay),
+            Frame::Stall { cum } => self.on_stall(cum, now),
             Frame::Window { stream, max } => {
                 if let Some(s) = self.streams.get_mut(&stream) {
                     if max > s.tx_max {
@@ -553,9 +594,75 @@ impl Session {
         Ok(())
     }
 
+    /// The peer's arrival report for `seq`, which travelled on path `on`.
+    fn on_report(&mut self, on: usize, seq: u64, ts: u32, delay: u32) {
+        if let Some(p) = self.paths.get_mut(on) {
+            // The bytes in flight when the frame was sent: drop older records, find this one.
+            let mut bif = None;
+            while let Some(&(t, b)) = p.sent_log.front() {
+                if t == ts {
+                    bif = Some(b);
+                    break;
+                }
+                if (ts.wrapping_sub(t) as i32) > 0 {
+                    p.sent_log.pop_front();
+                } else {
+                    break;
+                }
+            }
+            let bif = bif.unwrap_or_else(|| bytes_in_flight(&p.snap));
+            // Wrapping difference of two microsecond clocks: offset plus delay, signed.
+            p.owd.sample(bif, delay as i32 as i64);
+        }
+        if let Some(o) = self.outgoing.get_mut(&seq) {
+            if o.sent && !o.received {
+                o.received = true;
+                self.retransmit.remove(&seq);
+            }
+        }
+    }
+
+    /// The peer's reorder buffer is filling behind the gap at `cum`: send that frame again
+    /// on the lowest-RTT path that does not hold it (once per gap).
+    fn on_stall(&mut self, cum: u64, now: Instant) {
+        if self.stall_served == Some(cum) {
+            return;
+        }
+        let Some(o) = self.outgoing.get(&cum) else { return };
+        if !o.sent || o.received {
+            return;
+        }
+        let holds = o.on_paths;
+        let target = self
+            .paths
+            .iter()
+            .filter(|p| p.status == PathStatus::Up && !p.suspect && holds & (1 << p.snap.id) == 0)
+            .min_by_key(|p| (p.snap.srtt, p.snap.id))
+            .map(|p| p.snap.id);
+        if let Some(t) = target {
+            self.stall_served = Some(cum);
+            self.paths[t].dup.push_front(cum);
+            self.paths[t].counters.stall_reinjections += 1;
+            self.events.push_back(Event::WakePaths);
+            tracing::debug!(seq = cum, path = t, ?now, "peer stalled on a gap; re-sending it");
+        }
+    }
+
     fn on_sequenced(&mut self, path: usize, frame: Frame, now: Instant) -> Result<(), ProtocolError> {
         let seq = frame.seq().expect("sequenced");
         let payload = frame.payload_len() as u64;
+        if let Some(ts) = frame.ts() {
+            // Arrival report: a one-way-delay sample for the sender, and a selective ack.
+            if self.reports.len() >= MAX_REPORTS {
+                self.reports.pop_front();
+            }
+            self.reports.push_back(Frame::Owd {
+                path: path as u8,
+                seq,
+                ts,
+                delay: self.ts(now).wrapping_sub(ts),
+            });
+        }
         if seq < self.rcv_next || self.reorder.contains_key(&seq) {
             self.paths[path].counters.duplicate_received += payload;
             // The sender may be retransmitting because our ACK got lost; repeat it.
@@ -575,6 +682,16 @@ impl Session {
             self.reorder_payload -= f.payload_len() as u64;
             self.rcv_next += 1;
             self.deliver(f)?;
+        }
+        // Smart reinjection: frames stuck behind a gap fill the receive buffer.
+        if !self.reorder.is_empty() && self.stall_sent_for != Some(self.rcv_next) {
+            let buffered = self.reorder_payload + (self.rx_data - self.rx_consumed);
+            if buffered as f64 >= self.cfg.stall_fraction * self.cfg.session_window as f64 {
+                self.stall_sent_for = Some(self.rcv_next);
+                self.reports.push_back(Frame::Stall { cum: self.rcv_next });
+                self.ack_needed = true;
+                self.events.push_back(Event::WakePaths);
+            }
         }
         self.unacked_bytes += payload + 16;
         if self.unacked_bytes >= self.cfg.ack_every_bytes {
@@ -709,20 +826,26 @@ impl Session {
             f.encode(out);
             self.windows_needed.pop_first();
         }
+        // Arrival reports (and a stall notice) for the peer's scheduler.
+        while let Some(f) = self.reports.front() {
+            if !room(out, f) {
+                return self.sent(path, start, out);
+            }
+            self.reports.pop_front().expect("front").encode(out);
+        }
         if self.paths[path].suspect {
             return self.sent(path, start, out);
         }
-        // 3. Copies this path owes (redundant scheduling).
+        let ts = self.ts(now);
+        // 3. Copies this path owes (redundant scheduling, stalls).
         while let Some(&seq) = self.paths[path].dup.front() {
-            match self.outgoing.get_mut(&seq) {
-                Some(o) if o.on_paths & bit == 0 => {
+            match self.outgoing.get(&seq) {
+                Some(o) if o.on_paths & bit == 0 && !o.received => {
                     if !room(out, &o.frame) {
                         return self.sent(path, start, out);
                     }
-                    o.frame.encode(out);
-                    o.on_paths |= bit;
-                    self.paths[path].held += 1;
-                    self.paths[path].counters.payload_resent += o.frame.payload_len() as u64;
+                    let payload = self.put(path, seq, out, start, now, ts);
+                    self.paths[path].counters.payload_resent += payload;
                 }
                 _ => {}
             }
@@ -730,24 +853,31 @@ impl Session {
         }
         // 4. Frames whose path died: they go first, on whichever path asks.
         while let Some(&seq) = self.retransmit.first() {
-            if let Some(o) = self.outgoing.get_mut(&seq) {
-                if o.on_paths == 0 {
+            if let Some(o) = self.outgoing.get(&seq) {
+                if o.on_paths == 0 && !o.received {
                     if !room(out, &o.frame) {
                         return self.sent(path, start, out);
                     }
-                    o.frame.encode(out);
-                    o.on_paths |= bit;
-                    self.paths[path].held += 1;
-                    self.paths[path].counters.payload_resent += o.frame.payload_len() as u64;
+                    let payload = self.put(path, seq, out, start, now, ts);
+                    self.paths[path].counters.payload_resent += payload;
                 }
             }
             self.retransmit.pop_first();
         }
-        // 5. New frames, as the scheduler decides.
-        if self.unsent.is_empty() {
+        // 5. New frames, as the scheduler decides (or copies, if it re-sends).
+        if self.unsent.is_empty() && (self.outgoing.is_empty() || !self.scheduler.reinjects()) {
             return self.sent(path, start, out);
         }
-        let snaps: Vec<PathSnapshot> = self.paths.iter().map(|p| p.snap.clone()).collect();
+        let snaps: Vec<PathSnapshot> = self
+            .paths
+            .iter()
+            .map(|p| {
+                let mut s = p.snap.clone();
+                s.owd_us = p.owd.estimate(bytes_in_flight(&s));
+                s.owd_dev_us = p.owd.deviation();
+                s
+            })
+            .collect();
         let queue = QueueView {
             bytes: self.unsent_bytes,
             frames: self.unsent.len(),
@@ -786,11 +916,8 @@ impl Session {
                         break;
                     }
                     first = false;
-                    o.frame.encode(out);
-                    o.on_paths |= bit;
                     o.sent = true;
-                    self.paths[path].held += 1;
-                    let payload = o.frame.payload_len() as u64;
+                    let payload = self.put(path, seq, out, start, now, ts);
                     self.unsent_bytes -= len as u64;
                     match end {
                         End::Head => self.unsent.pop_front(),
@@ -813,7 +940,85 @@ impl Session {
                 }
                 self.sent(path, start, out)
             }
+            Decision::Reinject {
+                end,
+                max_bytes,
+                max_age,
+            } => {
+                let limit = out.len() + max_bytes.min(budget);
+                let oldest = max_age.and_then(|a| now.checked_sub(a));
+                // Unacknowledged frames another path carries and the peer has not reported.
+                let wanted = |o: &Outgoing| {
+                    o.sent
+                        && !o.received
+                        && o.on_paths != 0
+                        && o.on_paths & bit == 0
+                        && oldest.is_none_or(|t| o.last_sent.is_some_and(|s| s >= t))
+                };
+                let mut picked = Vec::new();
+                let mut size = out.len() - start;
+                let mut push = |seq: u64, o: &Outgoing| {
+                    let len = o.frame.encoded_len();
+                    if size + len > max || (!picked.is_empty() && start + size + len > limit) {
+                        return false;
+                    }
+                    size += len;
+                    picked.push(seq);
+                    true
+                };
+                match end {
+                    End::Head => {
+                        for (&seq, o) in self.outgoing.iter().filter(|(_, o)| wanted(o)) {
+                            if !push(seq, o) {
+                                break;
+                            }
+                        }
+                    }
+                    End::Tail => {
+                        for (&seq, o) in self.outgoing.iter().rev().filter(|(_, o)| wanted(o)) {
+                            if !push(seq, o) {
+                                break;
+                            }
+                        }
+                    }
+                }
+                if picked.is_empty() {
+                    self.waiting |= bit;
+                    if out.len() > start {
+                        return self.sent(path, start, out);
+                    }
+                    return PollTransmit::Wait { until: None };
+                }
+                for seq in picked {
+                    let payload = self.put(path, seq, out, start, now, ts);
+                    self.paths[path].counters.payload_resent += payload;
+                }
+                self.waiting &= !bit;
+                self.sent(path, start, out)
+            }
         }
+    }
+
+    /// Encodes outgoing frame `seq` onto `path`, stamped with the send time, and books the
+    /// copy. Returns its payload length.
+    fn put(&mut self, path: usize, seq: u64, out: &mut Vec<u8>, start: usize, now: Instant, ts: u32) -> u64 {
+        let bif = bytes_in_flight(&self.paths[path].snap) + (out.len() - start) as u64;
+        let o = self.outgoing.get_mut(&seq).expect("outgoing frame");
+        o.frame.set_ts(ts);
+        o.frame.encode(out);
+        o.on_paths |= 1 << path;
+        o.last_sent = Some(now);
+        let stamped = o.frame.ts().is_some();
+        let payload = o.frame.payload_len() as u64;
+        let p = &mut self.paths[path];
+        p.held += 1;
+        if stamped {
+            if p.sent_log.len() >= MAX_SENT_LOG {
+                p.sent_log.pop_front();
+            }
+            p.sent_log.push_back((ts, bif));
+        }
+        payload
     }
 
     fn sent(&mut self, path: usize, start: usize, out: &[u8]) -> PollTransmit {
@@ -943,8 +1148,12 @@ impl Session {
         self.rx_consumed = 0;
         self.rx_data_max = self.cfg.session_window;
         self.windows_needed.clear();
+        self.reports.clear();
+        self.stall_sent_for = None;
+        self.stall_served = None;
         for p in &mut self.paths {
             p.dup.clear();
+            p.sent_log.clear();
         }
     }
 

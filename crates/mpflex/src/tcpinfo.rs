@@ -89,6 +89,8 @@ impl TcpInfo {
             in_flight: self.unacked,
             notsent: self.notsent_bytes,
             delivery_rate: self.delivery_rate,
+            owd_us: None,
+            owd_dev_us: 0,
         }
     }
 }

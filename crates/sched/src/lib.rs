@@ -7,6 +7,7 @@
 //! socket, so every decision can be pinned in a unit test.
 
 mod blest;
+mod dems;
 mod ecf;
 mod minrtt;
 mod redundant;
@@ -14,6 +15,7 @@ mod roundrobin;
 mod txdelay;
 
 pub use blest::{Blest, BlestConfig};
+pub use dems::{Dems, DemsVariant};
 pub use ecf::{Delta, Ecf, EcfConfig};
 pub use minrtt::MinRtt;
 pub use redundant::Redundant;
@@ -45,6 +47,14 @@ pub struct PathSnapshot {
     pub notsent: u32,
     /// The kernel's delivery-rate estimate, bytes per second (0 if unknown).
     pub delivery_rate: u64,
+    /// One-way delay to the peer at the path's current bytes in flight, microseconds, from
+    /// the peer's feedback (binned by bytes in flight). It includes the unknown offset
+    /// between the two hosts' clocks, the same for every path: only differences between
+    /// paths mean anything. `None` until feedback arrived.
+    pub owd_us: Option<i64>,
+    /// Mean absolute deviation of the path's one-way-delay samples from their estimates,
+    /// microseconds.
+    pub owd_dev_us: u64,
 }
 
 impl PathSnapshot {
@@ -153,6 +163,16 @@ pub enum Decision {
     },
     /// Send nothing now; ask again when something changes or at `until`.
     Wait { until: Option<Instant> },
+    /// Send again, on the asking path, frames that other paths carry and the peer has not
+    /// acknowledged yet: up to `max_bytes`, walking the sequence space up from the lowest
+    /// (`Head`) or down from the highest (`Tail`), skipping frames last sent longer than
+    /// `max_age` ago. Asked for only by schedulers whose [`Scheduler::reinjects`] is true,
+    /// typically once the unsent queue is empty.
+    Reinject {
+        end: End,
+        max_bytes: usize,
+        max_age: Option<Duration>,
+    },
 }
 
 impl Decision {
@@ -180,10 +200,26 @@ pub trait Scheduler: Send {
         queue: &QueueView,
         budget: usize,
     ) -> Decision;
+
+    /// Whether this scheduler wants to be asked also when nothing new is queued but frames
+    /// are in flight unacknowledged (to answer with [`Decision::Reinject`]).
+    fn reinjects(&self) -> bool {
+        false
+    }
 }
 
 /// Names accepted by [`by_name`].
-pub const NAMES: &[&str] = &["minrtt", "roundrobin", "redundant", "ecf", "blest", "txdelay"];
+pub const NAMES: &[&str] = &[
+    "minrtt",
+    "roundrobin",
+    "redundant",
+    "ecf",
+    "blest",
+    "txdelay",
+    "dems-b",
+    "dems-s",
+    "dems-f",
+];
 
 /// Builds a scheduler from its configuration name.
 pub fn by_name(name: &str) -> Option<Box<dyn Scheduler>> {
@@ -194,6 +230,9 @@ pub fn by_name(name: &str) -> Option<Box<dyn Scheduler>> {
         "ecf" => Box::new(Ecf::default()),
         "blest" => Box::new(Blest::default()),
         "txdelay" => Box::new(TxDelay),
+        "dems-b" => Box::new(Dems::new(DemsVariant::Basic)),
+        "dems-s" => Box::new(Dems::new(DemsVariant::Simple)),
+        "dems-f" | "dems" => Box::new(Dems::new(DemsVariant::Full)),
         _ => return None,
     })
 }
@@ -215,6 +254,8 @@ pub(crate) mod test_util {
             in_flight: 0,
             notsent: 0,
             delivery_rate: 0,
+            owd_us: None,
+            owd_dev_us: 0,
         }
     }
 

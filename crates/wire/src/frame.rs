@@ -22,6 +22,8 @@ pub enum FrameType {
     Ping = 10,
     Pong = 11,
     Close = 12,
+    Owd = 13,
+    Stall = 14,
 }
 
 impl FrameType {
@@ -40,6 +42,8 @@ impl FrameType {
             10 => Ping,
             11 => Pong,
             12 => Close,
+            13 => Owd,
+            14 => Stall,
             _ => return None,
         })
     }
@@ -109,6 +113,22 @@ pub enum Frame {
     Close {
         code: u8,
     },
+    /// Arrival report: sequenced frame `seq`, stamped `ts` (the sender's clock), arrived on
+    /// path `path` when the receiver's clock read `ts + delay` (both microseconds,
+    /// wrapping). The two clocks are not synchronised, so `delay` is the one-way delay
+    /// plus a constant offset: only differences between paths mean anything. It also tells
+    /// the sender that `seq` needs no further copy (a selective acknowledgement).
+    Owd {
+        path: u8,
+        seq: u64,
+        ts: u32,
+        delay: u32,
+    },
+    /// The receiver's reorder buffer passed 75% of its window while it waits for
+    /// sequence `cum`: the frames from `cum` on are stuck on a slow or broken path.
+    Stall {
+        cum: u64,
+    },
 }
 
 impl Frame {
@@ -126,6 +146,23 @@ impl Frame {
             Frame::Ping { .. } => FrameType::Ping,
             Frame::Pong { .. } => FrameType::Pong,
             Frame::Close { .. } => FrameType::Close,
+            Frame::Owd { .. } => FrameType::Owd,
+            Frame::Stall { .. } => FrameType::Stall,
+        }
+    }
+
+    /// Restamps a data-carrying frame with the sender's clock at (re)transmission.
+    pub fn set_ts(&mut self, now: u32) {
+        if let Frame::Open { ts, .. } | Frame::Data { ts, .. } = self {
+            *ts = now;
+        }
+    }
+
+    /// The sender's timestamp of a data-carrying frame.
+    pub fn ts(&self) -> Option<u32> {
+        match self {
+            Frame::Open { ts, .. } | Frame::Data { ts, .. } => Some(*ts),
+            _ => None,
         }
     }
 
@@ -155,9 +192,14 @@ impl Frame {
             Frame::Data { data, .. } => 8 + 4 + 4 + data.len(),
             Frame::Fin { .. } => 8 + 4,
             Frame::Reset { .. } => 8 + 4 + 1,
-            Frame::Ack { .. } | Frame::MaxData { .. } | Frame::Ping { .. } | Frame::Pong { .. } => 8,
+            Frame::Ack { .. }
+            | Frame::MaxData { .. }
+            | Frame::Ping { .. }
+            | Frame::Pong { .. }
+            | Frame::Stall { .. } => 8,
             Frame::Window { .. } => 4 + 8,
             Frame::Close { .. } => 1,
+            Frame::Owd { .. } => 1 + 8 + 4 + 4,
         }
     }
 
@@ -208,8 +250,16 @@ impl Frame {
                 out.put_u32(*stream);
                 out.put_u8(*code);
             }
-            Frame::Ack { cum: v } | Frame::MaxData { max: v } | Frame::Ping { id: v } | Frame::Pong { id: v } => {
-                out.put_u64(*v)
+            Frame::Ack { cum: v }
+            | Frame::MaxData { max: v }
+            | Frame::Ping { id: v }
+            | Frame::Pong { id: v }
+            | Frame::Stall { cum: v } => out.put_u64(*v),
+            Frame::Owd { path, seq, ts, delay } => {
+                out.put_u8(*path);
+                out.put_u64(*seq);
+                out.put_u32(*ts);
+                out.put_u32(*delay);
             }
             Frame::Window { stream, max } => {
                 out.put_u32(*stream);
@@ -261,6 +311,8 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
         FrameType::Ping => "Ping",
         FrameType::Pong => "Pong",
         FrameType::Close => "Close",
+        FrameType::Owd => "Owd",
+        FrameType::Stall => "Stall",
     };
     let exact = |n: usize| {
         if body.len() == n {
@@ -380,6 +432,19 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
             exact(1)?;
             Frame::Close { code: b.get_u8() }
         }
+        FrameType::Owd => {
+            exact(17)?;
+            Frame::Owd {
+                path: b.get_u8(),
+                seq: b.get_u64(),
+                ts: b.get_u32(),
+                delay: b.get_u32(),
+            }
+        }
+        FrameType::Stall => {
+            exact(8)?;
+            Frame::Stall { cum: b.get_u64() }
+        }
     })
 }
 
@@ -446,6 +511,13 @@ mod tests {
             any::<u64>().prop_map(|id| Frame::Ping { id }),
             any::<u64>().prop_map(|id| Frame::Pong { id }),
             any::<u8>().prop_map(|code| Frame::Close { code }),
+            (any::<u8>(), any::<u64>(), any::<u32>(), any::<u32>()).prop_map(|(path, seq, ts, delay)| Frame::Owd {
+                path,
+                seq,
+                ts,
+                delay
+            }),
+            any::<u64>().prop_map(|cum| Frame::Stall { cum }),
         ]
     }
 

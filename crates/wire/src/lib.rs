@@ -8,8 +8,8 @@
 //!
 //! Sequenced frames (`Open`, `Data`, `Fin`, `Reset`) carry a session-level sequence number
 //! and are delivered to the peer's streams in that order, whatever path carried them.
-//! The others (`Ack`, `Window`, `MaxData`, `Ping`, `Pong`, `Hello`, `HelloAck`, `Close`)
-//! are idempotent control frames.
+//! The others (`Ack`, `Window`, `MaxData`, `Ping`, `Pong`, `Hello`, `HelloAck`, `Close`,
+//! `Owd`, `Stall`) are idempotent control frames.
 
 mod addr;
 mod frame;

@@ -1,0 +1,127 @@
+//! One-way-delay estimation from the peer's arrival reports (DEMS, `shared/specs/dems.md`
+//! §3.1 and §3.3).
+//!
+//! Cellular latency grows with the bytes a path has in flight, so samples are binned by
+//! the bytes in flight when the sampled frame was sent (10 KB bins), each bin an EWMA with
+//! α = 0.25. Each sample also updates the path's deviation: an EWMA (α = 0.25) of
+//! |sample − the bin's estimate before the sample|, the dissertation's "variance of OWD",
+//! kept in time units. Samples carry the unknown offset between the two hosts' clocks;
+//! it is the same for every path and cancels in ΔOWD.
+
+/// Width of a bytes-in-flight bin.
+pub const BIN_BYTES: u64 = 10 * 1024;
+/// Bins kept; bytes in flight beyond the last bin's start share it (2.5 MB).
+pub const BINS: usize = 256;
+const ALPHA: f64 = 0.25;
+
+#[derive(Debug, Clone)]
+pub struct OwdEstimator {
+    bins: Vec<Option<f64>>,
+    dev: Option<f64>,
+    samples: u64,
+}
+
+impl Default for OwdEstimator {
+    fn default() -> Self {
+        OwdEstimator {
+            bins: vec![None; BINS],
+            dev: None,
+            samples: 0,
+        }
+    }
+}
+
+fn bin(bif: u64) -> usize {
+    ((bif / BIN_BYTES) as usize).min(BINS - 1)
+}
+
+impl OwdEstimator {
+    /// A sample of `owd_us` (with the clock offset) for a frame sent with `bif` bytes in
+    /// flight on the path.
+    pub fn sample(&mut self, bif: u64, owd_us: i64) {
+        let x = owd_us as f64;
+        let b = bin(bif);
+        // Deviation against what the estimator would have predicted for this bin.
+        let predicted = self.bins[b].or_else(|| self.nearest(b));
+        if let Some(pred) = predicted {
+            let d = (x - pred).abs();
+            self.dev = Some(self.dev.map_or(d, |v| (1.0 - ALPHA) * v + ALPHA * d));
+        }
+        self.bins[b] = Some(self.bins[b].map_or(x, |v| (1.0 - ALPHA) * v + ALPHA * x));
+        self.samples += 1;
+    }
+
+    /// The estimate for `bif` bytes in flight: that bin's, or the nearest filled bin's
+    /// (lower first on a tie). `None` before any sample.
+    pub fn estimate(&self, bif: u64) -> Option<i64> {
+        let b = bin(bif);
+        self.bins[b].or_else(|| self.nearest(b)).map(|v| v.round() as i64)
+    }
+
+    fn nearest(&self, b: usize) -> Option<f64> {
+        (1..BINS).find_map(|d| {
+            let lo = b.checked_sub(d).and_then(|i| self.bins[i]);
+            let hi = self.bins.get(b + d).copied().flatten();
+            lo.or(hi)
+        })
+    }
+
+    /// Mean absolute deviation of samples from their estimates, microseconds.
+    pub fn deviation(&self) -> u64 {
+        self.dev.map_or(0, |d| d.round() as u64)
+    }
+
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ewma_per_bin_and_nearest_fallback() {
+        let mut e = OwdEstimator::default();
+        assert_eq!(e.estimate(0), None);
+        e.sample(5_000, 40_000);
+        assert_eq!(e.estimate(0), Some(40_000));
+        // Next sample in the same bin: 0.75·40 + 0.25·80 = 50 ms.
+        e.sample(9_000, 80_000);
+        assert_eq!(e.estimate(1), Some(50_000));
+        // A far bin falls back to the nearest filled one until it has its own samples.
+        assert_eq!(e.estimate(500_000), Some(50_000));
+        e.sample(500_000, 200_000);
+        assert_eq!(e.estimate(500_000), Some(200_000));
+        assert_eq!(e.estimate(0), Some(50_000));
+        // Beyond the last bin: the last bin.
+        e.sample(100 << 20, 900_000);
+        assert_eq!(e.estimate(50 << 20), Some(900_000));
+        assert_eq!(e.samples(), 4);
+    }
+
+    #[test]
+    fn deviation_is_ewma_of_absolute_error() {
+        let mut e = OwdEstimator::default();
+        e.sample(0, 100_000);
+        assert_eq!(e.deviation(), 0);
+        // |140 − 100| = 40 ms is the first deviation sample.
+        e.sample(0, 140_000);
+        assert_eq!(e.deviation(), 40_000);
+        // Estimate is now 110 ms; |110 − 110| = 0 → 0.75·40 = 30 ms.
+        e.sample(0, 110_000);
+        assert_eq!(e.deviation(), 30_000);
+    }
+
+    #[test]
+    fn clock_offset_cancels_in_differences() {
+        let (mut a, mut b) = (OwdEstimator::default(), OwdEstimator::default());
+        let offset = -3_000_000_000i64; // receiver clock far behind
+        for i in 0..20 {
+            a.sample(0, offset + 25_000 + (i % 3) * 1000);
+            b.sample(0, offset + 135_000 + (i % 3) * 1000);
+        }
+        let d = b.estimate(0).unwrap() - a.estimate(0).unwrap();
+        assert!((109_000..=111_000).contains(&d), "{d}");
+    }
+}
