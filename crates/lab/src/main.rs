@@ -62,6 +62,10 @@ enum Cmd {
         /// The mpflex binary (default: next to this one).
         #[arg(long)]
         mpflex: Option<std::path::PathBuf>,
+        /// Whether idle TCP connections restart from the initial window
+        /// (net.ipv4.tcp_slow_start_after_idle on both hosts, for every system).
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        idle_restart: bool,
     },
     /// Markdown tables from a results file.
     Report { results: std::path::PathBuf },
@@ -159,6 +163,7 @@ fn real_main() -> Result<()> {
             oracle_step,
             out,
             mpflex,
+            idle_restart,
         } => {
             if workload != "chunk" {
                 anyhow::bail!("workload {workload:?}: only `chunk` is implemented so far");
@@ -197,6 +202,7 @@ fn real_main() -> Result<()> {
                 oracle_step,
                 out: out.clone(),
                 mpflex_bin,
+                idle_restart,
             };
             let n = mpflex_lab::runner::run(&cfg, &stop)?;
             println!("{n} results appended to {}", out.display());

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use crate::runner::human;
 
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize)]
 struct Rec {
     system: String,
     profile: String,
@@ -21,6 +21,14 @@ struct Rec {
     p: Option<f64>,
     #[serde(default)]
     bytes_per_path: Option<Vec<u64>>,
+    #[serde(default)]
+    dup_bytes: Option<u64>,
+    #[serde(default = "yes")]
+    idle_restart: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// (profile, congestion control, mode).
@@ -48,7 +56,14 @@ pub fn report(path: &Path) -> Result<String> {
     let mut groups: BTreeMap<Group, BySize> = BTreeMap::new();
     let mut bounds: BTreeMap<(String, u64), f64> = BTreeMap::new();
     let mut shares: BTreeMap<(String, String, String, u64, String), Vec<f64>> = BTreeMap::new();
+    let mut dups: BTreeMap<(String, String, String, u64, String), Vec<f64>> = BTreeMap::new();
     for r in &recs {
+        let mode = if r.idle_restart {
+            r.mode.clone()
+        } else {
+            format!("{}, no idle restart", r.mode)
+        };
+        let r = &Rec { mode, ..r.clone() };
         groups
             .entry((r.profile.clone(), r.cc.clone(), r.mode.clone()))
             .or_default()
@@ -71,7 +86,10 @@ pub fn report(path: &Path) -> Result<String> {
         if let Some(b) = &r.bytes_per_path {
             let total: u64 = b.iter().sum();
             if total > 0 {
-                shares.entry(key).or_default().push(b[0] as f64 / total as f64);
+                shares.entry(key.clone()).or_default().push(b[0] as f64 / total as f64);
+                if let Some(d) = r.dup_bytes {
+                    dups.entry(key).or_default().push(d as f64 / total as f64);
+                }
             }
         }
     }
@@ -108,9 +126,14 @@ pub fn report(path: &Path) -> Result<String> {
             for s in &systems {
                 match by.get(s) {
                     Some(v) if !v.is_empty() => {
+                        let key = (profile.clone(), cc.clone(), mode.clone(), *size, s.clone());
+                        let dup = dups
+                            .get(&key)
+                            .map(|x| format!(", dup {:.1}%", 100.0 * quantile(x, 0.5)))
+                            .unwrap_or_default();
                         let share = shares
-                            .get(&(profile.clone(), cc.clone(), mode.clone(), *size, s.clone()))
-                            .map(|x| format!(" [p={:.0}%]", 100.0 * quantile(x, 0.5)))
+                            .get(&key)
+                            .map(|x| format!(" [p={:.0}%{dup}]", 100.0 * quantile(x, 0.5)))
                             .unwrap_or_default();
                         md += &format!(
                             " {:.0} ({:.0}–{:.0}){share} |",
@@ -138,6 +161,8 @@ pub fn report(path: &Path) -> Result<String> {
             md += "\n";
         }
     }
-    md += "\n[p=…] is the share of bytes on the first path (oracle: the best static split; mpflex: measured).\n";
+    md += "\n[p=…] is the share of bytes on the first path (oracle: the best static split; mpflex: \
+           measured at the client, in `warm` mode including the 1 MB warm-up); dup is the share of \
+           bytes the client received twice.\n";
     Ok(md)
 }

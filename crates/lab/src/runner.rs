@@ -77,12 +77,23 @@ pub struct Record {
     /// Oracle: the WiFi (path 0) share used.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p: Option<f64>,
-    /// mpflex: payload bytes the client received per path during this measurement.
+    /// mpflex: bytes the client received per path during this measurement (in `warm`
+    /// mode including the warm-up transfer).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes_per_path: Option<Vec<u64>>,
+    /// mpflex: payload bytes the client received more than once (redundant copies), same
+    /// span as `bytes_per_path`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dup_bytes: Option<u64>,
+    /// `net.ipv4.tcp_slow_start_after_idle` in the namespaces (the kernel default is on).
+    pub idle_restart: bool,
     /// Fluid lower bound for this size: S / Σ down rates + smallest RTT.
     pub bound_ms: f64,
 }
+
+/// One measurement: completion (ms), the oracle's share, mpflex's bytes per path and
+/// duplicate bytes.
+type Measured = (f64, Option<f64>, Option<(Vec<u64>, u64)>);
 
 pub struct RunConfig {
     pub profile: Profile,
@@ -94,6 +105,8 @@ pub struct RunConfig {
     pub oracle_step: f64,
     pub out: PathBuf,
     pub mpflex_bin: PathBuf,
+    /// Whether idle TCP connections restart from the initial window (sysctl, both hosts).
+    pub idle_restart: bool,
 }
 
 struct Procs(Vec<Child>);
@@ -200,11 +213,15 @@ fn mpflex_status(topo: &Topology, bin: &Path, k: u16) -> Result<serde_json::Valu
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
-fn path_bytes(v: &serde_json::Value) -> Vec<u64> {
+fn path_counter(v: &serde_json::Value, key: &str) -> Vec<u64> {
     v["paths"]
         .as_array()
-        .map(|a| a.iter().map(|p| p["bytes_received"].as_u64().unwrap_or(0)).collect())
+        .map(|a| a.iter().map(|p| p[key].as_u64().unwrap_or(0)).collect())
         .unwrap_or_default()
+}
+
+fn path_bytes(v: &serde_json::Value) -> Vec<u64> {
+    path_counter(v, "bytes_received")
 }
 
 /// One chunk-client invocation in the client namespace; returns completion times (ms).
@@ -234,6 +251,10 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
     let dir = std::env::temp_dir().join(&topo.name);
     std::fs::create_dir_all(&dir)?;
     topo.sysctl("net.ipv4.tcp_no_metrics_save=1")?;
+    topo.sysctl(&format!(
+        "net.ipv4.tcp_slow_start_after_idle={}",
+        cfg.idle_restart as u8
+    ))?;
     let exe = self_exe();
     let exe = exe.to_str().context("utf-8 path")?;
     let mut out = OpenOptions::new().create(true).append(true).open(&cfg.out)?;
@@ -312,7 +333,7 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                         let label = sys.label(&cfg.profile);
                         bar.set_message(format!("{cc} {mode} {} {label}", human(size)));
                         let base = vec!["--size".to_string(), size.to_string(), "--mode".into(), mode.clone()];
-                        let mut results: Vec<(f64, Option<f64>, Option<Vec<u64>>)> = Vec::new();
+                        let mut results: Vec<Measured> = Vec::new();
                         match sys {
                             System::Tcp(i) => {
                                 let mut a = base.clone();
@@ -361,7 +382,8 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                             }
                             System::Mpflex(sched) => {
                                 let k = mpflex.iter().find(|(s, _, _)| s == sched).expect("started").1;
-                                let before = path_bytes(&mpflex_status(&topo, &cfg.mpflex_bin, k)?);
+                                let st = mpflex_status(&topo, &cfg.mpflex_bin, k)?;
+                                let (before, dup_before) = (path_bytes(&st), path_counter(&st, "duplicate_received"));
                                 let mut a = base.clone();
                                 a.extend([
                                     "--server".into(),
@@ -370,13 +392,15 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                                     format!("127.0.0.1:{}", SOCKS_PORT + k),
                                 ]);
                                 let ms = chunk_client(&topo, &a)?[0];
-                                let after = path_bytes(&mpflex_status(&topo, &cfg.mpflex_bin, k)?);
+                                let st = mpflex_status(&topo, &cfg.mpflex_bin, k)?;
+                                let (after, dup_after) = (path_bytes(&st), path_counter(&st, "duplicate_received"));
                                 let delta = after
                                     .iter()
                                     .zip(before.iter().chain(std::iter::repeat(&0)))
                                     .map(|(a, b)| a.saturating_sub(*b))
                                     .collect();
-                                results.push((ms, None, Some(delta)));
+                                let dup = dup_after.iter().sum::<u64>().saturating_sub(dup_before.iter().sum());
+                                results.push((ms, None, Some((delta, dup))));
                             }
                         }
                         for (ms, p, bytes) in results {
@@ -391,7 +415,9 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                                 completion_ms: ms,
                                 goodput_mbit: size as f64 * 8.0 / (ms / 1000.0) / 1e6,
                                 p,
-                                bytes_per_path: bytes,
+                                dup_bytes: bytes.as_ref().map(|b| b.1),
+                                bytes_per_path: bytes.map(|b| b.0),
+                                idle_restart: cfg.idle_restart,
                                 bound_ms: size as f64 / rates * 1000.0 + min_rtt,
                             };
                             writeln!(out, "{}", serde_json::to_string(&rec)?)?;

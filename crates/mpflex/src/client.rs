@@ -24,6 +24,7 @@ use crate::tcpinfo::set_user_timeout;
 const FIRST_BYTES_WAIT: Duration = Duration::from_millis(2);
 
 pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
+    cfg.tuning.apply_host_settings()?;
     cfg.validate()?;
     let private = cfg.private_key()?;
     let server_public = decode_key(&cfg.server_public_key, "server_public_key")?;

@@ -30,6 +30,12 @@ pub struct Tuning {
     /// Congestion control for path connections (e.g. "cubic", "bbr"); the system
     /// default when unset.
     pub congestion: Option<String>,
+    /// Sets the host's `net.ipv4.tcp_slow_start_after_idle` (per network namespace) at
+    /// startup. `false` keeps a path's congestion window across idle periods, which is what
+    /// persistent paths are for: otherwise the kernel shrinks an idle connection's window
+    /// back towards the initial one, and the next object starts slowly on every path.
+    /// It applies to every TCP connection of the namespace. Unset: leave the system setting.
+    pub slow_start_after_idle: Option<bool>,
 }
 
 impl Default for Tuning {
@@ -42,6 +48,7 @@ impl Default for Tuning {
             notsent_lowat: 1024 * 1024,
             max_streams: 16384,
             congestion: None,
+            slow_start_after_idle: None,
         }
     }
 }
@@ -69,6 +76,17 @@ impl Tuning {
         }
         if self.max_streams == 0 {
             bail!("tuning.max_streams: must be > 0");
+        }
+        Ok(())
+    }
+
+    /// Applies the host-wide settings this configuration asks for.
+    pub fn apply_host_settings(&self) -> Result<()> {
+        if let Some(on) = self.slow_start_after_idle {
+            let key = "/proc/sys/net/ipv4/tcp_slow_start_after_idle";
+            std::fs::write(key, if on { "1\n" } else { "0\n" })
+                .with_context(|| format!("tuning.slow_start_after_idle: cannot write {key} (needs root)"))?;
+            tracing::info!(on, "set net.ipv4.tcp_slow_start_after_idle");
         }
         Ok(())
     }

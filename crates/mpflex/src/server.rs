@@ -38,6 +38,7 @@ struct Server {
 type SessionKey = ([u8; 32], [u8; 16]);
 
 pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
+    cfg.tuning.apply_host_settings()?;
     cfg.validate()?;
     let mut clients = HashMap::new();
     for (i, c) in cfg.clients.iter().enumerate() {
