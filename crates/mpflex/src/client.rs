@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 use crate::config::{ClientConfig, PathConfig};
 use crate::crypto::{client_handshake, decode_key, seal, Opener};
 use crate::driver::{run_stream, SessionHandle};
-use crate::tcpinfo::set_user_timeout;
+use crate::tcpinfo::{set_max_pacing_rate, set_user_timeout};
 
 /// How long the client waits for an application's first bytes so they can ride in the
 /// stream's Open frame (zero extra round trips for client-speaks-first protocols).
@@ -33,6 +33,7 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     let names = cfg.paths.iter().map(|p| p.name.clone()).collect();
     let mut h = SessionHandle::new(sess, names, None, cfg.tuning.notsent_lowat);
     h.congestion = cfg.tuning.congestion.clone();
+    h.pacing = cfg.tuning.pacing;
     let mut token = [0u8; 16];
     rand::Rng::fill(&mut rand::thread_rng(), &mut token);
 
@@ -227,7 +228,7 @@ async fn connect_path(
         warn!("the server lost this session (restarted?); open streams are reset");
         h.with(|sh| sh.sess.peer_lost_state());
     }
-    configure_path_socket(&stream, h.congestion.as_deref())?;
+    configure_path_socket(&stream, h.congestion.as_deref(), h.pacing)?;
     info!(path = %cfg.name, %server, "path up");
     // Record numbers continue after the Hello / HelloAck exchange.
     h.run_path(i, stream, t, (nonce, 1), leftover).await
@@ -257,13 +258,20 @@ async fn read_hello_ack(
     }
 }
 
+/// Pacing cap of path connections when `tuning.pacing` is on: high enough never to limit
+/// a path (40 Gbit/s), but it switches the kernel's TCP pacing on.
+const PACING_CAP: u64 = 5_000_000_000;
+
 /// Socket options every path connection gets.
-pub fn configure_path_socket(s: &TcpStream, congestion: Option<&str>) -> Result<()> {
+pub fn configure_path_socket(s: &TcpStream, congestion: Option<&str>, pacing: bool) -> Result<()> {
     s.set_nodelay(true)?;
     let r = SockRef::from(s);
     if let Some(cc) = congestion {
         r.set_tcp_congestion(cc.as_bytes())
             .with_context(|| format!("tuning.congestion: cannot use {cc:?} on a path"))?;
+    }
+    if pacing {
+        set_max_pacing_rate(s, PACING_CAP).context("tuning.pacing: SO_MAX_PACING_RATE")?;
     }
     r.set_keepalive(true)?;
     // A path whose data stays unacknowledged this long is dead, even if keepalives

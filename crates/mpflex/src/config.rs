@@ -36,6 +36,10 @@ pub struct Tuning {
     /// back towards the initial one, and the next object starts slowly on every path.
     /// It applies to every TCP connection of the namespace. Unset: leave the system setting.
     pub slow_start_after_idle: Option<bool>,
+    /// Turn on the kernel's TCP pacing on path connections (a congestion control such as
+    /// CUBIC otherwise sends an opened window as one burst, which overflows small
+    /// bottleneck buffers, e.g. after an idle period). BBR paces anyway.
+    pub pacing: bool,
 }
 
 impl Default for Tuning {
@@ -49,6 +53,7 @@ impl Default for Tuning {
             max_streams: 16384,
             congestion: None,
             slow_start_after_idle: None,
+            pacing: true,
         }
     }
 }

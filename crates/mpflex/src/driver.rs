@@ -67,6 +67,8 @@ pub struct SessionHandle {
     pub lowat_max: u32,
     /// Congestion control for this session's path connections.
     pub congestion: Option<String>,
+    /// Whether path connections use the kernel's TCP pacing.
+    pub pacing: bool,
 }
 
 impl SessionHandle {
@@ -97,6 +99,7 @@ impl SessionHandle {
             closed: CancellationToken::new(),
             lowat_max,
             congestion: None,
+            pacing: true,
         };
         tokio::spawn(timer_task(h.clone()));
         h

@@ -151,7 +151,7 @@ async fn serve_path(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) -> 
     let mut nonce = 0;
     seal(&t, &mut nonce, &ack, &mut wire)?;
     sock.write_all(&wire).await?;
-    configure_path_socket(&sock, srv.cfg.tuning.congestion.as_deref())?;
+    configure_path_socket(&sock, srv.cfg.tuning.congestion.as_deref(), srv.cfg.tuning.pacing)?;
     h.ensure_path_slot(path, &format!("{name}/{path}@{peer}"));
     info!(client = %name, path, %peer, fresh, "path joined");
     let r = h.run_path(path, sock, t, (nonce, opener.nonce()), buf).await;

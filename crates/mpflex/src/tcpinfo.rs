@@ -113,6 +113,27 @@ fn setsockopt_u32(sock: &impl AsRawFd, level: i32, opt: i32, v: u32) -> std::io:
 }
 
 /// Wake writers only when less than `bytes` sit unsent in the socket (late binding).
+/// Caps the socket's pacing rate (bytes per second). Any cap below "unlimited" also turns
+/// on the kernel's internal TCP pacing for congestion controls that do not pace themselves
+/// (CUBIC): a window opened while the path was idle then leaves at about the path's rate
+/// instead of as one line-rate burst into a small bottleneck buffer.
+pub fn set_max_pacing_rate(sock: &impl AsRawFd, bytes_per_sec: u64) -> std::io::Result<()> {
+    // SAFETY: passing a pointer to a live u64 and its size (the kernel reads 64 bits).
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            &bytes_per_sec as *const u64 as *const libc::c_void,
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 pub fn set_notsent_lowat(sock: &impl AsRawFd, bytes: u32) -> std::io::Result<()> {
     setsockopt_u32(sock, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, bytes)
 }
