@@ -321,13 +321,22 @@ impl Session {
 
     // ----- streams, local side -----
 
-    /// (client) Opens a stream towards `addr`, carrying `initial` bytes.
-    pub fn open_stream(&mut self, addr: TargetAddr, initial: Bytes, now: Instant) -> StreamId {
+    /// (client) Opens a stream towards `addr`, carrying `initial` bytes in its Open frame
+    /// as far as flow control allows. Returns the stream and the part of `initial` not
+    /// queued yet, which the caller offers again with [`Session::stream_send`] (it is
+    /// empty unless the session window is nearly used up or `initial` exceeds one frame).
+    pub fn open_stream(&mut self, addr: TargetAddr, initial: Bytes, now: Instant) -> (StreamId, Bytes) {
         debug_assert_eq!(self.cfg.role, Role::Client);
         let id = self.next_stream;
         self.next_stream = self.next_stream.wrapping_add(1).max(1);
         let mut s = Stream::new(self.cfg.stream_window);
-        let take = initial.len().min(self.cfg.max_frame_data);
+        // The Open frame's bytes count against both windows like any data: a peer that
+        // has no room left for them would have to drop the session.
+        let session_room = self.tx_data_max.saturating_sub(self.tx_data);
+        let take = (initial.len() as u64)
+            .min(self.cfg.max_frame_data as u64)
+            .min(session_room)
+            .min(s.tx_max) as usize;
         s.tx_offset = take as u64;
         self.tx_data += take as u64;
         self.streams.insert(id, s);
@@ -340,12 +349,12 @@ impl Session {
             addr,
             data: first,
         });
-        if take < initial.len() {
-            // Only happens for an unusually large first read; the rest is ordinary data.
-            let rest = initial.slice(take..);
-            let _ = self.stream_send(id, rest, now);
+        let mut rest = initial.slice(take..);
+        if !rest.is_empty() {
+            let n = self.stream_send(id, rest.clone(), now);
+            rest = rest.slice(n..);
         }
-        id
+        (id, rest)
     }
 
     /// Bytes `stream` may queue now (stream and session flow control). When that is zero
@@ -460,6 +469,11 @@ impl Session {
             self.events.push_back(Event::WakePaths);
         }
         RecvResult::Data(chunk)
+    }
+
+    /// What `stream` has queued for the peer so far: (bytes, whether its end is queued).
+    pub fn stream_tx(&self, stream: StreamId) -> Option<(u64, bool)> {
+        self.streams.get(&stream).map(|s| (s.tx_offset, s.tx_done))
     }
 
     /// Bytes waiting for the application on `stream`.

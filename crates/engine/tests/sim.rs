@@ -232,7 +232,7 @@ fn transfer_with(
     let up = pattern(1, size);
     let down = pattern(2, size);
     let now = sim.now;
-    let id = sim.client.open_stream(addr(), Bytes::from(up[..100].to_vec()), now);
+    let id = sim.client.open_stream(addr(), Bytes::from(up[..100].to_vec()), now).0;
     let (mut up_off, mut down_off) = (100usize, 0usize);
     let mut up_fin = false;
     let mut down_fin = false;
@@ -360,7 +360,10 @@ fn many_streams_all_complete() {
     let mut ids = Vec::new();
     for i in 0..1000u64 {
         let data = pattern(i, 3000 + (i as usize % 7) * 1000);
-        let id = sim.client.open_stream(addr(), Bytes::from(data[..1000].to_vec()), now);
+        let id = sim
+            .client
+            .open_stream(addr(), Bytes::from(data[..1000].to_vec()), now)
+            .0;
         assert_eq!(
             sim.client.stream_send(id, Bytes::copy_from_slice(&data[1000..]), now),
             data.len() - 1000
@@ -393,13 +396,61 @@ fn many_streams_all_complete() {
     assert_eq!(sim.client.buffered_frames(), 0);
 }
 
+/// A stream opened while other streams have used up the session window must not put its
+/// first bytes past the window (the peer would have to drop the whole session); what does
+/// not fit is handed back and goes out once credit returns.
+#[test]
+fn opening_a_stream_with_the_session_window_used_up_stays_within_it() {
+    const WINDOW: u64 = 64 * 1024;
+    let mut sim = Sim::with("minrtt", &[(20, 100)], |c| c.session_window = WINDOW);
+    let now = sim.now;
+    let up_a = pattern(3, 400_000);
+    let a = sim
+        .client
+        .open_stream(addr(), Bytes::from(up_a[..1000].to_vec()), now)
+        .0;
+    let mut off_a = 1000;
+    off_a += sim.client.stream_send(a, Bytes::copy_from_slice(&up_a[off_a..]), now);
+    assert_eq!(off_a as u64, WINDOW, "stream a fills the session window");
+    assert_eq!(sim.client.send_capacity(a), 0);
+    // Stream b opens with 10 KB of first bytes and no credit left.
+    let up_b = pattern(4, 10_000);
+    let (b, rest) = sim.client.open_stream(addr(), Bytes::from(up_b.clone()), now);
+    assert_eq!(rest.len(), up_b.len(), "nothing may be queued past the window");
+    let mut off_b = up_b.len() - rest.len();
+    let (mut fin_a, mut fin_b) = (false, false);
+    for _ in 0..60_000 {
+        let now = sim.now;
+        if off_b < up_b.len() {
+            off_b += sim.client.stream_send(b, Bytes::copy_from_slice(&up_b[off_b..]), now);
+        } else if !fin_b {
+            sim.client.stream_finish(b);
+            fin_b = true;
+        }
+        if off_a < up_a.len() {
+            off_a += sim.client.stream_send(a, Bytes::copy_from_slice(&up_a[off_a..]), now);
+        } else if !fin_a {
+            sim.client.stream_finish(a);
+            fin_a = true;
+        }
+        // A handle_frame error (the server seeing its window overrun) panics in step().
+        sim.step();
+        if sim.server_fin.get(&a) == Some(&true) && sim.server_fin.get(&b) == Some(&true) {
+            break;
+        }
+    }
+    assert_eq!(sim.server_fin.get(&b), Some(&true), "stream b did not finish");
+    assert_eq!(sim.server_rx[&b], up_b, "stream b");
+    assert_eq!(sim.server_rx[&a], up_a, "stream a");
+}
+
 #[test]
 fn slow_reader_does_not_stall_other_streams() {
     // Stream A's application never reads; stream B must still complete.
     let mut sim = Sim::new("minrtt", &[(5, 5000)]);
     let now = sim.now;
-    let a = sim.client.open_stream(addr(), Bytes::from_static(b"a"), now);
-    let b = sim.client.open_stream(addr(), Bytes::from_static(b"b"), now);
+    let a = sim.client.open_stream(addr(), Bytes::from_static(b"a"), now).0;
+    let b = sim.client.open_stream(addr(), Bytes::from_static(b"b"), now).0;
     for _ in 0..50 {
         sim.step();
     }
@@ -462,7 +513,7 @@ fn chunk(sched: &str, paths: &[(u64, usize)], size: usize, warm: bool) -> (u64, 
     let fetch = |sim: &mut Sim, size: usize, seed: u64| {
         let body = pattern(seed, size);
         let t0 = sim.now;
-        let id = sim.client.open_stream(addr(), Bytes::from_static(b"GET"), t0);
+        let id = sim.client.open_stream(addr(), Bytes::from_static(b"GET"), t0).0;
         let rx = |sim: &Sim, p: usize| sim.client.path_counters(p).unwrap().0.bytes_received;
         let mut prev: Vec<u64> = (0..n).map(|p| rx(sim, p)).collect();
         let mut last = vec![0u64; n];
@@ -556,7 +607,7 @@ fn stalled_gap_is_resent_before_the_path_is_suspected() {
             c.stall_fraction = fraction;
         });
         let body = pattern(5, 3 << 20);
-        let id = sim.client.open_stream(addr(), Bytes::from_static(b"GET"), sim.now);
+        let id = sim.client.open_stream(addr(), Bytes::from_static(b"GET"), sim.now).0;
         let mut off = 0;
         let t0 = sim.now;
         for ms in 0..20_000u64 {
@@ -615,7 +666,7 @@ fn reported_frames_are_not_resent_when_their_path_dies() {
             }
         }
     };
-    let id = client.open_stream(addr(), Bytes::from_static(b"GET"), now);
+    let id = client.open_stream(addr(), Bytes::from_static(b"GET"), now).0;
     deliver(&mut client, 0, &mut server, MAX_RECORD);
     while server.poll_event().is_some() {}
     let body = pattern(3, 6 * 16_384);

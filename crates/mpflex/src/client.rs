@@ -127,13 +127,13 @@ async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Resul
         Err(_) => 0,
     };
     first.truncate(n);
-    let (id, signals) = h.open_stream(addr.clone(), Bytes::from(first));
+    let (id, signals, pending) = h.open_stream(addr.clone(), Bytes::from(first));
     debug!(stream = id, %addr, "stream opened");
     if n == 0 {
         // Either the application waits for the server to speak, or it already closed;
         // the uplink task tells the two apart.
     }
-    run_stream(h, id, app, signals).await;
+    run_stream(h, id, app, signals, pending).await;
     Ok(())
 }
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use mpflex_engine::{Event, PollTransmit, RecvResult, Session, StreamId};
 use mpflex_wire::{decode_all, TargetAddr};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
@@ -167,15 +167,16 @@ impl SessionHandle {
         }
     }
 
-    /// Registers a stream's signals (client side, right after `open_stream`).
-    pub fn open_stream(&self, addr: TargetAddr, initial: Bytes) -> (StreamId, Arc<StreamSignals>) {
+    /// Opens a stream (client side) and registers its signals. Returns the part of
+    /// `initial` flow control did not let through yet; hand it to [`run_stream`].
+    pub fn open_stream(&self, addr: TargetAddr, initial: Bytes) -> (StreamId, Arc<StreamSignals>, Bytes) {
         let signals = Arc::new(StreamSignals::default());
-        let id = self.with(|sh| {
-            let id = sh.sess.open_stream(addr, initial, Instant::now());
+        let (id, rest) = self.with(|sh| {
+            let (id, rest) = sh.sess.open_stream(addr, initial, Instant::now());
             sh.streams.insert(id, signals.clone());
-            id
+            (id, rest)
         });
-        (id, signals)
+        (id, signals, rest)
     }
 
     pub fn path_name(&self, p: usize) -> String {
@@ -498,10 +499,11 @@ async fn write_all(sock: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
 }
 
 /// Carries an application connection over the session until both directions end.
-pub async fn run_stream(h: SessionHandle, id: StreamId, app: TcpStream, signals: Arc<StreamSignals>) {
+/// `pending` holds bytes already read from the application but not yet queued.
+pub async fn run_stream(h: SessionHandle, id: StreamId, app: TcpStream, signals: Arc<StreamSignals>, pending: Bytes) {
     let _ = app.set_nodelay(true);
     let (rd, wr) = app.into_split();
-    let up = uplink(h.clone(), id, rd, signals.clone());
+    let up = uplink(h.clone(), id, rd, signals.clone(), pending);
     let down = downlink(h.clone(), id, wr, signals.clone());
     tokio::join!(up, down);
     h.with(|sh| {
@@ -512,7 +514,10 @@ pub async fn run_stream(h: SessionHandle, id: StreamId, app: TcpStream, signals:
 }
 
 /// Application -> session.
-async fn uplink(h: SessionHandle, id: StreamId, mut rd: OwnedReadHalf, sig: Arc<StreamSignals>) {
+async fn uplink(h: SessionHandle, id: StreamId, mut rd: OwnedReadHalf, sig: Arc<StreamSignals>, pending: Bytes) {
+    if !offer(&h, id, &sig, pending).await {
+        return;
+    }
     // Start small (a thousand idle streams should not hold a thousand big buffers) and
     // grow while reads fill the buffer.
     let mut size = 16 * 1024;
@@ -546,8 +551,9 @@ async fn uplink(h: SessionHandle, id: StreamId, mut rd: OwnedReadHalf, sig: Arc<
                 if n == size && size < 256 * 1024 {
                     size *= 2;
                 }
-                let data = buf.split().freeze();
-                h.with(|sh| sh.sess.stream_send(id, data, Instant::now()));
+                if !offer(&h, id, &sig, buf.split().freeze()).await {
+                    return;
+                }
             }
             Err(e) => {
                 debug!(stream = id, "application read failed: {e}");
@@ -556,6 +562,31 @@ async fn uplink(h: SessionHandle, id: StreamId, mut rd: OwnedReadHalf, sig: Arc<
             }
         }
     }
+}
+
+/// Queues `data` read from the application, waiting for credit as long as it takes. The
+/// session window is shared by all streams: others may have used the capacity a stream saw
+/// before its read completed. Nothing read is ever dropped. False when the stream or the
+/// session ended first.
+async fn offer(h: &SessionHandle, id: StreamId, sig: &StreamSignals, mut data: Bytes) -> bool {
+    while !data.is_empty() {
+        let (taken, exists) = h.with(|sh| {
+            let n = sh.sess.stream_send(id, data.clone(), Instant::now());
+            (n, sh.sess.stream_exists(id))
+        });
+        data.advance(taken);
+        if data.is_empty() {
+            break;
+        }
+        if !exists {
+            return false;
+        }
+        tokio::select! {
+            _ = sig.writable.notified() => {}
+            _ = h.closed.cancelled() => return false,
+        }
+    }
+    true
 }
 
 /// Session -> application.
@@ -595,23 +626,31 @@ async fn downlink(h: SessionHandle, id: StreamId, mut wr: OwnedWriteHalf, sig: A
                 tokio::select! {
                     _ = sig.readable.notified() => {}
                     _ = h.closed.cancelled() => {
-                        let _ = set_linger_zero(wr.as_ref());
+                        abort_app(wr);
                         return;
                     }
                 }
             }
             Some(RecvResult::Gone) => {
                 // Reset by the peer: make the application see a reset too.
-                let _ = set_linger_zero(wr.as_ref());
+                abort_app(wr);
                 return;
             }
         }
     }
 }
 
+/// Makes the application see a reset, never a clean end: the connection is closed with
+/// SO_LINGER 0 (an RST) once the read half is gone too. Dropping the write half instead
+/// would send a FIN first, and an application reading to EOF would take a truncated
+/// stream for a complete one.
+fn abort_app(wr: OwnedWriteHalf) {
+    let _ = set_linger_zero(wr.as_ref());
+    wr.forget();
+}
+
 /// Writes all `chunks` (and empties the vector) with as few system calls as possible.
 async fn write_all_vectored(wr: &mut OwnedWriteHalf, chunks: &mut Vec<Bytes>) -> io::Result<()> {
-    use bytes::Buf;
     let mut i = 0;
     while i < chunks.len() {
         let slices: Vec<io::IoSlice<'_>> = chunks[i..].iter().take(64).map(|c| io::IoSlice::new(c)).collect();
@@ -694,7 +733,7 @@ mod tests {
             sh.paths[0].wake.clone()
         });
         // Far more than the peer will read: unsent bytes stay in the client's kernel.
-        let (id, _sig) = h.open_stream(TargetAddr::Domain("x".into(), 80), Bytes::new());
+        let (id, _sig, _) = h.open_stream(TargetAddr::Domain("x".into(), 80), Bytes::new());
         let payload = Bytes::from(vec![7u8; 3 << 20]);
         assert_eq!(h.with(|sh| sh.sess.stream_send(id, payload, Instant::now())), 3 << 20);
 
@@ -742,6 +781,110 @@ mod tests {
             .unwrap();
         done.store(true, std::sync::atomic::Ordering::SeqCst);
         assert!(res.is_err(), "a reset path must end its writer with an error");
+        h.closed.cancel();
+    }
+
+    /// A local connection pair: (the application's end, the end mpflex carries).
+    async fn app_pair() -> (TcpStream, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (app, carried) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        (app.unwrap(), carried.unwrap().0)
+    }
+
+    async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+        for _ in 0..200 {
+            if f() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{what}: not after 2 s");
+    }
+
+    /// The session window is shared by every stream. A stream that saw free capacity,
+    /// then read its application while another stream used that capacity up, must keep
+    /// what it read and queue it once credit comes back, not drop it.
+    #[tokio::test]
+    async fn bytes_read_while_others_filled_the_session_window_are_kept() {
+        use tokio::io::AsyncWriteExt;
+        const WINDOW: u64 = 64 * 1024;
+        let mut cfg = EngineConfig::new(Role::Client);
+        cfg.session_window = WINDOW;
+        let sched = mpflex_sched::by_name("minrtt").unwrap();
+        let h = SessionHandle::new(
+            Session::new(cfg, sched, Instant::now()),
+            vec!["p".into()],
+            None,
+            64 * 1024,
+        );
+        let target = TargetAddr::Domain("x".into(), 80);
+        let (a, sig_a, _) = h.open_stream(target.clone(), Bytes::new());
+        let (b, sig_b, _) = h.open_stream(target, Bytes::new());
+        let (mut app_a, carried_a) = app_pair().await;
+        let (mut app_b, carried_b) = app_pair().await;
+        tokio::spawn(run_stream(h.clone(), a, carried_a, sig_a, Bytes::new()));
+        tokio::spawn(run_stream(h.clone(), b, carried_b, sig_b, Bytes::new()));
+        // Both uplinks have seen the whole window free and wait for their application.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        app_b.write_all(&vec![1u8; WINDOW as usize]).await.unwrap();
+        eventually("stream b queues the whole window", || {
+            h.with(|sh| sh.sess.stream_tx(b)) == Some((WINDOW, false))
+        })
+        .await;
+        // Stream a reads 1000 bytes and the end of its input with no credit left.
+        app_a.write_all(&[2u8; 1000]).await.unwrap();
+        app_a.shutdown().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(h.with(|sh| sh.sess.stream_tx(a)), Some((0, false)), "nothing fits yet");
+        // The peer grants more credit.
+        h.with(|sh| {
+            sh.sess
+                .handle_frame(0, mpflex_wire::Frame::MaxData { max: 2 * WINDOW }, Instant::now())
+                .unwrap()
+        });
+        eventually("stream a queues its 1000 bytes, then its end", || {
+            h.with(|sh| sh.sess.stream_tx(a)) == Some((1000, true))
+        })
+        .await;
+        h.closed.cancel();
+    }
+
+    /// A stream reset by the peer reaches the application as a reset, never as a clean
+    /// end of stream that would pass a truncated body off as complete.
+    #[tokio::test]
+    async fn peer_reset_reaches_the_application_as_a_reset() {
+        use mpflex_wire::Frame;
+        let sched = mpflex_sched::by_name("minrtt").unwrap();
+        let sess = Session::new(EngineConfig::new(Role::Client), sched, Instant::now());
+        let h = SessionHandle::new(sess, vec!["p".into()], None, 64 * 1024);
+        let (id, sig, _) = h.open_stream(TargetAddr::Domain("x".into(), 80), Bytes::new());
+        let (mut app, carried) = app_pair().await;
+        tokio::spawn(run_stream(h.clone(), id, carried, sig, Bytes::new()));
+        let data = Frame::Data {
+            seq: 0,
+            stream: id,
+            ts: 0,
+            data: Bytes::from_static(b"hello"),
+        };
+        h.with(|sh| sh.sess.handle_frame(0, data, Instant::now()).unwrap());
+        let mut got = [0u8; 5];
+        app.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"hello");
+        let reset = Frame::Reset {
+            seq: 1,
+            stream: id,
+            code: 1,
+        };
+        h.with(|sh| sh.sess.handle_frame(0, reset, Instant::now()).unwrap());
+        let mut rest = Vec::new();
+        let r = tokio::time::timeout(Duration::from_secs(3), app.read_to_end(&mut rest))
+            .await
+            .expect("the application saw neither an end nor a reset");
+        match r {
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}"),
+            Ok(n) => panic!("a reset stream ended cleanly for the application ({n} more bytes)"),
+        }
         h.closed.cancel();
     }
 }

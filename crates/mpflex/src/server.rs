@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use mpflex_engine::{Role, Session};
 use mpflex_wire::{decode_all, Frame, TargetAddr, VERSION};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -225,7 +225,7 @@ async fn egress_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::Unbounded
         let h = h.clone();
         tokio::spawn(async move {
             match connect(&srv, &o.addr).await {
-                Ok(sock) => run_stream(h, o.stream, sock, o.signals).await,
+                Ok(sock) => run_stream(h, o.stream, sock, o.signals, Bytes::new()).await,
                 Err((code, e)) => {
                     debug!(stream = o.stream, addr = %o.addr, "connect refused: {e:#}");
                     h.with(|sh| sh.sess.stream_reset(o.stream, code));
