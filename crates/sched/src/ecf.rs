@@ -45,6 +45,12 @@
 //!   within one of its RTTs; the engine also re-asks on every change). A wait is capped at
 //!   `(1 + β)·(RTT_s + δ)` from its start (the slow path would have been done by then, so the
 //!   premise is falsified — a stalled x_f, ecf.md §7.6 safeguards): past it x_s sends anyway.
+//! * **Window as a rate.** ECF reads `CWND/RTT` as the rate a path drains its backlog at.
+//!   That holds for a loss-based window in steady state, but BBR keeps two BDPs in its window
+//!   (cwnd gain 2) and any window measured against a smaller srtt overstates the rate, so
+//!   ECF would wait for a fast path that cannot deliver that fast. When the kernel has a
+//!   delivery-rate estimate, mpflex caps each window at `delivery_rate · srtt` (at least one
+//!   MSS) for both tests ([`EcfConfig::rate_cap`]; `false` is the published form).
 //! * **`max_bytes`.** x_f (or a MinRTT fallback) gets the whole budget. When x_s sends after
 //!   the comparison it gets only its free window space (at least one MSS): the test judged
 //!   one round of x_s, and bytes beyond its window would sit in its socket, deciding early.
@@ -74,6 +80,8 @@ pub struct EcfConfig {
     /// Count the backlog as at least one congestion window in both tests (upstream, and the
     /// fix for ecf.md §2.7). `false` is the thesis's literal Algorithm 2.
     pub floor_backlog: bool,
+    /// Cap each window at what the path delivers in one srtt (`delivery_rate · srtt`).
+    pub rate_cap: bool,
 }
 
 impl Default for EcfConfig {
@@ -82,6 +90,7 @@ impl Default for EcfConfig {
             beta_permille: 250,
             delta: Delta::Mdev,
             floor_backlog: true,
+            rate_cap: true,
         }
     }
 }
@@ -116,6 +125,18 @@ impl Ecf {
     fn cwnd(&self, i: usize, p: &PathSnapshot) -> u32 {
         let rec = self.mem.get(i).map_or(0, |m| m.rec_cwnd);
         p.cwnd.max(rec).max(1)
+    }
+
+    /// The window in bytes for the tests: [`Ecf::cwnd`], capped by the delivery rate.
+    fn window_bytes(&self, i: usize, p: &PathSnapshot) -> u128 {
+        let mss = p.mss.max(1) as u128;
+        let w = self.cwnd(i, p) as u128 * mss;
+        if self.cfg.rate_cap && p.delivery_rate > 0 && !p.srtt.is_zero() {
+            let delivered = p.delivery_rate as u128 * p.srtt.as_nanos() / 1_000_000_000;
+            w.min(delivered.max(mss))
+        } else {
+            w
+        }
     }
 
     fn observe(&mut self, now: Instant, paths: &[PathSnapshot]) {
@@ -189,8 +210,8 @@ impl Scheduler for Ecf {
         let fp = &paths[f];
         // x_f is strictly faster and not available (else `faster_available`): ECF proper,
         // in integer bytes × nanoseconds like upstream, so boundaries are exact.
-        let cw_f = self.cwnd(f, fp) as u128 * fp.mss.max(1) as u128;
-        let cw_s = self.cwnd(path, me) as u128 * me.mss.max(1) as u128;
+        let cw_f = self.window_bytes(f, fp);
+        let cw_s = self.window_bytes(path, me);
         let k = queue.bytes as u128;
         let (mut k_f, mut k_s) = (k + fp.notsent as u128, k + me.notsent as u128);
         if self.cfg.floor_backlog {
@@ -254,6 +275,39 @@ mod tests {
 
     fn is_wait(d: Decision) -> bool {
         matches!(d, Decision::Wait { .. })
+    }
+
+    /// The seeds' WiFi (7.04 Mbit/s, RTT 55 ms) under BBR keeps two BDPs in its window
+    /// (67 segments ≈ 97 KB); LTE (9.185 Mbit/s, RTT 270 ms) asks with a 256 KB backlog.
+    /// Read as a rate, the WiFi window says WiFi drains the backlog in ~200 ms, so published
+    /// ECF waits; WiFi really needs ~300 ms, longer than one LTE round. With the window capped
+    /// at delivery rate · srtt (48 KB) test (1) fails and LTE sends.
+    #[test]
+    fn window_capped_by_delivery_rate() {
+        let now = Instant::now();
+        let mut paths = fast_full(55, 270);
+        paths[0].cwnd = 67;
+        paths[0].in_flight = 67;
+        paths[0].delivery_rate = 880_000;
+        paths[0].rttvar = Duration::from_millis(5);
+        paths[1].cwnd = 120;
+        paths[1].delivery_rate = 1_148_000;
+        paths[1].rttvar = Duration::from_millis(10);
+        let published = EcfConfig {
+            rate_cap: false,
+            ..EcfConfig::default()
+        };
+        assert!(is_wait(Ecf::new(published).decide(
+            now,
+            1,
+            &paths,
+            &queue(256 * 1024),
+            65536
+        )));
+        assert!(matches!(
+            Ecf::default().decide(now, 1, &paths, &queue(256 * 1024), 65536),
+            Decision::Send { .. }
+        ));
     }
 
     #[test]
