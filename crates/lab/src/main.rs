@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use mpflex_lab::emulator::Emulator;
 use mpflex_lab::netns::Topology;
@@ -41,8 +41,23 @@ enum Cmd {
         /// tcp-<path>, mptcp, oracle, mpflex:<scheduler> (comma-separated).
         #[arg(long, default_value = "tcp-wifi,tcp-lte,mptcp,oracle,mpflex:minrtt")]
         systems: String,
+        /// chunk, bulk, shortflows, video, upload-ping or handover.
         #[arg(long, default_value = "chunk")]
         workload: String,
+        /// bulk: down,up; shortflows: seq,par (default: both).
+        #[arg(long)]
+        variants: Option<String>,
+        /// Seconds per run of bulk (20), upload-ping (20), handover (30); seconds of video
+        /// played (120).
+        #[arg(long)]
+        secs: Option<f64>,
+        /// handover: the constant stream's rate, kbit/s.
+        #[arg(long, default_value_t = 2000)]
+        rate_kbit: u64,
+        /// handover: the path (name or index) that goes down at 1/3 of the run and comes
+        /// back at 2/3.
+        #[arg(long, default_value = "0")]
+        handover_path: String,
         /// Chunk sizes, e.g. 64K,256K,1M,4M,16M.
         #[arg(long, default_value = "256K,1M,4M")]
         sizes: String,
@@ -78,6 +93,28 @@ enum Cmd {
         mptcp: bool,
         #[arg(long)]
         cc: Option<String>,
+    },
+    /// (internal) Run one measurement of a workload other than chunk; prints JSON.
+    #[command(hide = true)]
+    WorkloadClient {
+        #[arg(long)]
+        workload: String,
+        #[arg(long)]
+        variant: Option<String>,
+        #[arg(long, default_value = "fresh")]
+        mode: String,
+        #[arg(long)]
+        secs: f64,
+        #[arg(long, default_value_t = 2000)]
+        rate_kbit: u64,
+        #[arg(long)]
+        server: std::net::SocketAddr,
+        #[arg(long)]
+        bind: Option<std::net::IpAddr>,
+        #[arg(long)]
+        mptcp: bool,
+        #[arg(long)]
+        socks: Option<std::net::SocketAddr>,
     },
     /// (internal) Time one chunk download; prints milliseconds.
     #[command(hide = true)]
@@ -116,6 +153,7 @@ fn real_main() -> Result<()> {
     match &cli.cmd {
         Cmd::ChunkServer { listen, mptcp, cc } => return workload::serve(*listen, *mptcp, cc.as_deref()),
         Cmd::ChunkClient { .. } => return chunk_client(&cli.cmd),
+        Cmd::WorkloadClient { .. } => return workload_client(&cli.cmd),
         Cmd::Report { results } => {
             print!("{}", mpflex_lab::report::report(results)?);
             return Ok(());
@@ -156,6 +194,10 @@ fn real_main() -> Result<()> {
             profile,
             systems,
             workload,
+            variants,
+            secs,
+            rate_kbit,
+            handover_path,
             sizes,
             modes,
             cc,
@@ -165,10 +207,42 @@ fn real_main() -> Result<()> {
             mpflex,
             idle_restart,
         } => {
-            if workload != "chunk" {
-                anyhow::bail!("workload {workload:?}: only `chunk` is implemented so far");
+            if !mpflex_lab::runner::WORKLOADS.contains(&workload.as_str()) {
+                anyhow::bail!(
+                    "--workload {workload:?}: one of {}",
+                    mpflex_lab::runner::WORKLOADS.join(", ")
+                );
+            }
+            let allowed: &[&str] = match workload.as_str() {
+                "bulk" => &["down", "up"],
+                "shortflows" => &["seq", "par"],
+                _ => &[],
+            };
+            let variants: Vec<String> = match variants {
+                Some(v) => v.split(',').map(|x| x.trim().to_string()).collect(),
+                None => allowed.iter().map(|s| s.to_string()).collect(),
+            };
+            if let Some(v) = variants.iter().find(|v| !allowed.contains(&v.as_str())) {
+                anyhow::bail!("--variants: {v:?} is not one of {allowed:?} for {workload}");
+            }
+            let secs = secs.unwrap_or(match workload.as_str() {
+                "video" => 120.0,
+                "handover" => 30.0,
+                _ => 20.0,
+            });
+            if !(secs > 0.0 && secs <= 3600.0) {
+                anyhow::bail!("--secs: between 0 and 3600");
+            }
+            if rate_kbit == 0 {
+                anyhow::bail!("--rate-kbit: must be positive");
             }
             let profile = Profile::resolve(&profile)?;
+            let handover_path = profile
+                .paths
+                .iter()
+                .position(|p| p.name == handover_path)
+                .or_else(|| handover_path.parse().ok().filter(|&i: &usize| i < profile.paths.len()))
+                .with_context(|| format!("--handover-path {handover_path:?}: no such path in {}", profile.name))?;
             let systems = systems
                 .split(',')
                 .map(|s| System::parse(s.trim(), &profile))
@@ -195,6 +269,11 @@ fn real_main() -> Result<()> {
             let cfg = RunConfig {
                 profile,
                 systems,
+                workload,
+                variants,
+                secs,
+                rate_kbit,
+                handover_path,
                 sizes,
                 modes,
                 ccs: list(&cc),
@@ -266,5 +345,41 @@ fn chunk_client(cmd: &Cmd) -> Result<()> {
         Ok(())
     })?;
     println!("{:.3}", t.elapsed().as_secs_f64() * 1000.0);
+    Ok(())
+}
+
+fn workload_client(cmd: &Cmd) -> Result<()> {
+    let Cmd::WorkloadClient {
+        workload,
+        variant,
+        mode,
+        secs,
+        rate_kbit,
+        server,
+        bind,
+        mptcp,
+        socks,
+    } = cmd
+    else {
+        unreachable!()
+    };
+    let via = match (socks, mptcp) {
+        (Some(p), _) => Via::Socks(*p),
+        (None, true) => Via::Mptcp,
+        (None, false) => Via::Tcp {
+            bind: bind.map(|b| std::net::SocketAddr::new(b, 0)),
+        },
+    };
+    let v = variant.as_deref();
+    let fields = match workload.as_str() {
+        "bulk" if v == Some("up") => workload::bulk_up(*server, &via, *secs)?,
+        "bulk" => workload::bulk_down(*server, &via, *secs)?,
+        "shortflows" => workload::shortflows(*server, &via, v == Some("par"), mode == "warm")?,
+        "video" => workload::video(*server, &via, *secs)?,
+        "upload-ping" => workload::upload_ping(*server, &via, *secs)?,
+        "handover" => workload::handover(*server, &via, *secs, *rate_kbit)?,
+        other => anyhow::bail!("unknown workload {other:?}"),
+    };
+    println!("{}", serde_json::Value::Object(fields));
     Ok(())
 }

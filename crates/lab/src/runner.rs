@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::emulator::Emulator;
 use crate::netns::Topology;
 use crate::profile::Profile;
+use crate::workload::Fields;
 
 pub const TCP_PORT: u16 = 9000;
 pub const MPTCP_PORT: u16 = 9001;
@@ -67,7 +68,10 @@ impl System {
 pub struct Record {
     pub system: String,
     pub profile: String,
-    pub workload: &'static str,
+    pub workload: String,
+    /// Sub-kind of the workload: `bulk` down/up, `shortflows` seq/par.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
     pub mode: String,
     pub cc: String,
     pub size: u64,
@@ -87,17 +91,40 @@ pub struct Record {
     pub dup_bytes: Option<u64>,
     /// `net.ipv4.tcp_slow_start_after_idle` in the namespaces (the kernel default is on).
     pub idle_restart: bool,
-    /// Fluid lower bound for this size: S / Σ down rates + smallest RTT.
-    pub bound_ms: f64,
+    /// `chunk`: fluid lower bound for this size: S / Σ down rates + smallest RTT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_ms: Option<f64>,
+    /// Σ of the path rates in the workload's direction (`bulk`, `video`, `upload-ping`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_mbit: Option<f64>,
+    /// `video`: the highest ladder rate the aggregate capacity carries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ideal_mbit: Option<f64>,
+    /// What the workload client measured besides (see `workload`).
+    #[serde(flatten)]
+    pub extra: Fields,
 }
 
+/// The workloads `run` knows.
+pub const WORKLOADS: [&str; 6] = ["chunk", "bulk", "shortflows", "video", "upload-ping", "handover"];
+
 /// One measurement: completion (ms), the oracle's share, mpflex's bytes per path and
-/// duplicate bytes.
-type Measured = (f64, Option<f64>, Option<(Vec<u64>, u64)>);
+/// duplicate bytes, the workload client's fields.
+type Measured = (f64, Option<f64>, Option<(Vec<u64>, u64)>, Fields);
 
 pub struct RunConfig {
     pub profile: Profile,
     pub systems: Vec<System>,
+    /// One of [`WORKLOADS`].
+    pub workload: String,
+    /// `bulk`: down and/or up; `shortflows`: seq and/or par.
+    pub variants: Vec<String>,
+    /// Length of `bulk`, `upload-ping` and `handover` runs, seconds of `video`.
+    pub secs: f64,
+    /// `handover`: the stream's rate.
+    pub rate_kbit: u64,
+    /// `handover`: the path taken down at a third of the run and back up at two thirds.
+    pub handover_path: usize,
     pub sizes: Vec<u64>,
     pub modes: Vec<String>,
     pub ccs: Vec<String>,
@@ -220,8 +247,9 @@ fn path_counter(v: &serde_json::Value, key: &str) -> Vec<u64> {
         .unwrap_or_default()
 }
 
-fn path_bytes(v: &serde_json::Value) -> Vec<u64> {
-    path_counter(v, "bytes_received")
+/// Per-path payload bytes in the workload's main direction, as the client counts them.
+fn path_bytes(v: &serde_json::Value, upload: bool) -> Vec<u64> {
+    path_counter(v, if upload { "bytes_sent" } else { "bytes_received" })
 }
 
 /// One chunk-client invocation in the client namespace; returns completion times (ms).
@@ -247,7 +275,7 @@ fn chunk_client(topo: &Topology, args: &[String]) -> Result<Vec<f64>> {
 
 pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
     let topo = Topology::create(cfg.profile.paths.len(), 0)?;
-    let _emu = Emulator::start(&topo, &cfg.profile, 1)?;
+    let emu = &Emulator::start(&topo, &cfg.profile, 1)?;
     let dir = std::env::temp_dir().join(&topo.name);
     std::fs::create_dir_all(&dir)?;
     topo.sysctl("net.ipv4.tcp_no_metrics_save=1")?;
@@ -265,7 +293,25 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
         .iter()
         .map(|p| (p.down.delay + p.up.delay).as_secs_f64() * 1000.0)
         .fold(f64::INFINITY, f64::min);
-    let total = cfg.ccs.len() * cfg.sizes.len() * cfg.modes.len() * cfg.reps * cfg.systems.len();
+    let chunk = cfg.workload == "chunk";
+    // What one block of repetitions varies: chunk sizes, or the workload's variants.
+    let items: Vec<(u64, Option<String>)> = if chunk {
+        cfg.sizes.iter().map(|&s| (s, None)).collect()
+    } else {
+        cfg.variants.iter().map(|v| (0, Some(v.clone()))).collect()
+    };
+    // Only chunk and shortflows have a meaningful warm mode.
+    let modes: Vec<String> = if chunk || cfg.workload == "shortflows" {
+        cfg.modes.clone()
+    } else {
+        vec!["fresh".into()]
+    };
+    let systems: Vec<&System> = cfg.systems.iter().filter(|s| chunk || **s != System::Oracle).collect();
+    if systems.len() < cfg.systems.len() {
+        eprintln!("oracle is a chunk baseline; left out of {}", cfg.workload);
+    }
+    let up_rates: f64 = cfg.profile.paths.iter().filter_map(|p| p.up.bytes_per_sec()).sum();
+    let total = cfg.ccs.len() * items.len() * modes.len() * cfg.reps * systems.len();
     let bar = indicatif::ProgressBar::new(total as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
@@ -322,45 +368,88 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                 ));
             }
         }
-        for &size in &cfg.sizes {
-            for mode in &cfg.modes {
+        for (size, variant) in &items {
+            let size = *size;
+            for mode in &modes {
                 for rep in 0..cfg.reps {
-                    for sys in &cfg.systems {
+                    for sys in &systems {
                         if stop.load(Ordering::SeqCst) {
                             bar.abandon_with_message("interrupted");
                             return Ok(written);
                         }
                         let label = sys.label(&cfg.profile);
-                        bar.set_message(format!("{cc} {mode} {} {label}", human(size)));
-                        let base = vec!["--size".to_string(), size.to_string(), "--mode".into(), mode.clone()];
+                        let what = match variant {
+                            Some(v) => format!("{} {v}", cfg.workload),
+                            None => human(size),
+                        };
+                        bar.set_message(format!("{cc} {mode} {what} {label}"));
+                        // How the client reaches the server for this system.
+                        let via: Vec<String> = match sys {
+                            System::Tcp(i) => vec![
+                                "--server".into(),
+                                format!("{}:{TCP_PORT}", topo.server_addr(*i)),
+                                "--bind".into(),
+                                topo.client_addr(*i),
+                            ],
+                            System::Mptcp => vec![
+                                "--server".into(),
+                                format!("{}:{MPTCP_PORT}", topo.server_addr(0)),
+                                "--mptcp".into(),
+                            ],
+                            System::Oracle => Vec::new(),
+                            System::Mpflex(sched) => {
+                                let k = mpflex.iter().find(|(s, _, _)| s == sched).expect("started").1;
+                                vec![
+                                    "--server".into(),
+                                    format!("127.0.0.1:{TCP_PORT}"),
+                                    "--socks".into(),
+                                    format!("127.0.0.1:{}", SOCKS_PORT + k),
+                                ]
+                            }
+                        };
+                        let measure = |via: &[String]| -> Result<(f64, Fields)> {
+                            if chunk {
+                                let mut a = vec!["--size".to_string(), size.to_string(), "--mode".into(), mode.clone()];
+                                a.extend_from_slice(via);
+                                return Ok((chunk_client(&topo, &a)?[0], Fields::new()));
+                            }
+                            let mut a = vec![
+                                "--workload".to_string(),
+                                cfg.workload.clone(),
+                                "--mode".into(),
+                                mode.clone(),
+                                "--secs".into(),
+                                cfg.secs.to_string(),
+                                "--rate-kbit".into(),
+                                cfg.rate_kbit.to_string(),
+                            ];
+                            if let Some(v) = variant {
+                                a.extend(["--variant".into(), v.clone()]);
+                            }
+                            a.extend_from_slice(via);
+                            let f = if cfg.workload == "handover" {
+                                handover_client(&topo, emu, &a, cfg.secs, cfg.handover_path)?
+                            } else {
+                                workload_client(&topo, &a)?
+                            };
+                            let ms = f
+                                .get("completion_ms")
+                                .and_then(|v| v.as_f64())
+                                .unwrap_or(cfg.secs * 1000.0);
+                            Ok((ms, f))
+                        };
                         let mut results: Vec<Measured> = Vec::new();
                         match sys {
-                            System::Tcp(i) => {
-                                let mut a = base.clone();
-                                a.extend([
-                                    "--server".into(),
-                                    format!("{}:{TCP_PORT}", topo.server_addr(*i)),
-                                    "--bind".into(),
-                                    topo.client_addr(*i),
-                                ]);
-                                results.push((chunk_client(&topo, &a)?[0], None, None));
-                            }
-                            System::Mptcp => {
-                                let mut a = base.clone();
-                                a.extend([
-                                    "--server".into(),
-                                    format!("{}:{MPTCP_PORT}", topo.server_addr(0)),
-                                    "--mptcp".into(),
-                                ]);
-                                results.push((chunk_client(&topo, &a)?[0], None, None));
+                            System::Tcp(_) | System::Mptcp => {
+                                let (ms, f) = measure(&via)?;
+                                results.push((ms, None, None, f));
                             }
                             System::Oracle => {
                                 let steps = (1.0 / cfg.oracle_step).round() as usize;
                                 let mut best: Option<(f64, f64)> = None;
                                 for k in 0..=steps {
                                     let p = k as f64 / steps as f64;
-                                    let mut a = base.clone();
-                                    a.extend([
+                                    let a = vec![
                                         "--server".into(),
                                         srv0.clone(),
                                         "--bind".into(),
@@ -371,54 +460,82 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                                         topo.client_addr(1),
                                         "--share".into(),
                                         p.to_string(),
-                                    ]);
-                                    let ms = chunk_client(&topo, &a)?[0];
+                                    ];
+                                    let (ms, _) = measure(&a)?;
                                     if best.is_none_or(|(b, _)| ms < b) {
                                         best = Some((ms, p));
                                     }
                                 }
                                 let (ms, p) = best.expect("at least one share");
-                                results.push((ms, Some(p), None));
+                                results.push((ms, Some(p), None, Fields::new()));
                             }
                             System::Mpflex(sched) => {
                                 let k = mpflex.iter().find(|(s, _, _)| s == sched).expect("started").1;
+                                if cfg.workload == "handover" {
+                                    // The previous run took a path down: start with all up.
+                                    wait_paths_up(&topo, &cfg.mpflex_bin, k, Duration::from_secs(15));
+                                }
+                                let upload = matches!(
+                                    (cfg.workload.as_str(), variant.as_deref()),
+                                    ("bulk", Some("up")) | ("upload-ping", _)
+                                );
                                 let st = mpflex_status(&topo, &cfg.mpflex_bin, k)?;
-                                let (before, dup_before) = (path_bytes(&st), path_counter(&st, "duplicate_received"));
-                                let mut a = base.clone();
-                                a.extend([
-                                    "--server".into(),
-                                    format!("127.0.0.1:{TCP_PORT}"),
-                                    "--socks".into(),
-                                    format!("127.0.0.1:{}", SOCKS_PORT + k),
-                                ]);
-                                let ms = chunk_client(&topo, &a)?[0];
+                                let (before, dup_before) =
+                                    (path_bytes(&st, upload), path_counter(&st, "duplicate_received"));
+                                let (ms, f) = measure(&via)?;
                                 let st = mpflex_status(&topo, &cfg.mpflex_bin, k)?;
-                                let (after, dup_after) = (path_bytes(&st), path_counter(&st, "duplicate_received"));
+                                let (after, dup_after) =
+                                    (path_bytes(&st, upload), path_counter(&st, "duplicate_received"));
                                 let delta = after
                                     .iter()
                                     .zip(before.iter().chain(std::iter::repeat(&0)))
                                     .map(|(a, b)| a.saturating_sub(*b))
                                     .collect();
                                 let dup = dup_after.iter().sum::<u64>().saturating_sub(dup_before.iter().sum());
-                                results.push((ms, None, Some((delta, dup))));
+                                results.push((ms, None, Some((delta, dup)), f));
                             }
                         }
-                        for (ms, p, bytes) in results {
+                        for (ms, p, bytes, mut extra) in results {
+                            let capacity = match (cfg.workload.as_str(), variant.as_deref()) {
+                                ("bulk", Some("up")) | ("upload-ping", _) => Some(up_rates * 8.0 / 1e6),
+                                ("bulk", _) | ("video", _) | ("handover", _) => Some(rates * 8.0 / 1e6),
+                                _ => None,
+                            };
+                            let goodput = match extra.remove("goodput_mbit").and_then(|v| v.as_f64()) {
+                                Some(g) => g,
+                                None if chunk => size as f64 * 8.0 / (ms / 1000.0) / 1e6,
+                                None => {
+                                    extra.get("bytes").and_then(|v| v.as_f64()).unwrap_or(0.0) * 8.0
+                                        / (ms / 1000.0)
+                                        / 1e6
+                                }
+                            };
+                            extra.remove("completion_ms");
+                            let size = if chunk {
+                                size
+                            } else {
+                                extra.get("bytes").and_then(|v| v.as_u64()).unwrap_or(0)
+                            };
                             let rec = Record {
                                 system: label.clone(),
                                 profile: cfg.profile.name.clone(),
-                                workload: "chunk",
+                                workload: cfg.workload.clone(),
+                                variant: variant.clone(),
                                 mode: mode.clone(),
                                 cc: cc.clone(),
                                 size,
                                 rep,
                                 completion_ms: ms,
-                                goodput_mbit: size as f64 * 8.0 / (ms / 1000.0) / 1e6,
+                                goodput_mbit: goodput,
                                 p,
                                 dup_bytes: bytes.as_ref().map(|b| b.1),
                                 bytes_per_path: bytes.map(|b| b.0),
                                 idle_restart: cfg.idle_restart,
-                                bound_ms: size as f64 / rates * 1000.0 + min_rtt,
+                                bound_ms: chunk.then(|| size as f64 / rates * 1000.0 + min_rtt),
+                                ideal_mbit: (cfg.workload == "video")
+                                    .then(|| crate::workload::ideal_bitrate(rates * 8.0 / 1e6)),
+                                capacity_mbit: capacity,
+                                extra,
                             };
                             writeln!(out, "{}", serde_json::to_string(&rec)?)?;
                             written += 1;
@@ -431,6 +548,65 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
     }
     bar.finish_with_message("done");
     Ok(written)
+}
+
+/// One `workload-client` run in the client namespace; returns its JSON fields.
+fn workload_client(topo: &Topology, args: &[String]) -> Result<Fields> {
+    let child = workload_child(topo, args)?;
+    workload_output(child, args)
+}
+
+fn workload_child(topo: &Topology, args: &[String]) -> Result<Child> {
+    Ok(Command::new("ip")
+        .args(["netns", "exec", &topo.client_ns])
+        .arg(self_exe())
+        .arg("workload-client")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?)
+}
+
+fn workload_output(child: Child, args: &[String]) -> Result<Fields> {
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!(
+            "workload-client {:?}: {}",
+            args,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("workload-client output")
+}
+
+/// `handover`: runs the client while `path` goes down at a third of the run and comes
+/// back at two thirds.
+fn handover_client(topo: &Topology, emu: &Emulator, args: &[String], secs: f64, path: usize) -> Result<Fields> {
+    let child = workload_child(topo, args)?;
+    let t0 = std::time::Instant::now();
+    let down_at = t0 + Duration::from_secs_f64(secs / 3.0);
+    let up_at = t0 + Duration::from_secs_f64(2.0 * secs / 3.0);
+    std::thread::sleep(down_at.saturating_duration_since(std::time::Instant::now()));
+    emu.set_path_up(path, false);
+    std::thread::sleep(up_at.saturating_duration_since(std::time::Instant::now()));
+    emu.set_path_up(path, true);
+    workload_output(child, args)
+}
+
+/// Waits (up to `limit`) until every mpflex path is up again.
+fn wait_paths_up(topo: &Topology, bin: &Path, k: u16, limit: Duration) {
+    let until = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < until {
+        if let Ok(v) = mpflex_status(topo, bin, k) {
+            let up = v["paths"]
+                .as_array()
+                .map_or(0, |a| a.iter().filter(|p| p["up"] == true).count());
+            if up == topo.paths {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 pub fn human(size: u64) -> String {
