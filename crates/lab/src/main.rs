@@ -36,6 +36,9 @@ enum Cmd {
     },
     /// Run systems side by side on a profile and append results (JSON lines).
     Run {
+        /// A profile (seed-default, seed-default-270, seed-default-470, bw-grid:<w>x<l>,
+        /// ecf-asym:<w>x<l>, trace:<prefix>, a TOML file), a family (seed-default-all,
+        /// bw-grid, ecf-asym, ecf-asym-all, traces:<dir>) or a comma-separated list.
         #[arg(long, default_value = "seed-default")]
         profile: String,
         /// tcp-<path>, mptcp, oracle, mpflex:<scheduler> (comma-separated).
@@ -82,8 +85,14 @@ enum Cmd {
         #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
         idle_restart: bool,
     },
-    /// Markdown tables from a results file.
-    Report { results: std::path::PathBuf },
+    /// Markdown tables from a results file (median, p10-p90, ratios to mptcp and oracle).
+    Report {
+        results: std::path::PathBuf,
+        /// Also draw plots (SVG and PNG) into this directory; needs a TrueType font
+        /// (/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf or MPFLEX_LAB_FONT).
+        #[arg(long)]
+        plots: Option<std::path::PathBuf>,
+    },
     /// (internal) Serve chunk requests.
     #[command(hide = true)]
     ChunkServer {
@@ -154,8 +163,13 @@ fn real_main() -> Result<()> {
         Cmd::ChunkServer { listen, mptcp, cc } => return workload::serve(*listen, *mptcp, cc.as_deref()),
         Cmd::ChunkClient { .. } => return chunk_client(&cli.cmd),
         Cmd::WorkloadClient { .. } => return workload_client(&cli.cmd),
-        Cmd::Report { results } => {
+        Cmd::Report { results, plots } => {
             print!("{}", mpflex_lab::report::report(results)?);
+            if let Some(dir) = plots {
+                for f in mpflex_lab::report::plots(results, dir)? {
+                    eprintln!("wrote {}", f.display());
+                }
+            }
             return Ok(());
         }
         _ => {}
@@ -236,7 +250,20 @@ fn real_main() -> Result<()> {
             if rate_kbit == 0 {
                 anyhow::bail!("--rate-kbit: must be positive");
             }
-            let profile = Profile::resolve(&profile)?;
+            let profiles = mpflex_lab::profile::expand(&profile)?;
+            let profile = profiles[0].clone();
+            if let Some(q) = profiles.iter().find(|q| {
+                q.paths
+                    .iter()
+                    .map(|x| &x.name)
+                    .ne(profile.paths.iter().map(|x| &x.name))
+            }) {
+                anyhow::bail!(
+                    "--profile: {} and {} have different paths; run them separately",
+                    profile.name,
+                    q.name
+                );
+            }
             let handover_path = profile
                 .paths
                 .iter()
@@ -266,7 +293,7 @@ fn real_main() -> Result<()> {
                     mpflex_bin.display()
                 );
             }
-            let cfg = RunConfig {
+            let mut cfg = RunConfig {
                 profile,
                 systems,
                 workload,
@@ -283,7 +310,17 @@ fn real_main() -> Result<()> {
                 mpflex_bin,
                 idle_restart,
             };
-            let n = mpflex_lab::runner::run(&cfg, &stop)?;
+            let mut n = 0;
+            for (i, p) in profiles.into_iter().enumerate() {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                if i > 0 {
+                    eprintln!("profile {}", p.name);
+                }
+                cfg.profile = p;
+                n += mpflex_lab::runner::run(&cfg, &stop)?;
+            }
             println!("{n} results appended to {}", out.display());
             Ok(())
         }

@@ -1,4 +1,9 @@
-//! Network profiles: the seeds' path setups, and custom ones from TOML.
+//! Network profiles: the seeds' path setups, the papers' rate grids, traces, and custom ones
+//! from TOML.
+//!
+//! [`Profile::resolve`] turns one spec into one profile; [`expand`] also accepts families
+//! (`bw-grid`, `ecf-asym`, `ecf-asym-all`, `seed-default-all`, `traces:<dir>`) and
+//! comma-separated lists of specs.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -90,6 +95,7 @@ impl Event {
     }
 }
 
+/// A set of paths and the events that change them over a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
     pub name: String,
@@ -107,29 +113,171 @@ fn constant(kbit: u64, rtt_ms: u64, queue_ms: u64) -> LinkParams {
     }
 }
 
-/// WiFi 7040/2020 kbit/s, RTT 50 ms, 50 ms buffer; LTE 9185/2286 kbit/s, RTT `lte_rtt`,
-/// 500 ms buffer (DEMS and MPFlex setups).
-pub fn seed_default(lte_rtt: u64) -> Profile {
+/// A "wifi" path (RTT 50 ms, 50 ms droptail buffer) and an "lte" path (RTT `lte_rtt` ms,
+/// 500 ms buffer) with the given rates in kbit/s.
+fn wifi_lte(name: String, wifi: (u64, u64), lte: (u64, u64), lte_rtt: u64) -> Profile {
     Profile {
-        name: if lte_rtt == 70 {
-            "seed-default".into()
-        } else {
-            format!("seed-default-{lte_rtt}")
-        },
+        name,
         paths: vec![
             PathSpec {
                 name: "wifi".into(),
-                down: constant(7040, 50, 50),
-                up: constant(2020, 50, 50),
+                down: constant(wifi.0, 50, 50),
+                up: constant(wifi.1, 50, 50),
             },
             PathSpec {
                 name: "lte".into(),
-                down: constant(9185, lte_rtt, 500),
-                up: constant(2286, lte_rtt, 500),
+                down: constant(lte.0, lte_rtt, 500),
+                up: constant(lte.1, lte_rtt, 500),
             },
         ],
         events: Vec::new(),
     }
+}
+
+/// WiFi 7040/2020 kbit/s, RTT 50 ms, 50 ms buffer; LTE 9185/2286 kbit/s, RTT `lte_rtt`,
+/// 500 ms buffer (DEMS and MPFlex setups).
+pub fn seed_default(lte_rtt: u64) -> Profile {
+    let name = if lte_rtt == 70 {
+        "seed-default".into()
+    } else {
+        format!("seed-default-{lte_rtt}")
+    };
+    wifi_lte(name, (7040, 2020), (9185, 2286), lte_rtt)
+}
+
+/// DEMS's bandwidth grid, in kbit/s: each of WiFi and LTE takes every value (6 x 6 profiles).
+pub const BW_GRID_KBIT: [u64; 6] = [2500, 7500, 12_500, 17_500, 22_500, 27_500];
+
+/// ECF's path rates, in kbit/s.
+pub const ECF_RATES_KBIT: [u64; 6] = [300, 700, 1100, 1700, 4200, 8600];
+
+/// The fast path's rate in ECF's streaming figures, in kbit/s: `ecf-asym` pairs every
+/// [`ECF_RATES_KBIT`] WiFi rate with this LTE rate.
+pub const ECF_FAST_KBIT: u64 = 8600;
+
+/// Highest rate a `bw-grid:` / `ecf-asym:` spec accepts, in Mbit/s.
+const MAX_MBIT: f64 = 10_000.0;
+
+/// A kbit/s rate as Mbit/s in its shortest decimal form: 2500 → "2.5", 10000 → "10".
+fn fmt_mbit(kbit: u64) -> String {
+    // kbit / 1000 is the double nearest the decimal, and `{}` prints the shortest string
+    // that reads back as that double.
+    format!("{}", kbit as f64 / 1000.0)
+}
+
+/// `bw-grid:<wifi>x<lte>` (DEMS): WiFi and LTE at the given rates in kbit/s, the same in
+/// both directions; WiFi RTT 50 ms with a 50 ms buffer, LTE RTT 70 ms with a 500 ms buffer
+/// (the shape of [`seed_default`]). Rates must be > 0.
+pub fn bw_grid(wifi_kbit: u64, lte_kbit: u64) -> Result<Profile> {
+    symmetric_pair("bw-grid", wifi_kbit, lte_kbit)
+}
+
+/// `ecf-asym:<wifi>x<lte>` (ECF's asymmetric pairs): the same shape as [`bw_grid`] — rates in
+/// kbit/s in both directions, WiFi RTT 50 ms / 50 ms buffer, LTE RTT 70 ms / 500 ms buffer.
+/// Rates must be > 0.
+pub fn ecf_asym(wifi_kbit: u64, lte_kbit: u64) -> Result<Profile> {
+    symmetric_pair("ecf-asym", wifi_kbit, lte_kbit)
+}
+
+fn symmetric_pair(family: &str, wifi_kbit: u64, lte_kbit: u64) -> Result<Profile> {
+    let name = format!("{family}:{}x{}", fmt_mbit(wifi_kbit), fmt_mbit(lte_kbit));
+    if wifi_kbit == 0 || lte_kbit == 0 {
+        bail!("profile {name:?}: rates must be > 0");
+    }
+    Ok(wifi_lte(name, (wifi_kbit, wifi_kbit), (lte_kbit, lte_kbit), 70))
+}
+
+/// Parses `<wifi>x<lte>` (Mbit/s, fractions allowed) into kbit/s, rounded to whole kbit/s.
+fn parse_pair(spec: &str, rates: &str) -> Result<(u64, u64)> {
+    let Some((w, l)) = rates.split_once('x') else {
+        bail!("profile {spec:?}: expected <wifi>x<lte> rates in Mbit/s, e.g. 2.5x27.5");
+    };
+    let one = |what: &str, v: &str| -> Result<u64> {
+        let mbit: f64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|m: &f64| m.is_finite())
+            .with_context(|| format!("profile {spec:?}: {what} rate {v:?} is not a number of Mbit/s"))?;
+        if !(mbit > 0.0 && mbit <= MAX_MBIT) {
+            bail!("profile {spec:?}: {what} rate {v:?} must be > 0 and at most {MAX_MBIT} Mbit/s");
+        }
+        let kbit = (mbit * 1000.0).round() as u64;
+        if kbit == 0 {
+            bail!("profile {spec:?}: {what} rate {v:?} is below 1 kbit/s");
+        }
+        Ok(kbit)
+    };
+    Ok((one("wifi", w)?, one("lte", l)?))
+}
+
+/// Families [`expand`] knows besides `traces:<dir>`.
+const FAMILIES: [&str; 4] = ["bw-grid", "ecf-asym", "ecf-asym-all", "seed-default-all"];
+
+/// Expands a profile spec into profiles, in order:
+///
+/// - `bw-grid`: the 36 DEMS grid profiles `bw-grid:<w>x<l>` over [`BW_GRID_KBIT`], row-major
+///   with the WiFi rate outer (2.5x2.5, 2.5x7.5, …, 27.5x27.5);
+/// - `ecf-asym`: the 6 pairs `ecf-asym:<x>x8.6` for x in [`ECF_RATES_KBIT`] (one fast path at
+///   8.6 Mbit/s, the other varying, as in ECF's streaming figures);
+/// - `ecf-asym-all`: all 36 ordered pairs over [`ECF_RATES_KBIT`], WiFi outer;
+/// - `seed-default-all`: `seed-default`, `seed-default-270`, `seed-default-470`;
+/// - `traces:<dir>`: `trace:<dir>/<name>` for every `<name>.down` with a matching
+///   `<name>.up` in the directory, sorted by name (unpaired files are ignored; no pair at all
+///   is an error);
+/// - anything else: the single profile [`Profile::resolve`] gives.
+///
+/// A comma-separated list expands each element and concatenates the results (so paths with
+/// commas cannot be used here; duplicates are kept).
+pub fn expand(spec: &str) -> Result<Vec<Profile>> {
+    if spec.contains(',') {
+        let mut all = Vec::new();
+        for part in spec.split(',') {
+            let part = part.trim();
+            if part.is_empty() {
+                bail!("profile list {spec:?}: empty element");
+            }
+            all.extend(expand(part)?);
+        }
+        return Ok(all);
+    }
+    let cross = |rows: &[u64], cols: &[u64], f: fn(u64, u64) -> Result<Profile>| -> Result<Vec<Profile>> {
+        rows.iter().flat_map(|&w| cols.iter().map(move |&l| f(w, l))).collect()
+    };
+    match spec {
+        "bw-grid" => return cross(&BW_GRID_KBIT, &BW_GRID_KBIT, bw_grid),
+        "ecf-asym" => return cross(&ECF_RATES_KBIT, &[ECF_FAST_KBIT], ecf_asym),
+        "ecf-asym-all" => return cross(&ECF_RATES_KBIT, &ECF_RATES_KBIT, ecf_asym),
+        "seed-default-all" => return Ok([70, 270, 470].into_iter().map(seed_default).collect()),
+        _ => {}
+    }
+    if let Some(dir) = spec.strip_prefix("traces:") {
+        let entries = std::fs::read_dir(dir).with_context(|| format!("profile {spec:?}: cannot read {dir:?}"))?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.with_context(|| format!("profile {spec:?}: reading {dir:?}"))?;
+            let file = entry.file_name();
+            let Some(name) = file.to_str().and_then(|f| f.strip_suffix(".down")) else {
+                continue;
+            };
+            if !name.is_empty() && Path::new(dir).join(format!("{name}.up")).is_file() {
+                names.push(name.to_string());
+            }
+        }
+        if names.is_empty() {
+            bail!("profile {spec:?}: no <name>.down / <name>.up trace pairs in {dir:?}");
+        }
+        names.sort();
+        return names
+            .iter()
+            .map(|n| {
+                let prefix = Path::new(dir).join(n);
+                let prefix = prefix.to_str().context("trace path is not UTF-8")?;
+                Profile::resolve(&format!("trace:{prefix}")).with_context(|| format!("profile {spec:?}"))
+            })
+            .collect();
+    }
+    Ok(vec![Profile::resolve(spec)?])
 }
 
 #[derive(Debug, Deserialize)]
@@ -267,9 +415,14 @@ fn event(e: &EventToml, paths: &[PathSpec]) -> Result<Event> {
 }
 
 impl Profile {
-    /// A built-in name (`seed-default`, `seed-default-270`, `seed-default-470`,
-    /// `trace:<dir>` for the first `.down`/`.up` pair found there plus a WiFi path) or a
-    /// TOML file.
+    /// One profile: a built-in or a TOML file.
+    ///
+    /// Built-ins: `seed-default`, `seed-default-270`, `seed-default-470` ([`seed_default`]);
+    /// `bw-grid:<wifi>x<lte>` ([`bw_grid`]) and `ecf-asym:<wifi>x<lte>` ([`ecf_asym`]) with
+    /// rates in Mbit/s, fractions allowed, rounded to whole kbit/s (the name is normalised
+    /// to the shortest decimals: `bw-grid:2.50x27.5` is named `bw-grid:2.5x27.5`);
+    /// `trace:<dir>/<name>` for `<name>.down` / `<name>.up` as the LTE path of
+    /// `seed-default`. Families of several profiles go through [`expand`].
     pub fn resolve(spec: &str) -> Result<Profile> {
         match spec {
             "seed-default" => return Ok(seed_default(70)),
@@ -277,10 +430,19 @@ impl Profile {
             "seed-default-470" => return Ok(seed_default(470)),
             _ => {}
         }
+        if let Some(rates) = spec.strip_prefix("bw-grid:") {
+            let (w, l) = parse_pair(spec, rates)?;
+            return bw_grid(w, l);
+        }
+        if let Some(rates) = spec.strip_prefix("ecf-asym:") {
+            let (w, l) = parse_pair(spec, rates)?;
+            return ecf_asym(w, l);
+        }
         if let Some(prefix) = spec.strip_prefix("trace:") {
             // trace:<dir/name> uses <name>.down and <name>.up as the LTE path.
-            let down = Trace::load(Path::new(&format!("{prefix}.down")))?;
-            let up = Trace::load(Path::new(&format!("{prefix}.up")))?;
+            let down =
+                Trace::load(Path::new(&format!("{prefix}.down"))).with_context(|| format!("profile {spec:?}"))?;
+            let up = Trace::load(Path::new(&format!("{prefix}.up"))).with_context(|| format!("profile {spec:?}"))?;
             let mut p = seed_default(70);
             p.name = format!(
                 "trace:{}",
@@ -294,7 +456,10 @@ impl Profile {
         }
         let path = Path::new(spec);
         if !path.exists() {
-            bail!("unknown profile {spec:?}: not a built-in (seed-default, seed-default-270, seed-default-470, trace:<path-prefix>) and no such file");
+            if FAMILIES.contains(&spec) || spec.starts_with("traces:") {
+                bail!("profile {spec:?} is a family of several profiles; it is accepted where profiles are expanded, or pick one, e.g. bw-grid:2.5x27.5");
+            }
+            bail!("unknown profile {spec:?}: not a built-in (seed-default, seed-default-270, seed-default-470, bw-grid:<wifi>x<lte>, ecf-asym:<wifi>x<lte> in Mbit/s, trace:<path-prefix>; families: bw-grid, ecf-asym, ecf-asym-all, seed-default-all, traces:<dir>) and no such file");
         }
         let text = std::fs::read_to_string(path)?;
         let t: ProfileToml = toml::from_str(&text).with_context(|| format!("profile {}", path.display()))?;
@@ -323,6 +488,19 @@ impl Profile {
             paths,
             events,
         })
+    }
+
+    /// Sum over paths of the down (server → client) rate in Mbit/s (1 Mbit = 1000 kbit), as
+    /// configured at the start: a trace counts with its mean rate, an unlimited direction
+    /// counts as 0, and events are not taken into account.
+    pub fn down_capacity_mbit(&self) -> f64 {
+        self.paths.iter().filter_map(|p| p.down.bytes_per_sec()).sum::<f64>() * 8.0 / 1e6
+    }
+
+    /// Sum over paths of the up (client → server) rate in Mbit/s; like
+    /// [`Profile::down_capacity_mbit`].
+    pub fn up_capacity_mbit(&self) -> f64 {
+        self.paths.iter().filter_map(|p| p.up.bytes_per_sec()).sum::<f64>() * 8.0 / 1e6
     }
 }
 
@@ -461,5 +639,168 @@ mod tests {
             assert!(e.contains(want), "{dir}: {e}");
         }
         assert!(format!("{:#}", load("paths = []\n").unwrap_err()).contains("between 1 and 8"));
+    }
+
+    #[test]
+    fn bw_grid_parses_names_and_shapes() {
+        let p = Profile::resolve("bw-grid:2.50x27.5").unwrap();
+        assert_eq!(p.name, "bw-grid:2.5x27.5");
+        assert_eq!(Profile::resolve("bw-grid:10x5").unwrap().name, "bw-grid:10x5");
+        assert_eq!(Profile::resolve("bw-grid:10.0x0.3").unwrap().name, "bw-grid:10x0.3");
+        assert_eq!(p.paths.len(), 2);
+        let (wifi, lte) = (&p.paths[0], &p.paths[1]);
+        assert_eq!((wifi.name.as_str(), lte.name.as_str()), ("wifi", "lte"));
+        assert_eq!(wifi.down, constant(2500, 50, 50));
+        assert_eq!(wifi.up, constant(2500, 50, 50));
+        assert_eq!(lte.down, constant(27_500, 70, 500));
+        assert_eq!(lte.up, constant(27_500, 70, 500));
+        assert_eq!(wifi.down.delay + wifi.up.delay, Duration::from_millis(50));
+        assert_eq!(lte.down.delay + lte.up.delay, Duration::from_millis(70));
+        assert_eq!(wifi.down.queue, QueueLimit::Millis(50));
+        assert_eq!(lte.up.queue, QueueLimit::Millis(500));
+        assert!(p.events.is_empty());
+        assert!((p.down_capacity_mbit() - 30.0).abs() < 1e-9);
+        assert!((p.up_capacity_mbit() - 30.0).abs() < 1e-9);
+        // The name resolves back to the same profile.
+        assert_eq!(Profile::resolve(&p.name).unwrap(), p);
+    }
+
+    #[test]
+    fn bw_grid_family() {
+        let all = expand("bw-grid").unwrap();
+        assert_eq!(all.len(), 36);
+        let names: std::collections::HashSet<_> = all.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names.len(), 36);
+        assert_eq!(all[0].name, "bw-grid:2.5x2.5");
+        assert_eq!(all[1].name, "bw-grid:2.5x7.5");
+        assert_eq!(all[6].name, "bw-grid:7.5x2.5");
+        assert_eq!(all[35].name, "bw-grid:27.5x27.5");
+        for p in &all {
+            assert_eq!(&Profile::resolve(&p.name).unwrap(), p);
+        }
+    }
+
+    #[test]
+    fn ecf_asym_pairs() {
+        let p = Profile::resolve("ecf-asym:0.3x8.6").unwrap();
+        assert_eq!(p.name, "ecf-asym:0.3x8.6");
+        assert_eq!(p.paths[0].down.rate, Rate::Constant(300));
+        assert_eq!(p.paths[0].up.rate, Rate::Constant(300));
+        assert_eq!(p.paths[1].down.rate, Rate::Constant(8600));
+        assert_eq!(p.paths[1].up.rate, Rate::Constant(8600));
+        assert_eq!(p.paths[0].down.queue, QueueLimit::Millis(50));
+        assert_eq!(p.paths[1].down.queue, QueueLimit::Millis(500));
+        assert!((p.down_capacity_mbit() - 8.9).abs() < 1e-9);
+
+        let six = expand("ecf-asym").unwrap();
+        let names: Vec<_> = six.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "ecf-asym:0.3x8.6",
+                "ecf-asym:0.7x8.6",
+                "ecf-asym:1.1x8.6",
+                "ecf-asym:1.7x8.6",
+                "ecf-asym:4.2x8.6",
+                "ecf-asym:8.6x8.6"
+            ]
+        );
+        let all = expand("ecf-asym-all").unwrap();
+        assert_eq!(all.len(), 36);
+        assert_eq!(all[1].name, "ecf-asym:0.3x0.7");
+        assert_eq!(all[6].name, "ecf-asym:0.7x0.3");
+    }
+
+    #[test]
+    fn other_families_and_lists() {
+        let names = |spec: &str| -> Vec<String> { expand(spec).unwrap().into_iter().map(|p| p.name).collect() };
+        assert_eq!(
+            names("seed-default-all"),
+            ["seed-default", "seed-default-270", "seed-default-470"]
+        );
+        assert_eq!(names("seed-default-270"), ["seed-default-270"]);
+        assert_eq!(
+            names("seed-default, bw-grid:5x5,ecf-asym"),
+            [
+                "seed-default",
+                "bw-grid:5x5",
+                "ecf-asym:0.3x8.6",
+                "ecf-asym:0.7x8.6",
+                "ecf-asym:1.1x8.6",
+                "ecf-asym:1.7x8.6",
+                "ecf-asym:4.2x8.6",
+                "ecf-asym:8.6x8.6"
+            ]
+        );
+        assert!(format!("{:#}", expand("seed-default,,bw-grid").unwrap_err()).contains("empty element"));
+        assert!(format!("{:#}", expand("seed-default,nope").unwrap_err()).contains("\"nope\""));
+        // resolve points families to expand rather than calling them unknown.
+        assert!(format!("{:#}", Profile::resolve("bw-grid").unwrap_err()).contains("family"));
+        let e = format!("{:#}", Profile::resolve("nope").unwrap_err());
+        assert!(e.contains("bw-grid:<wifi>x<lte>") && e.contains("ecf-asym"), "{e}");
+
+        let p = seed_default(70);
+        assert!((p.down_capacity_mbit() - 16.225).abs() < 1e-9);
+        assert!((p.up_capacity_mbit() - 4.306).abs() < 1e-9);
+    }
+
+    #[test]
+    fn traces_family() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+        if !dir.is_dir() {
+            eprintln!("skipping traces_family: {} is missing", dir.display());
+            return;
+        }
+        let all = expand(&format!("traces:{}", dir.display())).unwrap();
+        let names: Vec<_> = all.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["trace:ATT-LTE-driving-2016", "trace:TMobile-LTE-short"]);
+        for p in &all {
+            assert!(matches!(p.paths[1].down.rate, Rate::Trace(_)));
+            assert!(matches!(p.paths[1].up.rate, Rate::Trace(_)));
+            // WiFi's 7.04 Mbit/s plus a trace's mean rate.
+            assert!(
+                p.down_capacity_mbit() > 7.04 + 0.1,
+                "{}: {}",
+                p.name,
+                p.down_capacity_mbit()
+            );
+            assert!(
+                p.up_capacity_mbit() > 2.02 + 0.1,
+                "{}: {}",
+                p.name,
+                p.up_capacity_mbit()
+            );
+        }
+
+        let empty = std::env::temp_dir().join(format!("mpfl-prof-traces-{}", std::process::id()));
+        std::fs::create_dir_all(&empty).unwrap();
+        std::fs::write(empty.join("lonely.down"), "1\n").unwrap();
+        let e = format!("{:#}", expand(&format!("traces:{}", empty.display())).unwrap_err());
+        assert!(e.contains("no <name>.down"), "{e}");
+        let _ = std::fs::remove_dir_all(&empty);
+        assert!(expand("traces:/nonexistent/mpfl").is_err());
+    }
+
+    #[test]
+    fn bad_pair_specs_name_the_spec() {
+        for (spec, want) in [
+            ("bw-grid:axb", "not a number"),
+            ("bw-grid:5xb", "lte rate \"b\""),
+            ("bw-grid:0x5", "must be > 0"),
+            ("bw-grid:-1x5", "must be > 0"),
+            ("bw-grid:5xnan", "not a number"),
+            ("bw-grid:5xinf", "not a number"),
+            ("bw-grid:5x1e9", "at most"),
+            ("bw-grid:5x0.0001", "below 1 kbit/s"),
+            ("bw-grid:5", "expected <wifi>x<lte>"),
+            ("bw-grid:", "expected <wifi>x<lte>"),
+            ("ecf-asym:5x", "not a number"),
+        ] {
+            let e = format!("{:#}", Profile::resolve(spec).unwrap_err());
+            assert!(e.contains(&format!("{spec:?}")), "{spec}: {e}");
+            assert!(e.contains(want), "{spec}: {e}");
+            assert!(expand(spec).is_err());
+        }
+        assert!(bw_grid(0, 5).is_err());
     }
 }

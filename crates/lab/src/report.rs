@@ -1,22 +1,37 @@
-//! Markdown tables from a results file: median (p10–p90) per system, ratios to `mptcp`
-//! and `oracle`, the fluid bound beside them.
+//! Markdown tables and plots from a results file.
+//!
+//! `chunk`: median (p10–p90) completion per system and size, ratios to `mptcp` and
+//! `oracle`, the fluid bound beside them. The other workloads: one table per (profile,
+//! congestion control, workload, variant, mode), one row per system, median (p10–p90) of
+//! each measure over the repetitions and the ratio of medians to `mptcp`.
+//!
+//! [`plots`] draws the same groups as SVG and PNG files.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
+use serde_json::Value;
 
-use crate::runner::human;
+use crate::runner::{human, WORKLOADS};
 
 #[derive(Debug, Clone, serde::Deserialize)]
 struct Rec {
     system: String,
     profile: String,
+    /// Results written before there were other workloads have none: `chunk`.
+    #[serde(default = "chunk")]
+    workload: String,
+    #[serde(default)]
+    variant: Option<String>,
     mode: String,
     cc: String,
+    #[serde(default)]
     size: u64,
-    completion_ms: f64,
-    bound_ms: f64,
+    #[serde(default)]
+    completion_ms: Option<f64>,
+    #[serde(default)]
+    goodput_mbit: Option<f64>,
     #[serde(default)]
     p: Option<f64>,
     #[serde(default)]
@@ -25,58 +40,118 @@ struct Rec {
     dup_bytes: Option<u64>,
     #[serde(default = "yes")]
     idle_restart: bool,
+    #[serde(default)]
+    bound_ms: Option<f64>,
+    #[serde(default)]
+    capacity_mbit: Option<f64>,
+    #[serde(default)]
+    ideal_mbit: Option<f64>,
+    /// The workload client's own fields (see `workload`), and anything unknown.
+    #[serde(flatten)]
+    extra: serde_json::Map<String, Value>,
 }
 
 fn yes() -> bool {
     true
 }
 
-/// (profile, congestion control, mode).
-type Group = (String, String, String);
-/// size -> system -> completion times.
-type BySize = BTreeMap<u64, BTreeMap<String, Vec<f64>>>;
-
-fn quantile(v: &[f64], q: f64) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let i = ((s.len() - 1) as f64 * q).round() as usize;
-    s[i]
+fn chunk() -> String {
+    "chunk".into()
 }
 
-pub fn report(path: &Path) -> Result<String> {
+impl Rec {
+    /// A finite number among the workload's fields (`null`, as NaN is written, is none).
+    fn field(&self, key: &str) -> Option<f64> {
+        self.extra.get(key).and_then(Value::as_f64).filter(|v| v.is_finite())
+    }
+
+    /// The mode, with the idle-restart setting when it is not the kernel default.
+    fn mode_label(&self) -> String {
+        if self.idle_restart {
+            self.mode.clone()
+        } else {
+            format!("{}, no idle restart", self.mode)
+        }
+    }
+}
+
+fn load(path: &Path) -> Result<Vec<Rec>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut recs = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        recs.push(serde_json::from_str::<Rec>(line).with_context(|| format!("{}:{}", path.display(), i + 1))?);
+        let r = serde_json::from_str::<Rec>(line).with_context(|| format!("{}:{}", path.display(), i + 1))?;
+        if r.workload == "chunk" && r.completion_ms.is_none() {
+            anyhow::bail!("{}:{}: chunk record without completion_ms", path.display(), i + 1);
+        }
+        recs.push(r);
     }
-    // (profile, cc, mode) -> size -> system -> samples
+    Ok(recs)
+}
+
+/// (profile, congestion control, mode).
+type Group = (String, String, String);
+/// size -> system -> completion times.
+type BySize = BTreeMap<u64, BTreeMap<String, Vec<f64>>>;
+/// (profile, congestion control, mode, size, system).
+type Cell = (String, String, String, u64, String);
+
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let i = ((s.len() - 1) as f64 * q).round() as usize;
+    s[i]
+}
+
+/// Baselines first (single-path TCP, mptcp, oracle), mpflex last.
+fn order_systems(mut s: Vec<String>) -> Vec<String> {
+    s.sort();
+    s.dedup();
+    s.sort_by_key(|x| (x.starts_with("mpflex"), x == "oracle", x == "mptcp", x.clone()));
+    s
+}
+
+/// Chunk completion times: (profile, cc, mode) -> size -> system -> samples.
+fn chunk_groups(recs: &[&Rec]) -> BTreeMap<Group, BySize> {
     let mut groups: BTreeMap<Group, BySize> = BTreeMap::new();
+    for r in recs {
+        if let Some(ms) = r.completion_ms {
+            groups
+                .entry((r.profile.clone(), r.cc.clone(), r.mode_label()))
+                .or_default()
+                .entry(r.size)
+                .or_default()
+                .entry(r.system.clone())
+                .or_default()
+                .push(ms);
+        }
+    }
+    groups
+}
+
+fn chunk_systems(sizes: &BySize) -> Vec<String> {
+    order_systems(sizes.values().flat_map(|m| m.keys().cloned()).collect())
+}
+
+/// The chunk tables and their footnote (empty without chunk records).
+fn chunk_tables(recs: &[&Rec]) -> String {
+    if recs.is_empty() {
+        return String::new();
+    }
+    let groups = chunk_groups(recs);
     let mut bounds: BTreeMap<(String, u64), f64> = BTreeMap::new();
-    let mut shares: BTreeMap<(String, String, String, u64, String), Vec<f64>> = BTreeMap::new();
-    let mut dups: BTreeMap<(String, String, String, u64, String), Vec<f64>> = BTreeMap::new();
-    for r in &recs {
-        let mode = if r.idle_restart {
-            r.mode.clone()
-        } else {
-            format!("{}, no idle restart", r.mode)
-        };
-        let r = &Rec { mode, ..r.clone() };
-        groups
-            .entry((r.profile.clone(), r.cc.clone(), r.mode.clone()))
-            .or_default()
-            .entry(r.size)
-            .or_default()
-            .entry(r.system.clone())
-            .or_default()
-            .push(r.completion_ms);
-        bounds.insert((r.profile.clone(), r.size), r.bound_ms);
+    let mut shares: BTreeMap<Cell, Vec<f64>> = BTreeMap::new();
+    let mut dups: BTreeMap<Cell, Vec<f64>> = BTreeMap::new();
+    for r in recs {
+        if let Some(b) = r.bound_ms {
+            bounds.insert((r.profile.clone(), r.size), b);
+        }
         let key = (
             r.profile.clone(),
             r.cc.clone(),
-            r.mode.clone(),
+            r.mode_label(),
             r.size,
             r.system.clone(),
         );
@@ -95,14 +170,7 @@ pub fn report(path: &Path) -> Result<String> {
     }
     let mut md = String::new();
     for ((profile, cc, mode), sizes) in &groups {
-        let systems: Vec<String> = {
-            let mut s: Vec<String> = sizes.values().flat_map(|m| m.keys().cloned()).collect();
-            s.sort();
-            s.dedup();
-            // Baselines first, mpflex last.
-            s.sort_by_key(|x| (x.starts_with("mpflex"), x == "oracle", x == "mptcp", x.clone()));
-            s
-        };
+        let systems = chunk_systems(sizes);
         md += &format!("\n### {profile}, {cc}, {mode} — chunk completion, ms: median (p10–p90)\n\n");
         md += "| chunk |";
         for s in &systems {
@@ -145,10 +213,10 @@ pub fn report(path: &Path) -> Result<String> {
                     _ => md += " – |",
                 }
             }
-            md += &format!(
-                " {:.0} |",
-                bounds.get(&(profile.clone(), *size)).copied().unwrap_or(f64::NAN)
-            );
+            match bounds.get(&(profile.clone(), *size)) {
+                Some(b) => md += &format!(" {b:.0} |"),
+                None => md += " – |",
+            }
             let med = |name: &str| by.get(name).filter(|v| !v.is_empty()).map(|v| quantile(v, 0.5));
             for s in systems.iter().filter(|s| s.starts_with("mpflex")) {
                 let m = med(s);
@@ -164,5 +232,1148 @@ pub fn report(path: &Path) -> Result<String> {
     md += "\n[p=…] is the share of bytes on the first path (oracle: the best static split; mpflex: \
            measured at the client, in `warm` mode including the 1 MB warm-up); dup is the share of \
            bytes the client received twice.\n";
+    md
+}
+
+/// Median and the p10–p90 range of some samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Dist {
+    med: f64,
+    lo: f64,
+    hi: f64,
+}
+
+impl Dist {
+    fn of(v: &[f64]) -> Option<Dist> {
+        let v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+        (!v.is_empty()).then(|| Dist {
+            med: quantile(&v, 0.5),
+            lo: quantile(&v, 0.1),
+            hi: quantile(&v, 0.9),
+        })
+    }
+
+    fn scaled(self, k: f64) -> Dist {
+        Dist {
+            med: self.med * k,
+            lo: self.lo * k,
+            hi: self.hi * k,
+        }
+    }
+}
+
+/// A per-record measure.
+type Metric = fn(&Rec) -> Option<f64>;
+
+fn goodput(r: &Rec) -> Option<f64> {
+    r.goodput_mbit
+}
+
+fn completion(r: &Rec) -> Option<f64> {
+    r.completion_ms
+}
+
+fn pct_of_capacity(r: &Rec) -> Option<f64> {
+    Some(r.goodput_mbit? / r.capacity_mbit.filter(|c| *c > 0.0)? * 100.0)
+}
+
+fn bitrate(r: &Rec) -> Option<f64> {
+    r.field("bitrate_mbit")
+}
+
+fn pct_of_ideal(r: &Rec) -> Option<f64> {
+    Some(bitrate(r)? / r.ideal_mbit.filter(|c| *c > 0.0)? * 100.0)
+}
+
+fn ping_p50(r: &Rec) -> Option<f64> {
+    r.field("ping_p50_ms")
+}
+
+fn ping_p90(r: &Rec) -> Option<f64> {
+    r.field("ping_p90_ms")
+}
+
+fn ping_p99(r: &Rec) -> Option<f64> {
+    r.field("ping_p99_ms")
+}
+
+fn max_gap(r: &Rec) -> Option<f64> {
+    r.field("max_gap_ms")
+}
+
+/// `handover`: the stream's delivered rate. The record's `goodput_mbit` when the runner
+/// measured one, else from the bytes received over the run.
+fn handover_goodput(r: &Rec) -> Option<f64> {
+    match (r.goodput_mbit, r.field("received_bytes"), r.completion_ms) {
+        (Some(g), _, _) if g > 0.0 => Some(g),
+        (_, Some(b), Some(ms)) if ms > 0.0 => Some(b * 8.0 / (ms / 1000.0) / 1e6),
+        (g, _, _) => g,
+    }
+}
+
+fn values(rs: &[&Rec], f: Metric) -> Vec<f64> {
+    rs.iter().filter_map(|r| f(r)).filter(|v| v.is_finite()).collect()
+}
+
+fn dist(rs: &[&Rec], f: Metric) -> Option<Dist> {
+    Dist::of(&values(rs, f))
+}
+
+fn cell(d: Option<Dist>, prec: usize) -> String {
+    match d {
+        Some(d) => format!("{:.p$} ({:.p$}–{:.p$})", d.med, d.lo, d.hi, p = prec),
+        None => "–".into(),
+    }
+}
+
+fn median_of(rs: &[&Rec], f: Metric) -> Option<f64> {
+    dist(rs, f).map(|d| d.med)
+}
+
+/// Records of one system in one group.
+type BySystem<'a> = BTreeMap<String, Vec<&'a Rec>>;
+
+/// Ratio of this system's median to mptcp's, bold, or "–".
+fn ratio_cell(by: &BySystem, rs: &[&Rec], f: Metric) -> String {
+    let base = by.get("mptcp").and_then(|m| median_of(m, f));
+    match (median_of(rs, f), base) {
+        (Some(a), Some(b)) if b != 0.0 => format!("**{:.2}**", a / b),
+        _ => "–".into(),
+    }
+}
+
+/// Median share of the bytes on each path, "61% / 39%".
+fn path_shares(rs: &[&Rec]) -> String {
+    let mut per: Vec<Vec<f64>> = Vec::new();
+    for r in rs {
+        let Some(b) = &r.bytes_per_path else { continue };
+        let total: u64 = b.iter().sum();
+        if total == 0 {
+            continue;
+        }
+        if per.len() < b.len() {
+            per.resize(b.len(), Vec::new());
+        }
+        for (i, x) in b.iter().enumerate() {
+            per[i].push(*x as f64 / total as f64 * 100.0);
+        }
+    }
+    if per.is_empty() {
+        return "–".into();
+    }
+    per.iter()
+        .map(|v| format!("{:.0}%", quantile(v, 0.5)))
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+/// (workload's place in [`WORKLOADS`], profile, cc, variant, mode).
+type Key = (usize, String, String, Option<String>, String);
+
+fn workload_groups<'a>(recs: &[&'a Rec]) -> BTreeMap<Key, BySystem<'a>> {
+    let mut groups: BTreeMap<Key, BySystem> = BTreeMap::new();
+    for r in recs {
+        let Some(w) = WORKLOADS.iter().position(|w| *w == r.workload) else {
+            continue;
+        };
+        groups
+            .entry((w, r.profile.clone(), r.cc.clone(), r.variant.clone(), r.mode_label()))
+            .or_default()
+            .entry(r.system.clone())
+            .or_default()
+            .push(r);
+    }
+    groups
+}
+
+/// "bulk down" / "video".
+fn workload_label(key: &Key) -> String {
+    match &key.3 {
+        Some(v) => format!("{} {v}", WORKLOADS[key.0]),
+        None => WORKLOADS[key.0].to_string(),
+    }
+}
+
+/// The group's median of a per-record number (capacity, ideal rate), if any record has it.
+fn group_median(by: &BySystem, f: Metric) -> Option<f64> {
+    let all: Vec<&Rec> = by.values().flatten().copied().collect();
+    median_of(&all, f)
+}
+
+fn table(md: &mut String, title: &str, head: &[&str], rows: &[Vec<String>]) {
+    *md += &format!("\n### {title}\n\n|");
+    for h in head {
+        *md += &format!(" {h} |");
+    }
+    *md += "\n|";
+    for _ in head {
+        *md += "---|";
+    }
+    *md += "\n";
+    for row in rows {
+        *md += "|";
+        for c in row {
+            *md += &format!(" {c} |");
+        }
+        *md += "\n";
+    }
+}
+
+fn rows(by: &BySystem, row: impl Fn(&[&Rec]) -> Vec<String>) -> Vec<Vec<String>> {
+    order_systems(by.keys().cloned().collect())
+        .into_iter()
+        .map(|s| {
+            let mut r = vec![s.clone()];
+            r.extend(row(&by[&s][..]));
+            r
+        })
+        .collect()
+}
+
+fn workload_table(key: &Key, by: &BySystem) -> String {
+    let (_, profile, cc, _, mode) = key;
+    let what = workload_label(key);
+    let head = format!("{profile}, {cc}, {what}, {mode}");
+    let mut md = String::new();
+    match WORKLOADS[key.0] {
+        "bulk" => {
+            let cap = group_median(by, |r| r.capacity_mbit)
+                .map(|c| format!(", capacity {c:.1} Mbit/s"))
+                .unwrap_or_default();
+            table(
+                &mut md,
+                &format!("{head}{cap} — goodput: median (p10–p90)"),
+                &[
+                    "system",
+                    "goodput, Mbit/s",
+                    "% of capacity",
+                    "goodput / mptcp",
+                    "whole-run average, Mbit/s",
+                    "bytes per path",
+                ],
+                &rows(by, |rs| {
+                    vec![
+                        cell(dist(rs, goodput), 1),
+                        cell(dist(rs, pct_of_capacity), 0),
+                        ratio_cell(by, rs, goodput),
+                        cell(dist(rs, |r| r.field("average_mbit")), 1),
+                        path_shares(rs),
+                    ]
+                }),
+            );
+        }
+        "shortflows" => {
+            let all: Vec<&Rec> = by.values().flatten().copied().collect();
+            let objects = median_of(&all, |r| r.field("objects"))
+                .map(|n| format!(", {n:.0} objects"))
+                .unwrap_or_default();
+            let bytes = median_of(&all, |r| r.field("bytes"))
+                .map(|b| format!(" of {}", human(b as u64)))
+                .unwrap_or_default();
+            table(
+                &mut md,
+                &format!("{head}{objects}{bytes} — bundle completion: median (p10–p90)"),
+                &[
+                    "system",
+                    "bundle completion, ms",
+                    "completion / mptcp",
+                    "object completion, ms: median (p90)",
+                ],
+                &rows(by, |rs| {
+                    let objects: Vec<f64> = rs
+                        .iter()
+                        .filter_map(|r| r.extra.get("object_ms").and_then(Value::as_array))
+                        .flatten()
+                        .filter_map(Value::as_f64)
+                        .collect();
+                    let obj = if objects.is_empty() {
+                        "–".into()
+                    } else {
+                        format!("{:.0} ({:.0})", quantile(&objects, 0.5), quantile(&objects, 0.9))
+                    };
+                    vec![cell(dist(rs, completion), 0), ratio_cell(by, rs, completion), obj]
+                }),
+            );
+        }
+        "video" => {
+            let ideal = group_median(by, |r| r.ideal_mbit)
+                .map(|c| format!(", ideal {c:.2} Mbit/s"))
+                .unwrap_or_default();
+            let cap = group_median(by, |r| r.capacity_mbit)
+                .map(|c| format!(" (capacity {c:.1} Mbit/s)"))
+                .unwrap_or_default();
+            table(
+                &mut md,
+                &format!("{head}{ideal}{cap} — median (p10–p90)"),
+                &[
+                    "system",
+                    "average bit rate, Mbit/s",
+                    "% of ideal",
+                    "bit rate / mptcp",
+                    "stalls",
+                    "stall time, ms",
+                    "startup, ms",
+                ],
+                &rows(by, |rs| {
+                    vec![
+                        cell(dist(rs, bitrate), 2),
+                        cell(dist(rs, pct_of_ideal), 0),
+                        ratio_cell(by, rs, bitrate),
+                        cell(dist(rs, |r| r.field("stalls")), 0),
+                        cell(dist(rs, |r| r.field("stall_ms")), 0),
+                        cell(dist(rs, |r| r.field("startup_ms")), 0),
+                    ]
+                }),
+            );
+        }
+        "upload-ping" => {
+            let cap = group_median(by, |r| r.capacity_mbit)
+                .map(|c| format!(", upload capacity {c:.1} Mbit/s"))
+                .unwrap_or_default();
+            table(
+                &mut md,
+                &format!("{head}{cap} — per-run ping percentiles and goodput: median over runs (p10–p90)"),
+                &[
+                    "system",
+                    "ping p50, ms",
+                    "ping p90, ms",
+                    "ping p99, ms",
+                    "p99 / mptcp",
+                    "upload goodput, Mbit/s",
+                    "% of capacity",
+                    "pings (failed)",
+                ],
+                &rows(by, |rs| {
+                    let pings: f64 = values(rs, |r| r.field("pings")).iter().sum();
+                    let failed: f64 = values(rs, |r| r.field("ping_failures")).iter().sum();
+                    vec![
+                        cell(dist(rs, ping_p50), 0),
+                        cell(dist(rs, ping_p90), 0),
+                        cell(dist(rs, ping_p99), 0),
+                        ratio_cell(by, rs, ping_p99),
+                        cell(dist(rs, goodput), 1),
+                        cell(dist(rs, pct_of_capacity), 0),
+                        format!("{pings:.0} ({failed:.0})"),
+                    ]
+                }),
+            );
+        }
+        "handover" => {
+            let rate = group_median(by, |r| r.field("rate_kbit"))
+                .map(|k| format!(", {k:.0} kbit/s stream"))
+                .unwrap_or_default();
+            table(
+                &mut md,
+                &format!("{head}{rate} — median (p10–p90)"),
+                &[
+                    "system",
+                    "max gap, ms",
+                    "max gap / mptcp",
+                    "lost bytes",
+                    "goodput, Mbit/s",
+                    "delay p50, ms",
+                ],
+                &rows(by, |rs| {
+                    vec![
+                        cell(dist(rs, max_gap), 0),
+                        ratio_cell(by, rs, max_gap),
+                        cell(dist(rs, |r| r.field("lost_bytes")), 0),
+                        cell(dist(rs, handover_goodput), 2),
+                        cell(dist(rs, |r| r.field("delay_p50_ms")), 0),
+                    ]
+                }),
+            );
+        }
+        _ => {}
+    }
+    md
+}
+
+/// Markdown tables for every workload in the results file at `path`: chunk first (as
+/// before other workloads existed), then bulk, shortflows, video, upload-ping, handover.
+pub fn report(path: &Path) -> Result<String> {
+    let recs = load(path)?;
+    let chunks: Vec<&Rec> = recs.iter().filter(|r| r.workload == "chunk").collect();
+    let mut md = chunk_tables(&chunks);
+    let others: Vec<&Rec> = recs.iter().filter(|r| r.workload != "chunk").collect();
+    for (key, by) in &workload_groups(&others) {
+        md += &workload_table(key, by);
+    }
+    let mut unknown: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &others {
+        if !WORKLOADS.contains(&r.workload.as_str()) {
+            *unknown.entry(r.workload.as_str()).or_default() += 1;
+        }
+    }
+    for (w, n) in unknown {
+        md += &format!("\n{n} record(s) of unknown workload {w:?} left out.\n");
+    }
     Ok(md)
+}
+
+// ---------------------------------------------------------------------------------------
+// Plots
+
+/// The font the plots' text is drawn with, unless `MPFLEX_LAB_FONT` names another.
+pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+const PLOT_SIZE: (u32, u32) = (1024, 640);
+/// Tableau 10: one colour per system, in the file's system order.
+const COLOURS: [(u8, u8, u8); 10] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+];
+
+/// One bar per series in each category, with p10–p90 whiskers, and an optional
+/// horizontal reference line.
+struct Bars {
+    title: String,
+    y_desc: String,
+    categories: Vec<String>,
+    /// (label, colour index, one value per category).
+    series: Vec<(String, usize, Vec<Option<Dist>>)>,
+    hline: Option<(f64, String)>,
+}
+
+/// Empirical CDFs, one line per series.
+struct Cdf {
+    title: String,
+    x_desc: String,
+    series: Vec<(String, usize, Vec<f64>)>,
+}
+
+enum Chart {
+    Bars(Bars),
+    Cdf(Cdf),
+}
+
+/// A file name from a group key: letters, digits, `.` and `_` kept, runs of anything
+/// else one `-`.
+fn sanitize(parts: &[&str]) -> String {
+    let mut s = String::new();
+    for c in parts.join("-").chars() {
+        if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+            s.push(c);
+        } else if !s.ends_with('-') {
+            s.push('-');
+        }
+    }
+    s.trim_matches('-').to_string()
+}
+
+fn charts(recs: &[Rec]) -> Vec<(String, Chart)> {
+    let colour_of = {
+        let all = order_systems(recs.iter().map(|r| r.system.clone()).collect());
+        move |s: &str| all.iter().position(|x| x == s).unwrap_or(0)
+    };
+    let mut out = Vec::new();
+    let chunks: Vec<&Rec> = recs.iter().filter(|r| r.workload == "chunk").collect();
+    for ((profile, cc, mode), sizes) in &chunk_groups(&chunks) {
+        let systems = chunk_systems(sizes);
+        let categories: Vec<String> = sizes.keys().map(|s| human(*s)).collect();
+        let has_mptcp = sizes.values().any(|by| by.contains_key("mptcp"));
+        let series = systems
+            .iter()
+            .filter(|s| !has_mptcp || *s != "mptcp")
+            .map(|s| {
+                let vals = sizes
+                    .values()
+                    .map(|by| {
+                        let d = Dist::of(by.get(s)?)?;
+                        if !has_mptcp {
+                            return Some(d);
+                        }
+                        let base = Dist::of(by.get("mptcp")?)?.med;
+                        (base > 0.0).then(|| d.scaled(1.0 / base))
+                    })
+                    .collect();
+                (s.clone(), colour_of(s), vals)
+            })
+            .collect();
+        let (what, suffix, y_desc, hline) = if has_mptcp {
+            (
+                "chunk completion / mptcp's median",
+                "ratio",
+                "completion / mptcp (median, p10–p90)",
+                Some((1.0, "mptcp".to_string())),
+            )
+        } else {
+            ("chunk completion", "ms", "completion, ms (median, p10–p90)", None)
+        };
+        out.push((
+            sanitize(&["chunk", profile, cc, mode, suffix]),
+            Chart::Bars(Bars {
+                title: format!("{profile}, {cc}, {mode}: {what}"),
+                y_desc: y_desc.into(),
+                categories,
+                series,
+                hline,
+            }),
+        ));
+        if let Some((size, by)) = sizes.last_key_value() {
+            out.push((
+                sanitize(&["chunk", profile, cc, mode, "cdf"]),
+                Chart::Cdf(Cdf {
+                    title: format!("{profile}, {cc}, {mode}: {} chunk completion, CDF", human(*size)),
+                    x_desc: "completion, ms".into(),
+                    series: systems
+                        .iter()
+                        .filter_map(|s| Some((s.clone(), colour_of(s), by.get(s)?.clone())))
+                        .collect(),
+                }),
+            ));
+        }
+    }
+    let others: Vec<&Rec> = recs.iter().filter(|r| r.workload != "chunk").collect();
+    for (key, by) in &workload_groups(&others) {
+        let (_, profile, cc, variant, mode) = key;
+        let workload = WORKLOADS[key.0];
+        let what = workload_label(key);
+        let systems = order_systems(by.keys().cloned().collect());
+        let name = |suffix: &str| sanitize(&[workload, profile, cc, variant.as_deref().unwrap_or(""), mode, suffix]);
+        let title = |m: &str| format!("{profile}, {cc}, {what}, {mode}: {m}");
+        // One bar per system for one measure.
+        let single = |f: Metric| -> Vec<(String, usize, Vec<Option<Dist>>)> {
+            systems
+                .iter()
+                .map(|s| (s.clone(), colour_of(s), vec![dist(&by[s], f)]))
+                .collect()
+        };
+        let chart = match workload {
+            "bulk" => Some((
+                name("goodput"),
+                Bars {
+                    title: title("goodput"),
+                    y_desc: "goodput, Mbit/s (median, p10–p90)".into(),
+                    categories: vec![what.clone()],
+                    series: single(goodput),
+                    hline: group_median(by, |r| r.capacity_mbit).map(|c| (c, format!("capacity {c:.1} Mbit/s"))),
+                },
+            )),
+            "video" => Some((
+                name("bitrate"),
+                Bars {
+                    title: title("average bit rate"),
+                    y_desc: "average bit rate, Mbit/s (median, p10–p90)".into(),
+                    categories: vec![what.clone()],
+                    series: single(bitrate),
+                    hline: group_median(by, |r| r.ideal_mbit).map(|c| (c, format!("ideal {c:.2} Mbit/s"))),
+                },
+            )),
+            // The records keep per-run percentiles, not the single pings: bars, no CDF.
+            "upload-ping" => Some((
+                name("ping"),
+                Bars {
+                    title: title("ping latency during the upload"),
+                    y_desc: "ping latency, ms (median over runs, p10–p90)".into(),
+                    categories: vec!["p50".into(), "p90".into(), "p99".into()],
+                    series: systems
+                        .iter()
+                        .map(|s| {
+                            let rs = &by[s];
+                            let v = vec![dist(rs, ping_p50), dist(rs, ping_p90), dist(rs, ping_p99)];
+                            (s.clone(), colour_of(s), v)
+                        })
+                        .collect(),
+                    hline: None,
+                },
+            )),
+            "shortflows" => Some((
+                name("completion"),
+                Bars {
+                    title: title("bundle completion"),
+                    y_desc: "bundle completion, ms (median, p10–p90)".into(),
+                    categories: vec![what.clone()],
+                    series: single(completion),
+                    hline: None,
+                },
+            )),
+            "handover" => Some((
+                name("gap"),
+                Bars {
+                    title: title("longest gap between arrivals"),
+                    y_desc: "max gap, ms (median, p10–p90)".into(),
+                    categories: vec![what.clone()],
+                    series: single(max_gap),
+                    hline: None,
+                },
+            )),
+            _ => None,
+        };
+        if let Some((n, b)) = chart {
+            out.push((n, Chart::Bars(b)));
+        }
+    }
+    out
+}
+
+/// Registers the plots' font (once per process) with plotters.
+fn register_font() -> Result<()> {
+    static DONE: std::sync::OnceLock<std::result::Result<(), String>> = std::sync::OnceLock::new();
+    DONE.get_or_init(|| {
+        let path = std::env::var_os("MPFLEX_LAB_FONT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_FONT));
+        let bytes = std::fs::read(&path).map_err(|e| {
+            format!(
+                "plots need a TrueType font: cannot read {}: {e} (install the fonts-dejavu-core \
+                 package, or set MPFLEX_LAB_FONT to a .ttf file)",
+                path.display()
+            )
+        })?;
+        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, bytes)
+            .map_err(|_| format!("{} is not a usable TrueType font", path.display()))
+    })
+    .clone()
+    .map_err(|e| anyhow!(e))
+}
+
+fn colour(i: usize) -> plotters::style::RGBColor {
+    let (r, g, b) = COLOURS[i % COLOURS.len()];
+    plotters::style::RGBColor(r, g, b)
+}
+
+fn draw_bars<DB: plotters::prelude::DrawingBackend>(
+    root: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    b: &Bars,
+) -> Result<()> {
+    use plotters::prelude::*;
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing: {e}");
+    let n = b.categories.len().max(1);
+    let m = b.series.len().max(1);
+    let top = b
+        .series
+        .iter()
+        .flat_map(|s| s.2.iter().flatten())
+        .map(|d| d.hi.max(d.med))
+        .chain(b.hline.as_ref().map(|h| h.0))
+        .fold(0.0f64, f64::max);
+    let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+    // x in thousandths of a category (integer axes keep plotters' default tick formatting
+    // with custom key points): category i is centred on 1000 i.
+    const U: f64 = 1000.0;
+    let px = |x: f64| (x * U).round() as i32;
+    let x_range = (px(-0.5)..px(n as f64 - 0.5)).with_key_points((0..n).map(|i| px(i as f64)).collect());
+    let mut chart = ChartBuilder::on(root)
+        .caption(&b.title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x_range, 0.0..top)
+        .map_err(e)?;
+    let cats = b.categories.clone();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_label_formatter(&|v| {
+            let i = (*v as f64 / U).round();
+            (i >= 0.0)
+                .then(|| cats.get(i as usize).cloned())
+                .flatten()
+                .unwrap_or_default()
+        })
+        .y_desc(&b.y_desc)
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 16))
+        .draw()
+        .map_err(e)?;
+    let group = 0.8;
+    let w = group / m as f64;
+    for (j, (label, c, vals)) in b.series.iter().enumerate() {
+        let col = colour(*c);
+        let x0 = |i: usize| i as f64 - group / 2.0 + j as f64 * w + 0.1 * w;
+        let bars = vals.iter().enumerate().filter_map(|(i, d)| {
+            let d = (*d)?;
+            Some(Rectangle::new(
+                [(px(x0(i)), 0.0), (px(x0(i) + 0.8 * w), d.med)],
+                col.filled(),
+            ))
+        });
+        chart
+            .draw_series(bars)
+            .map_err(e)?
+            .label(label.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], col.filled()));
+        let whiskers = vals.iter().enumerate().filter_map(|(i, d)| {
+            let d = (*d)?;
+            let (l, r) = (px(x0(i) + 0.2 * w), px(x0(i) + 0.6 * w));
+            let mid = px(x0(i) + 0.4 * w);
+            Some(PathElement::new(
+                vec![(l, d.lo), (r, d.lo), (mid, d.lo), (mid, d.hi), (l, d.hi), (r, d.hi)],
+                BLACK.stroke_width(1),
+            ))
+        });
+        chart.draw_series(whiskers).map_err(e)?;
+    }
+    if let Some((y, label)) = &b.hline {
+        let y = *y;
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(px(-0.5), y), (px(n as f64 - 0.5), y)],
+                8,
+                5,
+                BLACK.stroke_width(2),
+            ))
+            .map_err(e)?
+            .label(label.as_str())
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], BLACK.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+fn draw_cdf<DB: plotters::prelude::DrawingBackend>(
+    root: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    c: &Cdf,
+) -> Result<()> {
+    use plotters::prelude::*;
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing: {e}");
+    let all = c
+        .series
+        .iter()
+        .flat_map(|s| s.2.iter().copied())
+        .filter(|v| v.is_finite());
+    let (lo, hi) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+    let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
+    let pad = ((hi - lo) * 0.05).max(hi.abs() * 0.01).max(1e-3);
+    let mut chart = ChartBuilder::on(root)
+        .caption(&c.title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(60)
+        .build_cartesian_2d((lo - pad).max(0.0)..hi + pad, 0.0..1.0)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc(&c.x_desc)
+        .y_desc("fraction of runs")
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 16))
+        .draw()
+        .map_err(e)?;
+    for (label, k, v) in &c.series {
+        let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+        if s.is_empty() {
+            continue;
+        }
+        s.sort_by(|a, b| a.total_cmp(b));
+        let n = s.len() as f64;
+        let mut pts = vec![(s[0], 0.0)];
+        for (i, x) in s.iter().enumerate() {
+            pts.push((*x, i as f64 / n));
+            pts.push((*x, (i + 1) as f64 / n));
+        }
+        pts.push((hi + pad, 1.0));
+        let col = colour(*k);
+        chart
+            .draw_series(LineSeries::new(pts, col.stroke_width(2)))
+            .map_err(e)?
+            .label(label.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], col.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+fn draw<DB: plotters::prelude::DrawingBackend>(
+    root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    chart: &Chart,
+) -> Result<()> {
+    root.fill(&plotters::style::WHITE)
+        .map_err(|e| anyhow!("drawing: {e}"))?;
+    match chart {
+        Chart::Bars(b) => draw_bars(&root, b),
+        Chart::Cdf(c) => draw_cdf(&root, c),
+    }
+}
+
+/// Draws the results file's groups into `out_dir` (created if missing), each as `.svg`
+/// and `.png`; returns the files written. `chunk`, per (profile, cc, mode): completion
+/// per size as a ratio to mptcp's median (`…-ratio`; absolute ms, `…-ms`, without mptcp)
+/// and the CDF of the largest size (`…-cdf`). Per (profile, cc, workload, variant, mode):
+/// `bulk` goodput with the capacity, `video` average bit rate with the ideal rate,
+/// `upload-ping` ping p50/p90/p99, `shortflows` bundle completion, `handover` max gap.
+///
+/// Text needs a TrueType font: [`DEFAULT_FONT`] (Debian's fonts-dejavu-core) or the file
+/// `MPFLEX_LAB_FONT` names.
+pub fn plots(results: &Path, out_dir: &Path) -> Result<Vec<PathBuf>> {
+    use plotters::prelude::{BitMapBackend, IntoDrawingArea, SVGBackend};
+    let recs = load(results)?;
+    let charts = charts(&recs);
+    std::fs::create_dir_all(out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
+    if charts.is_empty() {
+        return Ok(Vec::new());
+    }
+    register_font()?;
+    let mut written = Vec::new();
+    for (name, chart) in &charts {
+        let svg = out_dir.join(format!("{name}.svg"));
+        draw(SVGBackend::new(&svg, PLOT_SIZE).into_drawing_area(), chart)
+            .with_context(|| format!("plot {}", svg.display()))?;
+        written.push(svg);
+        let png = out_dir.join(format!("{name}.png"));
+        draw(BitMapBackend::new(&png, PLOT_SIZE).into_drawing_area(), chart)
+            .with_context(|| format!("plot {}", png.display()))?;
+        written.push(png);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes `text` to a fresh file under the temp dir.
+    fn temp_file(name: &str, text: &str) -> PathBuf {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "mpflex-report-test-{}-{}-{name}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join(format!("{name}.jsonl"));
+        std::fs::write(&f, text).unwrap();
+        f
+    }
+
+    /// The table row of `system` in the section whose heading contains `heading`.
+    fn row<'a>(md: &'a str, heading: &str, system: &str) -> &'a str {
+        let start = md.find(heading).unwrap_or_else(|| panic!("no {heading:?} in\n{md}"));
+        let section = &md[start..];
+        let section = &section[..section[1..].find("\n### ").map_or(section.len(), |i| i + 1)];
+        section
+            .lines()
+            .find(|l| l.starts_with(&format!("| {system} |")))
+            .unwrap_or_else(|| panic!("no {system} row in\n{section}"))
+    }
+
+    fn chunk_line(system: &str, size: u64, ms: f64, extra: &str) -> String {
+        format!(
+            r#"{{"system":"{system}","profile":"two","workload":"chunk","mode":"fresh","cc":"cubic","size":{size},"rep":0,"completion_ms":{ms},"goodput_mbit":1.0,"idle_restart":true,"bound_ms":100.0{extra}}}"#
+        )
+    }
+
+    fn chunk_jsonl() -> String {
+        let mut s = String::new();
+        for (size, base) in [(262144u64, 100.0), (1048576, 400.0)] {
+            for k in 0..3 {
+                let k = k as f64;
+                s += &chunk_line("mptcp", size, base + 10.0 * k, "");
+                s += "\n";
+                s += &chunk_line("tcp-wifi", size, 2.0 * base + k, "");
+                s += "\n";
+                s += &chunk_line("oracle", size, base * 0.8, r#","p":0.7"#);
+                s += "\n";
+                s += &chunk_line(
+                    "mpflex:minrtt",
+                    size,
+                    base * 0.5 + k,
+                    r#","bytes_per_path":[600,400],"dup_bytes":10"#,
+                );
+                s += "\n";
+            }
+        }
+        s
+    }
+
+    fn rec(system: &str, workload: &str, variant: Option<&str>, rest: &str) -> String {
+        let variant = variant.map(|v| format!(r#""variant":"{v}","#)).unwrap_or_default();
+        format!(
+            r#"{{"system":"{system}","profile":"two","workload":"{workload}",{variant}"mode":"fresh","cc":"cubic","rep":0,"idle_restart":true,{rest}}}"#
+        )
+    }
+
+    fn workloads_jsonl() -> String {
+        let mut v = Vec::new();
+        for (i, (sys, g)) in [("mptcp", 40.0), ("mpflex:minrtt", 60.0), ("tcp-wifi", 20.0)]
+            .iter()
+            .enumerate()
+        {
+            for k in 0..3 {
+                let g = g + k as f64;
+                let bpp = if sys.starts_with("mpflex") {
+                    r#""bytes_per_path":[700,300],"dup_bytes":0,"#
+                } else {
+                    ""
+                };
+                v.push(rec(
+                    sys,
+                    "bulk",
+                    Some("down"),
+                    &format!(
+                        r#""size":1000,"completion_ms":10000.0,"goodput_mbit":{g},{bpp}"capacity_mbit":80.0,"average_mbit":{a},"bytes":1000"#,
+                        a = g - 5.0
+                    ),
+                ));
+                v.push(rec(
+                    sys,
+                    "shortflows",
+                    Some("par"),
+                    &format!(
+                        r#""size":563200,"completion_ms":{c},"goodput_mbit":3.0,"objects":10,"bytes":563200,"object_ms":[10.0,20.0,30.0]"#,
+                        c = 300.0 + 100.0 * i as f64 + k as f64
+                    ),
+                ));
+                v.push(rec(
+                    sys,
+                    "video",
+                    None,
+                    &format!(
+                        r#""size":0,"completion_ms":60000.0,"goodput_mbit":0.0,"capacity_mbit":9.0,"ideal_mbit":8.47,"bitrate_mbit":{b},"segments":12,"stalls":{i},"stall_ms":{s},"startup_ms":2500.0,"rates_mbit":[0.26,8.47],"unknown_field":"x""#,
+                        b = 4.24 + i as f64,
+                        s = 1000.0 * i as f64
+                    ),
+                ));
+                v.push(rec(
+                    sys,
+                    "upload-ping",
+                    None,
+                    &format!(
+                        r#""size":0,"completion_ms":10000.0,"goodput_mbit":{g},"capacity_mbit":50.0,"ping_p50_ms":{p},"ping_p90_ms":{q},"ping_p99_ms":{r},"ping_max_ms":900.0,"pings":90,"ping_failures":0,"average_mbit":30.0"#,
+                        p = 50.0 * (i + 1) as f64,
+                        q = 60.0 * (i + 1) as f64,
+                        r = 80.0 * (i + 1) as f64 + k as f64
+                    ),
+                ));
+                v.push(rec(
+                    sys,
+                    "handover",
+                    None,
+                    &format!(
+                        r#""size":0,"completion_ms":10000.0,"goodput_mbit":0.0,"capacity_mbit":80.0,"max_gap_ms":{m},"lost_bytes":{l},"received_bytes":2500000,"rate_kbit":2000,"delay_p50_ms":30.0,"delay_max_ms":400.0,"out_of_order":0"#,
+                        m = 200.0 * (i + 1) as f64,
+                        l = 1000 * i
+                    ),
+                ));
+            }
+        }
+        // A run whose pings all failed: percentiles are written as null.
+        v.push(rec(
+            "tcp-lte",
+            "upload-ping",
+            None,
+            r#""size":0,"completion_ms":10000.0,"goodput_mbit":5.0,"ping_p50_ms":null,"ping_p90_ms":null,"ping_p99_ms":null,"ping_max_ms":null,"pings":0,"ping_failures":3"#,
+        ));
+        v.join("\n") + "\n"
+    }
+
+    #[test]
+    fn chunk_table() {
+        let md = report(&temp_file("chunk", &chunk_jsonl())).unwrap();
+        assert!(
+            md.contains("### two, cubic, fresh — chunk completion, ms: median (p10–p90)"),
+            "{md}"
+        );
+        assert!(md.contains(
+            "| chunk | tcp-wifi | mptcp | oracle | mpflex:minrtt | bound | mpflex:minrtt / mptcp | mpflex:minrtt / oracle |"
+        ));
+        assert!(md.contains(
+            "| 256 KB | 201 (200–202) | 110 (100–120) | 80 (80–80) [p=70%] | 51 (50–52) [p=60%, dup 1.0%] | 100 | **0.46** | **0.64** |"
+        ), "{md}");
+        assert!(md.contains("[p=…] is the share of bytes on the first path"));
+    }
+
+    /// Results written before other workloads existed: no workload, variant or
+    /// idle_restart fields.
+    #[test]
+    fn old_format_parses() {
+        let old = r#"{"system":"mptcp","profile":"seed-default","mode":"warm","cc":"bbr","size":1048576,"rep":0,"completion_ms":471.2,"goodput_mbit":4.45,"bound_ms":567.3}
+{"system":"mpflex:minrtt","profile":"seed-default","mode":"warm","cc":"bbr","size":1048576,"rep":0,"completion_ms":235.6,"goodput_mbit":8.9,"bytes_per_path":[3,1],"bound_ms":567.3}
+"#;
+        let md = report(&temp_file("old", old)).unwrap();
+        assert!(md.contains("### seed-default, bbr, warm — chunk completion"), "{md}");
+        assert!(
+            md.contains("| 1 MB | 471 (471–471) | 236 (236–236) [p=75%] | 567 | **0.50** | – |"),
+            "{md}"
+        );
+        let recs = load(&temp_file("old2", old)).unwrap();
+        assert_eq!(recs[0].workload, "chunk");
+        assert!(recs[0].variant.is_none() && recs[0].idle_restart);
+    }
+
+    #[test]
+    fn chunk_tables_unchanged_by_other_workloads() {
+        let chunk = chunk_jsonl();
+        let alone = report(&temp_file("alone", &chunk)).unwrap();
+        let mixed = report(&temp_file("mixed", &(chunk + &workloads_jsonl()))).unwrap();
+        assert!(mixed.starts_with(&alone), "{mixed}");
+        assert!(mixed.len() > alone.len());
+    }
+
+    #[test]
+    fn workload_tables() {
+        let md = report(&temp_file("workloads", &workloads_jsonl())).unwrap();
+        // No chunk records: no chunk footnote.
+        assert!(!md.contains("[p=…]"), "{md}");
+
+        let h = "### two, cubic, bulk down, fresh, capacity 80.0 Mbit/s";
+        assert_eq!(
+            row(&md, h, "mptcp"),
+            "| mptcp | 41.0 (40.0–42.0) | 51 (50–52) | **1.00** | 36.0 (35.0–37.0) | – |"
+        );
+        assert_eq!(
+            row(&md, h, "mpflex:minrtt"),
+            "| mpflex:minrtt | 61.0 (60.0–62.0) | 76 (75–78) | **1.49** | 56.0 (55.0–57.0) | 70% / 30% |"
+        );
+        assert!(row(&md, h, "tcp-wifi").contains("**0.51**"));
+
+        let h = "### two, cubic, shortflows par, fresh, 10 objects of 550 KB";
+        assert_eq!(
+            row(&md, h, "mpflex:minrtt"),
+            "| mpflex:minrtt | 401 (400–402) | **1.33** | 20 (30) |"
+        );
+        assert!(row(&md, h, "mptcp").starts_with("| mptcp | 301 (300–302) | **1.00** |"));
+        assert!(row(&md, h, "tcp-wifi").starts_with("| tcp-wifi | 501 (500–502) | **1.66** |"));
+
+        let h = "### two, cubic, video, fresh, ideal 8.47 Mbit/s (capacity 9.0 Mbit/s)";
+        assert_eq!(
+            row(&md, h, "mptcp"),
+            "| mptcp | 4.24 (4.24–4.24) | 50 (50–50) | **1.00** | 0 (0–0) | 0 (0–0) | 2500 (2500–2500) |"
+        );
+        assert_eq!(
+            row(&md, h, "mpflex:minrtt"),
+            "| mpflex:minrtt | 5.24 (5.24–5.24) | 62 (62–62) | **1.24** | 1 (1–1) | 1000 (1000–1000) | 2500 (2500–2500) |"
+        );
+
+        let h = "### two, cubic, upload-ping, fresh, upload capacity 50.0 Mbit/s";
+        assert_eq!(
+            row(&md, h, "mptcp"),
+            "| mptcp | 50 (50–50) | 60 (60–60) | 81 (80–82) | **1.00** | 41.0 (40.0–42.0) | 82 (80–84) | 270 (0) |"
+        );
+        assert!(row(&md, h, "mpflex:minrtt")
+            .starts_with("| mpflex:minrtt | 100 (100–100) | 120 (120–120) | 161 (160–162) | **1.99** |"));
+        assert_eq!(
+            row(&md, h, "tcp-lte"),
+            "| tcp-lte | – | – | – | – | 5.0 (5.0–5.0) | – | 0 (3) |"
+        );
+
+        let h = "### two, cubic, handover, fresh, 2000 kbit/s stream";
+        assert_eq!(
+            row(&md, h, "mptcp"),
+            "| mptcp | 200 (200–200) | **1.00** | 0 (0–0) | 2.00 (2.00–2.00) | 30 (30–30) |"
+        );
+        assert_eq!(
+            row(&md, h, "mpflex:minrtt"),
+            "| mpflex:minrtt | 400 (400–400) | **2.00** | 1000 (1000–1000) | 2.00 (2.00–2.00) | 30 (30–30) |"
+        );
+        // Sections come in workload order.
+        let at = |s: &str| md.find(s).unwrap();
+        assert!(at("bulk down") < at("shortflows par") && at("shortflows par") < at("video, fresh"));
+        assert!(at("video, fresh") < at("upload-ping, fresh") && at("upload-ping, fresh") < at("handover, fresh"));
+    }
+
+    #[test]
+    fn unknown_workload_and_missing_variant_tolerated() {
+        let text = rec(
+            "mptcp",
+            "teleport",
+            None,
+            r#""size":0,"completion_ms":1.0,"goodput_mbit":0.0"#,
+        ) + "\n";
+        let md = report(&temp_file("unknown", &text)).unwrap();
+        assert!(
+            md.contains("1 record(s) of unknown workload \"teleport\" left out."),
+            "{md}"
+        );
+        // A bulk record without a variant.
+        let text = rec(
+            "mptcp",
+            "bulk",
+            None,
+            r#""size":0,"completion_ms":1.0,"goodput_mbit":7.0"#,
+        ) + "\n";
+        let md = report(&temp_file("novariant", &text)).unwrap();
+        assert_eq!(
+            row(&md, "### two, cubic, bulk, fresh", "mptcp"),
+            "| mptcp | 7.0 (7.0–7.0) | – | **1.00** | – | – |"
+        );
+    }
+
+    #[test]
+    fn plot_files() {
+        let results = temp_file("plots", &(chunk_jsonl() + &workloads_jsonl()));
+        let out = results.parent().unwrap().join("plots/nested");
+        let files = plots(&results, &out).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        for want in [
+            "chunk-two-cubic-fresh-ratio",
+            "chunk-two-cubic-fresh-cdf",
+            "bulk-two-cubic-down-fresh-goodput",
+            "shortflows-two-cubic-par-fresh-completion",
+            "video-two-cubic-fresh-bitrate",
+            "upload-ping-two-cubic-fresh-ping",
+            "handover-two-cubic-fresh-gap",
+        ] {
+            for ext in ["svg", "png"] {
+                assert!(
+                    names.contains(&format!("{want}.{ext}")),
+                    "{want}.{ext} not in {names:?}"
+                );
+            }
+        }
+        assert_eq!(files.len(), 14);
+        for f in &files {
+            let bytes = std::fs::read(f).unwrap();
+            assert!(bytes.len() > 1000, "{} is {} bytes", f.display(), bytes.len());
+            if f.extension().unwrap() == "png" {
+                assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{}", f.display());
+            } else {
+                let s = String::from_utf8(bytes).unwrap();
+                assert!(s.contains("<svg") && s.contains("mptcp"), "{}", f.display());
+            }
+        }
+        // Without mptcp, chunk bars are absolute.
+        let only: String = chunk_jsonl()
+            .lines()
+            .filter(|l| !l.contains("\"mptcp\""))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let results = temp_file("plots-ms", &only);
+        let files = plots(&results, &results.parent().unwrap().join("p")).unwrap();
+        assert!(
+            files.iter().any(|f| f.ends_with("chunk-two-cubic-fresh-ms.svg")),
+            "{files:?}"
+        );
+    }
+
+    #[test]
+    fn sanitized_names() {
+        assert_eq!(
+            sanitize(&["chunk", "seed-default-270", "cubic", "warm, no idle restart", "ratio"]),
+            "chunk-seed-default-270-cubic-warm-no-idle-restart-ratio"
+        );
+        assert_eq!(
+            sanitize(&["bulk", "p", "bbr", "", "fresh", "goodput"]),
+            "bulk-p-bbr-fresh-goodput"
+        );
+    }
 }

@@ -297,6 +297,8 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
     // What one block of repetitions varies: chunk sizes, or the workload's variants.
     let items: Vec<(u64, Option<String>)> = if chunk {
         cfg.sizes.iter().map(|&s| (s, None)).collect()
+    } else if cfg.variants.is_empty() {
+        vec![(0, None)]
     } else {
         cfg.variants.iter().map(|v| (0, Some(v.clone()))).collect()
     };
@@ -505,7 +507,12 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                                 Some(g) => g,
                                 None if chunk => size as f64 * 8.0 / (ms / 1000.0) / 1e6,
                                 None => {
-                                    extra.get("bytes").and_then(|v| v.as_f64()).unwrap_or(0.0) * 8.0
+                                    extra
+                                        .get("bytes")
+                                        .or_else(|| extra.get("received_bytes"))
+                                        .and_then(|v| v.as_f64())
+                                        .unwrap_or(0.0)
+                                        * 8.0
                                         / (ms / 1000.0)
                                         / 1e6
                                 }
