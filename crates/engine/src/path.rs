@@ -54,6 +54,10 @@ pub(crate) struct PathEntry {
     pub ping_id: u64,
     /// Unacknowledged frames this path holds a copy of.
     pub held: usize,
+    /// Last sign that what this path holds is getting through: anything received on it,
+    /// an arrival report or ACK covering a frame sent on it, or the moment it went from
+    /// holding nothing to holding something.
+    pub progress: Instant,
     /// One-way delay towards the peer, from its arrival reports.
     pub owd: OwdEstimator,
     /// (timestamp, bytes in flight) of recent data frames sent here, oldest first, to
@@ -77,6 +81,7 @@ impl PathEntry {
             suspect: false,
             ping_id: 0,
             held: 0,
+            progress: now,
             owd: OwdEstimator::default(),
             sent_log: VecDeque::new(),
         }

@@ -254,9 +254,20 @@ impl Session {
         n
     }
 
-    /// Silence after which a path holding our data is suspected.
+    /// Time without progress after which a path holding our data is suspected: long
+    /// enough for a frame to cross it behind its queue (srtt), survive one kernel
+    /// retransmission timeout (at least 200 ms, as Linux's), and for the arrival report
+    /// to come back on the slowest path, plus the peer's ACK delay.
     fn suspect_after(&self, p: &PathEntry) -> std::time::Duration {
-        self.cfg.keepalive + 4 * p.snap.srtt + std::time::Duration::from_millis(100)
+        let back = self
+            .paths
+            .iter()
+            .filter(|q| q.status == PathStatus::Up)
+            .map(|q| q.snap.srtt)
+            .max()
+            .unwrap_or_default();
+        let rto = (4 * p.snap.rttvar).max(std::time::Duration::from_millis(200));
+        p.snap.srtt + rto + back + self.cfg.ack_delay + std::time::Duration::from_millis(50)
     }
 
     fn restate_control(&mut self) {
@@ -531,6 +542,7 @@ impl Session {
         self.last_now = self.last_now.max(now);
         let p = &mut self.paths[path];
         p.last_recv = now;
+        p.progress = now;
         p.counters.bytes_received += frame.encoded_len() as u64;
         if p.suspect && p.status == PathStatus::Up {
             p.suspect = false;
@@ -546,13 +558,13 @@ impl Session {
             }
             Frame::Pong { .. } => {}
             Frame::Close { code } => self.events.push_back(Event::Closed { code }),
-            Frame::Ack { cum } => self.on_ack(cum)?,
+            Frame::Ack { cum } => self.on_ack(cum, now)?,
             Frame::Owd {
                 path: on,
                 seq,
                 ts,
                 delay,
-            } => self.on_report(on as usize, seq, ts, delay),
+            } => self.on_report(on as usize, seq, ts, delay, now),
             Frame::Stall { cum } => self.on_stall(cum, now),
             Frame::Window { stream, max } => {
                 if let Some(s) = self.streams.get_mut(&stream) {
@@ -579,7 +591,7 @@ impl Session {
         Ok(())
     }
 
-    fn on_ack(&mut self, cum: u64) -> Result<(), ProtocolError> {
+    fn on_ack(&mut self, cum: u64, now: Instant) -> Result<(), ProtocolError> {
         if cum > self.next_seq {
             return Err(ProtocolError::AckBeyondSent {
                 cum,
@@ -598,6 +610,7 @@ impl Session {
                 let p = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 self.paths[p].held = self.paths[p].held.saturating_sub(1);
+                self.paths[p].progress = now;
             }
             if !out.sent {
                 // Cannot be acknowledged before it was sent: the peer lies.
@@ -609,8 +622,9 @@ impl Session {
     }
 
     /// The peer's arrival report for `seq`, which travelled on path `on`.
-    fn on_report(&mut self, on: usize, seq: u64, ts: u32, delay: u32) {
+    fn on_report(&mut self, on: usize, seq: u64, ts: u32, delay: u32, now: Instant) {
         if let Some(p) = self.paths.get_mut(on) {
+            p.progress = now;
             // The bytes in flight when the frame was sent: drop older records, find this one.
             let mut bif = None;
             while let Some(&(t, b)) = p.sent_log.front() {
@@ -1025,6 +1039,9 @@ impl Session {
         let stamped = o.frame.ts().is_some();
         let payload = o.frame.payload_len() as u64;
         let p = &mut self.paths[path];
+        if p.held == 0 {
+            p.progress = now;
+        }
         p.held += 1;
         if stamped {
             if p.sent_log.len() >= MAX_SENT_LOG {
@@ -1064,7 +1081,7 @@ impl Session {
             at(p.last_send + self.cfg.keepalive);
             at(p.last_recv + self.cfg.path_timeout);
             if !p.suspect && p.held > 0 {
-                at(p.last_recv + self.suspect_after(p));
+                at(p.progress + self.suspect_after(p));
             }
         }
         t
@@ -1086,7 +1103,15 @@ impl Session {
                 self.path_down(i);
                 continue;
             }
-            if !self.paths[i].suspect && self.paths[i].held > 0 && silent >= self.suspect_after(&self.paths[i]) {
+            let stuck = now.saturating_duration_since(self.paths[i].progress);
+            if !self.paths[i].suspect && self.paths[i].held > 0 && stuck >= self.suspect_after(&self.paths[i]) {
+                // Frames the peer reported but cannot acknowledge yet (a gap elsewhere
+                // holds its cumulative ACK back) are not stuck here.
+                let bit = 1u64 << i;
+                if !self.outgoing.values().any(|o| o.on_paths & bit != 0 && !o.received) {
+                    self.paths[i].progress = now;
+                    continue;
+                }
                 // Do not wait for the path timeout: what this path holds goes out on the
                 // others now, and it carries nothing new until it is heard from again.
                 let n = self.reinject_from(i);

@@ -72,7 +72,8 @@ enum Cmd {
         cc: String,
         #[arg(long, default_value_t = 5)]
         reps: usize,
-        /// Step of the oracle's static-split sweep.
+        /// Resolution of the oracle's static-split sweep: shares at twice this step,
+        /// then the two neighbours of the best at this step.
         #[arg(long, default_value_t = 0.05)]
         oracle_step: f64,
         #[arg(long, default_value = "lab-results/results.jsonl")]

@@ -373,6 +373,8 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
         for (size, variant) in &items {
             let size = *size;
             for mode in &modes {
+                // The oracle's best share (in steps) from the first repetition's sweep.
+                let mut oracle_best: Option<usize> = None;
                 for rep in 0..cfg.reps {
                     for sys in &systems {
                         if stop.load(Ordering::SeqCst) {
@@ -447,10 +449,28 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                                 results.push((ms, None, None, f));
                             }
                             System::Oracle => {
-                                let steps = (1.0 / cfg.oracle_step).round() as usize;
+                                // The completion time is the later of two transfers, one
+                                // growing and one shrinking with p: a coarse sweep at twice
+                                // the step, then the two neighbours of its best at one step.
+                                let fine = (1.0 / cfg.oracle_step).round().max(1.0) as usize;
+                                let coarse = (fine / 2).max(1);
                                 let mut best: Option<(f64, f64)> = None;
-                                for k in 0..=steps {
-                                    let p = k as f64 / steps as f64;
+                                // Later repetitions measure the first one's best share and
+                                // its two neighbours.
+                                let mut shares: Vec<usize> = match oracle_best {
+                                    Some(b) => [b.checked_sub(1), Some(b), Some(b + 1)]
+                                        .into_iter()
+                                        .flatten()
+                                        .filter(|&n| n <= fine)
+                                        .collect(),
+                                    None => (0..=coarse).map(|k| k * fine / coarse).collect(),
+                                };
+                                let refine = oracle_best.is_none();
+                                let mut i = 0;
+                                while i < shares.len() {
+                                    let k = shares[i];
+                                    i += 1;
+                                    let p = k as f64 / fine as f64;
                                     let a = vec![
                                         "--server".into(),
                                         srv0.clone(),
@@ -467,8 +487,18 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                                     if best.is_none_or(|(b, _)| ms < b) {
                                         best = Some((ms, p));
                                     }
+                                    if refine && i == coarse + 1 && fine > coarse {
+                                        // Coarse sweep done: refine around its best.
+                                        let b = (best.expect("measured").1 * fine as f64).round() as usize;
+                                        for n in [b.checked_sub(1), Some(b + 1)].into_iter().flatten() {
+                                            if n <= fine && !shares.contains(&n) {
+                                                shares.push(n);
+                                            }
+                                        }
+                                    }
                                 }
                                 let (ms, p) = best.expect("at least one share");
+                                oracle_best = Some((p * fine as f64).round() as usize);
                                 results.push((ms, Some(p), None, Fields::new()));
                             }
                             System::Mpflex(sched) => {
