@@ -51,6 +51,11 @@
 //!   ECF would wait for a fast path that cannot deliver that fast. When the kernel has a
 //!   delivery-rate estimate, mpflex caps each window at `delivery_rate · srtt` (at least one
 //!   MSS) for both tests ([`EcfConfig::rate_cap`]; `false` is the published form).
+//! * **Frames, not packets.** ECF's x_s round is one RTT because a packet's own
+//!   transmission time is negligible. mpflex hands paths whole frames (up to 16 KB): on a
+//!   0.3 Mbit/s path one frame takes 0.4 s to cross. RTT_s in test (1) and in the wait cap
+//!   is therefore `srtt_s + (frame − MSS)·srtt_s / CWND_s` with the queue's mean frame size
+//!   ([`EcfConfig::frame_time`]; `false` is the published form).
 //! * **`max_bytes`.** x_f (or a MinRTT fallback) gets the whole budget. When x_s sends after
 //!   the comparison it gets only its free window space (at least one MSS): the test judged
 //!   one round of x_s, and bytes beyond its window would sit in its socket, deciding early.
@@ -82,6 +87,9 @@ pub struct EcfConfig {
     pub floor_backlog: bool,
     /// Cap each window at what the path delivers in one srtt (`delivery_rate · srtt`).
     pub rate_cap: bool,
+    /// Count, in x_s's round, the time the rest of a whole frame beyond one segment takes
+    /// at x_s's rate (window / srtt).
+    pub frame_time: bool,
 }
 
 impl Default for EcfConfig {
@@ -91,6 +99,7 @@ impl Default for EcfConfig {
             delta: Delta::Mdev,
             floor_backlog: true,
             rate_cap: true,
+            frame_time: true,
         }
     }
 }
@@ -219,7 +228,15 @@ impl Scheduler for Ecf {
             k_s = k_s.max(cw_s);
         }
         let rtt_f = fp.srtt.as_nanos();
-        let rtt_s = me.srtt.as_nanos();
+        // x_s is handed whole frames: what a frame holds beyond one segment crosses x_s at
+        // its rate, on top of its RTT.
+        let frame = (queue.bytes / queue.frames.max(1) as u64) as u128;
+        let extra = frame.saturating_sub(me.mss.max(1) as u128);
+        let rtt_s = if self.cfg.frame_time && cw_s > 0 {
+            me.srtt.as_nanos() + extra * me.srtt.as_nanos() / cw_s
+        } else {
+            me.srtt.as_nanos()
+        };
         let delta = self.delta(fp, me);
         let d = delta.as_nanos();
         let beta = if self.waiting {
@@ -241,7 +258,7 @@ impl Scheduler for Ecf {
         }
         self.waiting = true;
         let since = *self.wait_since.get_or_insert(now);
-        let cap = (me.srtt + delta) * (1000 + self.cfg.beta_permille) / 1000;
+        let cap = (Duration::from_nanos(rtt_s as u64) + delta) * (1000 + self.cfg.beta_permille) / 1000;
         if now.saturating_duration_since(since) >= cap {
             // x_f has not come back in the time x_s would have needed: stop trusting it.
             return self.send(slow_chunk);
@@ -254,7 +271,17 @@ impl Scheduler for Ecf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{path, queue};
+    use crate::test_util::path;
+
+    /// A backlog of segment-sized frames: the thesis's packets, so the tests below pin the
+    /// published arithmetic; `whole_frames_on_a_slow_path_take_their_time` uses 16 KB ones.
+    fn queue(bytes: u64) -> QueueView {
+        QueueView {
+            bytes,
+            frames: bytes.div_ceil(MSS) as usize,
+            ..QueueView::default()
+        }
+    }
 
     const MSS: u64 = 1448;
 
@@ -306,6 +333,38 @@ mod tests {
         )));
         assert!(matches!(
             Ecf::default().decide(now, 1, &paths, &queue(256 * 1024), 65536),
+            Decision::Send { .. }
+        ));
+    }
+
+    /// ECF's video case (ecf.md §1.4, shaped like its testbed): LTE 8.6 Mbit/s (srtt
+    /// 100 ms, window 110 KB, full) is x_f; WiFi 0.3 Mbit/s (srtt 1 s, window 26 segments
+    /// ≈ 37.6 KB/s) asks with a 1 MB segment queued in 16 KB frames. LTE drains it in about
+    /// (1 + 1 MB/110 KB)·100 ms ≈ 1.0 s; one WiFi round is 1 s if a frame were a packet, so
+    /// the published test sends on WiFi — but a 16 KB frame needs another 0.4 s there.
+    #[test]
+    fn whole_frames_on_a_slow_path_take_their_time() {
+        let now = Instant::now();
+        let mut paths = fast_full(100, 1000);
+        paths[0].cwnd = 76;
+        paths[0].in_flight = 76;
+        paths[0].rttvar = Duration::from_millis(5);
+        paths[1].cwnd = 26;
+        paths[1].rttvar = Duration::from_millis(20);
+        let q = crate::test_util::queue(1 << 20);
+        assert_eq!(q.frames, 64, "16 KB frames");
+        let published = EcfConfig {
+            frame_time: false,
+            ..EcfConfig::default()
+        };
+        assert!(matches!(
+            Ecf::new(published).decide(now, 1, &paths, &q, 65536),
+            Decision::Send { .. }
+        ));
+        assert!(is_wait(Ecf::default().decide(now, 1, &paths, &q, 65536)));
+        // Segment-sized frames change nothing.
+        assert!(matches!(
+            Ecf::default().decide(now, 1, &paths, &queue(1 << 20), 65536),
             Decision::Send { .. }
         ));
     }
