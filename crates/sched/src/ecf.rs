@@ -50,7 +50,10 @@
 //!   (cwnd gain 2) and any window measured against a smaller srtt overstates the rate, so
 //!   ECF would wait for a fast path that cannot deliver that fast. When the kernel has a
 //!   delivery-rate estimate, mpflex caps each window at `delivery_rate · srtt` (at least one
-//!   MSS) for both tests ([`EcfConfig::rate_cap`]; `false` is the published form).
+//!   MSS) for both tests ([`EcfConfig::rate_cap`]; `false` is the published form). A
+//!   remembered window (above) is capped by the rate the path delivered before its idle
+//!   spell: the restart's first samples (a window of 10 per RTT) would otherwise undo the
+//!   idle protection.
 //! * **Frames, not packets.** ECF's x_s round is one RTT because a packet's own
 //!   transmission time is negligible. mpflex hands paths whole frames (up to 16 KB): on a
 //!   0.3 Mbit/s path one frame takes 0.4 s to cross. RTT_s in test (1) and in the wait cap
@@ -113,6 +116,11 @@ struct CwndMemory {
     idle_since: Option<Instant>,
     idle_cwnd: u32,
     rec_cwnd: u32,
+    /// The delivery rate seen while idle (the last sample of the busy spell before it),
+    /// and the one kept with `rec_cwnd`: the remembered window is capped by the rate it
+    /// delivered at, not by the slow samples of the restart.
+    idle_rate: u64,
+    rec_rate: u64,
 }
 
 #[derive(Debug, Default)]
@@ -136,15 +144,22 @@ impl Ecf {
         p.cwnd.max(rec).max(1)
     }
 
-    /// The window in bytes for the tests: [`Ecf::cwnd`], capped by the delivery rate.
+    /// The window in bytes for the tests: [`Ecf::cwnd`], each of the kernel's window and
+    /// the remembered one capped by the delivery rate of its time.
     fn window_bytes(&self, i: usize, p: &PathSnapshot) -> u128 {
         let mss = p.mss.max(1) as u128;
-        let w = self.cwnd(i, p) as u128 * mss;
-        if self.cfg.rate_cap && p.delivery_rate > 0 && !p.srtt.is_zero() {
-            let delivered = p.delivery_rate as u128 * p.srtt.as_nanos() / 1_000_000_000;
-            w.min(delivered.max(mss))
-        } else {
-            w
+        let capped = |cwnd: u32, rate: u64| {
+            let w = cwnd.max(1) as u128 * mss;
+            if self.cfg.rate_cap && rate > 0 && !p.srtt.is_zero() {
+                w.min((rate as u128 * p.srtt.as_nanos() / 1_000_000_000).max(mss))
+            } else {
+                w
+            }
+        };
+        let now = capped(p.cwnd, p.delivery_rate);
+        match self.mem.get(i) {
+            Some(m) if m.rec_cwnd > p.cwnd => now.max(capped(m.rec_cwnd, m.rec_rate)),
+            _ => now,
         }
     }
 
@@ -160,17 +175,21 @@ impl Ecf {
             if p.in_flight == 0 && p.notsent == 0 {
                 m.idle_since.get_or_insert(now);
                 m.idle_cwnd = m.idle_cwnd.max(p.cwnd);
+                m.idle_rate = m.idle_rate.max(p.delivery_rate);
                 continue;
             }
             if let Some(since) = m.idle_since.take() {
                 let rto = p.srtt + (4 * p.rttvar).max(RTO_MIN);
                 if now.saturating_duration_since(since) > rto && p.cwnd < m.idle_cwnd {
                     m.rec_cwnd = m.rec_cwnd.max(m.idle_cwnd);
+                    m.rec_rate = m.rec_rate.max(m.idle_rate);
                 }
                 m.idle_cwnd = 0;
+                m.idle_rate = 0;
             }
             if p.cwnd >= m.rec_cwnd {
                 m.rec_cwnd = 0;
+                m.rec_rate = 0;
             }
         }
     }
@@ -618,6 +637,33 @@ mod tests {
         s.decide(t1, 1, &grown, &k, 4096);
         assert_eq!(s.mem[0].rec_cwnd, 0);
         assert!(!is_wait(s.decide(t1, 1, &busy, &k, 4096)));
+    }
+
+    /// After an idle restart the kernel's first rate samples are the restart's own (a
+    /// window of 10 per RTT); the remembered window is capped by the rate before the idle
+    /// spell instead, or the rate cap would undo the idle protection.
+    #[test]
+    fn remembered_window_is_capped_by_the_rate_before_the_idle_spell() {
+        let t0 = Instant::now();
+        let k = queue(200 * MSS);
+        let mut idle = [path(0, 10), path(1, 100)];
+        idle[0].cwnd = 40;
+        idle[0].delivery_rate = 40 * MSS * 100; // 40 segments per 10 ms
+        let mut busy = fast_full(10, 100);
+        busy[0].in_flight = 10;
+        busy[0].delivery_rate = 10 * MSS * 100; // the restart's 10 per 10 ms
+        let mut s = fixed(0);
+        s.decide(t0, 0, &idle, &k, 4096);
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(is_wait(s.decide(t1, 1, &busy, &k, 4096)));
+        assert_eq!(s.mem[0].rec_rate, 40 * MSS * 100);
+        assert_eq!(s.window_bytes(0, &busy[0]), 40 * MSS as u128);
+        // A path that delivered slowly before the idle spell keeps a small window.
+        let mut slow = idle.clone();
+        slow[0].delivery_rate = 10 * MSS * 100;
+        let mut t = fixed(0);
+        t.decide(t0, 0, &slow, &k, 4096);
+        assert!(!is_wait(t.decide(t1, 1, &busy, &k, 4096)));
     }
 
     #[test]
