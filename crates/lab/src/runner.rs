@@ -167,7 +167,15 @@ fn spawn_in(ns: &str, args: &[&str], log: Option<&Path>) -> Result<Child> {
 }
 
 /// Starts mpflex server and client with `sched`; returns them and the client's status addr.
-fn start_mpflex(topo: &Topology, bin: &Path, sched: &str, cc: &str, dir: &Path, k: u16) -> Result<Procs> {
+fn start_mpflex(
+    topo: &Topology,
+    bin: &Path,
+    sched: &str,
+    cc: &str,
+    dir: &Path,
+    k: u16,
+    stop: &AtomicBool,
+) -> Result<Procs> {
     let keygen = |_: ()| -> Result<(String, String)> {
         let out = Command::new(bin).arg("keygen").output().context("run mpflex keygen")?;
         let text = String::from_utf8_lossy(&out.stdout).to_string();
@@ -216,8 +224,11 @@ fn start_mpflex(topo: &Topology, bin: &Path, sched: &str, cc: &str, dir: &Path, 
         Some(&dir.join("mpflex-client.log")),
     )?;
     let procs = Procs(vec![s, c]);
-    // Wait for every path to join.
+    // Wait for every path to join (or a stop request: the processes go with `procs`).
     for _ in 0..100 {
+        if stop.load(Ordering::SeqCst) {
+            bail!("interrupted while mpflex ({sched}) started");
+        }
         if let Ok(v) = mpflex_status(topo, bin, k) {
             let up = v["paths"]
                 .as_array()
@@ -366,7 +377,7 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                 mpflex.push((
                     sched.clone(),
                     k,
-                    start_mpflex(&topo, &cfg.mpflex_bin, sched, cc, &sub, k)?,
+                    start_mpflex(&topo, &cfg.mpflex_bin, sched, cc, &sub, k, stop)?,
                 ));
             }
         }
