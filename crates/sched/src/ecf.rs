@@ -58,7 +58,11 @@
 //!   transmission time is negligible. mpflex hands paths whole frames (up to 16 KB): on a
 //!   0.3 Mbit/s path one frame takes 0.4 s to cross. RTT_s in test (1) and in the wait cap
 //!   is therefore `srtt_s + (frame − MSS)·srtt_s / CWND_s` with the queue's mean frame size
-//!   ([`EcfConfig::frame_time`]; `false` is the published form).
+//!   ([`EcfConfig::frame_time`]; `false` is the published form). For the same reason x_f,
+//!   and MinRTT's "a faster path is ready", order paths by when the next frame would
+//!   arrive, `srtt + (frame − MSS)·srtt / CWND` — srtt itself for segment-sized frames. An
+//!   idle 0.3 Mbit/s path whose keepalives have brought its srtt back to the base RTT is
+//!   not the fastest path for a 16 KB frame.
 //! * **`max_bytes`.** x_f (or a MinRTT fallback) gets the whole budget. When x_s sends after
 //!   the comparison it gets only its free window space (at least one MSS): the test judged
 //!   one round of x_s, and bytes beyond its window would sit in its socket, deciding early.
@@ -205,6 +209,47 @@ impl Ecf {
         }
     }
 
+    /// When the next frame would arrive over a path: its srtt, and with
+    /// [`EcfConfig::frame_time`] what the frame holds beyond one segment at the path's rate
+    /// (window / srtt). With segment-sized frames this is the srtt: MinRTT's and the
+    /// thesis's order.
+    fn arrival(&self, i: usize, p: &PathSnapshot, queue: &QueueView) -> u128 {
+        let srtt = p.srtt.as_nanos();
+        if !self.cfg.frame_time || queue.frames == 0 {
+            return srtt;
+        }
+        let frame = (queue.bytes / queue.frames as u64) as u128;
+        let extra = frame.saturating_sub(p.mss.max(1) as u128);
+        srtt + extra * srtt / self.window_bytes(i, p).max(1)
+    }
+
+    /// x_f by [`Ecf::arrival`] among usable paths with an RTT sample, and whether a path
+    /// arriving sooner than `me` is ready with window space (MinRTT's reason to wait).
+    fn by_arrival(
+        &self,
+        me: usize,
+        paths: &[PathSnapshot],
+        queue: &QueueView,
+        allow_backup: bool,
+    ) -> (Option<usize>, bool) {
+        let mine = self.arrival(me, &paths[me], queue);
+        let mut best: Option<(u128, usize)> = None;
+        let mut faster = false;
+        for (i, p) in paths.iter().enumerate() {
+            if !p.usable(allow_backup) || p.srtt.is_zero() {
+                continue;
+            }
+            let a = self.arrival(i, p, queue);
+            if best.is_none_or(|(b, _)| a < b) {
+                best = Some((a, i));
+            }
+            if i != me && p.ready && p.has_cwnd_space() && a < mine {
+                faster = true;
+            }
+        }
+        (best.map(|(_, i)| i), faster)
+    }
+
     fn send(&mut self, max_bytes: usize) -> Decision {
         self.wait_since = None;
         Decision::head(max_bytes)
@@ -227,11 +272,19 @@ impl Scheduler for Ecf {
         self.observe(now, paths);
         let allow_backup = backups_allowed(paths);
         let me = &paths[path];
-        if !me.usable(allow_backup) || faster_available(paths, path, allow_backup) {
+        let (f, faster) = if self.cfg.frame_time {
+            self.by_arrival(path, paths, queue, allow_backup)
+        } else {
+            (
+                fastest(paths, allow_backup),
+                faster_available(paths, path, allow_backup),
+            )
+        };
+        if !me.usable(allow_backup) || faster {
             return Decision::Wait { until: None };
         }
-        let f = match fastest(paths, allow_backup) {
-            Some(f) if f != path && paths[f].srtt < me.srtt => f,
+        let f = match f {
+            Some(f) if f != path && self.arrival(f, &paths[f], queue) < self.arrival(path, me, queue) => f,
             // This path is x_f, or nothing to compare with: MinRTT.
             _ => return self.send(budget),
         };
@@ -386,6 +439,35 @@ mod tests {
             Ecf::default().decide(now, 1, &paths, &queue(1 << 20), 65536),
             Decision::Send { .. }
         ));
+    }
+
+    /// The same pair between video segments: WiFi idle, its srtt back at 20 ms from
+    /// keepalives, delivering 37.5 KB/s when loaded; LTE idle at 100 ms and 1.1 MB/s. For
+    /// 16 KB frames LTE is x_f: WiFi asking waits while LTE is ready, and LTE sends.
+    #[test]
+    fn idle_slow_path_with_a_short_srtt_is_not_the_fastest_for_frames() {
+        let now = Instant::now();
+        let mut paths = [path(0, 100), path(1, 20)];
+        paths[0].cwnd = 76;
+        paths[0].delivery_rate = 1_100_000;
+        paths[1].cwnd = 26;
+        paths[1].delivery_rate = 37_500;
+        let frames = crate::test_util::queue(1 << 20);
+        assert!(is_wait(Ecf::default().decide(now, 1, &paths, &frames, 65536)));
+        assert_eq!(
+            Ecf::default().decide(now, 0, &paths, &frames, 65536),
+            Decision::head(65536)
+        );
+        // Segment-sized frames, or the published order: WiFi has the smaller srtt.
+        assert_eq!(
+            Ecf::default().decide(now, 1, &paths, &queue(1 << 20), 65536),
+            Decision::head(65536)
+        );
+        let published = EcfConfig {
+            frame_time: false,
+            ..EcfConfig::default()
+        };
+        assert!(is_wait(Ecf::new(published).decide(now, 0, &paths, &frames, 65536)));
     }
 
     #[test]
