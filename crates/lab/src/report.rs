@@ -468,7 +468,7 @@ fn workload_table(key: &Key, by: &BySystem) -> String {
                 .map(|n| format!(", {n:.0} objects"))
                 .unwrap_or_default();
             let bytes = median_of(&all, |r| r.field("bytes"))
-                .map(|b| format!(" of {}", human(b as u64)))
+                .map(|b| format!(", {} in all", human(b as u64)))
                 .unwrap_or_default();
             table(
                 &mut md,
@@ -1243,7 +1243,7 @@ mod tests {
         );
         assert!(row(&md, h, "tcp-wifi").contains("**0.51**"));
 
-        let h = "### two, cubic, shortflows par, fresh, 10 objects of 550 KB";
+        let h = "### two, cubic, shortflows par, fresh, 10 objects, 550 KB in all";
         assert_eq!(
             row(&md, h, "mpflex:minrtt"),
             "| mpflex:minrtt | 401 (400–402) | **1.33** | 20 (30) |"
