@@ -926,16 +926,7 @@ fn draw_bars<DB: plotters::prelude::DrawingBackend>(
             .label(label.as_str())
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], BLACK.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(e)?;
-    root.present().map_err(e)?;
-    Ok(())
+    finish(root, &mut chart, SeriesLabelPosition::UpperRight)
 }
 
 fn draw_cdf<DB: plotters::prelude::DrawingBackend>(
@@ -987,9 +978,24 @@ fn draw_cdf<DB: plotters::prelude::DrawingBackend>(
             .label(label.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], col.stroke_width(2)));
     }
+    finish(root, &mut chart, SeriesLabelPosition::LowerRight)
+}
+
+/// The legend at `at`, then the picture written out.
+fn finish<'a, DB, CT>(
+    root: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    chart: &mut plotters::prelude::ChartContext<'a, DB, CT>,
+    at: plotters::prelude::SeriesLabelPosition,
+) -> Result<()>
+where
+    DB: plotters::prelude::DrawingBackend + 'a,
+    CT: plotters::coord::CoordTranslate,
+{
+    use plotters::prelude::*;
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing: {e}");
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(at)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))

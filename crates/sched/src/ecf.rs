@@ -302,13 +302,7 @@ impl Scheduler for Ecf {
         let rtt_f = fp.srtt.as_nanos();
         // x_s is handed whole frames: what a frame holds beyond one segment crosses x_s at
         // its rate, on top of its RTT.
-        let frame = (queue.bytes / queue.frames.max(1) as u64) as u128;
-        let extra = frame.saturating_sub(me.mss.max(1) as u128);
-        let rtt_s = if self.cfg.frame_time && cw_s > 0 {
-            me.srtt.as_nanos() + extra * me.srtt.as_nanos() / cw_s
-        } else {
-            me.srtt.as_nanos()
-        };
+        let rtt_s = self.arrival(path, me, queue);
         let delta = self.delta(fp, me);
         let d = delta.as_nanos();
         let beta = if self.waiting {
