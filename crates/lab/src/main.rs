@@ -47,7 +47,8 @@ enum Cmd {
         /// chunk, bulk, shortflows, video, upload-ping or handover.
         #[arg(long, default_value = "chunk")]
         workload: String,
-        /// bulk: down,up; shortflows: seq,par (default: both).
+        /// bulk: down,up; shortflows: seq,par (default: both); video: buffer (the default,
+        /// a buffer-based ABR) or rate (throughput-based).
         #[arg(long)]
         variants: Option<String>,
         /// Seconds per run of bulk (20), upload-ping (20), handover (30); seconds of video
@@ -231,10 +232,13 @@ fn real_main() -> Result<()> {
             let allowed: &[&str] = match workload.as_str() {
                 "bulk" => &["down", "up"],
                 "shortflows" => &["seq", "par"],
+                "video" => &["buffer", "rate"],
                 _ => &[],
             };
             let variants: Vec<String> = match variants {
                 Some(v) => v.split(',').map(|x| x.trim().to_string()).collect(),
+                // Video: the buffer-based ABR of ECF's evaluation unless asked.
+                None if workload == "video" => vec!["buffer".into()],
                 None => allowed.iter().map(|s| s.to_string()).collect(),
             };
             if let Some(v) = variants.iter().find(|v| !allowed.contains(&v.as_str())) {
@@ -413,7 +417,14 @@ fn workload_client(cmd: &Cmd) -> Result<()> {
         "bulk" if v == Some("up") => workload::bulk_up(*server, &via, *secs)?,
         "bulk" => workload::bulk_down(*server, &via, *secs)?,
         "shortflows" => workload::shortflows(*server, &via, v == Some("par"), mode == "warm")?,
-        "video" => workload::video(*server, &via, *secs)?,
+        "video" => {
+            let abr = if v == Some("rate") {
+                workload::Abr::Rate
+            } else {
+                workload::Abr::Buffer
+            };
+            workload::video(*server, &via, *secs, abr)?
+        }
         "upload-ping" => workload::upload_ping(*server, &via, *secs)?,
         "handover" => workload::handover(*server, &via, *secs, *rate_kbit)?,
         other => anyhow::bail!("unknown workload {other:?}"),

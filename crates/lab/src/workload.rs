@@ -461,10 +461,100 @@ pub fn choose_rate(throughputs: &[f64], buffer_s: f64) -> usize {
     LADDER.iter().rposition(|&r| r <= budget).unwrap_or(0)
 }
 
+/// The buffer-based ABR's reservoir: at or below this much buffered video it fetches the
+/// lowest rate.
+pub const RESERVOIR_S: f64 = 10.0;
+/// Its cushion: the rate rises linearly with the buffer above the reservoir and is the
+/// highest once the buffer reaches reservoir + cushion.
+pub const CUSHION_S: f64 = 10.0;
+
+/// Which rule picks each segment's rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Abr {
+    /// Buffer-based (Huang et al., SIGCOMM 2014, the ABR of ECF's evaluation): BBA-0's
+    /// rate map with its hysteresis, after a startup phase (as in their BBA-1/2) that follows
+    /// [`choose_rate`] until the map asks for more or a download took longer than the
+    /// segment plays.
+    Buffer,
+    /// Throughput-based: [`choose_rate`] for every segment.
+    Rate,
+}
+
+/// BBA-0's rate map: the ladder index for `buffer_s` seconds buffered, given the previous
+/// index. Below the reservoir the lowest rate, above reservoir + cushion the highest; in
+/// between the rate f(B) rises linearly, and the index changes only when f(B) passes the
+/// next rung up (then the highest rung below f(B)) or falls to the next rung down (then
+/// the lowest rung above f(B)).
+pub fn bba_rate(buffer_s: f64, prev: usize) -> usize {
+    let top = LADDER.len() - 1;
+    if buffer_s <= RESERVOIR_S {
+        return 0;
+    }
+    if buffer_s >= RESERVOIR_S + CUSHION_S {
+        return top;
+    }
+    let f = LADDER[0] + (buffer_s - RESERVOIR_S) / CUSHION_S * (LADDER[top] - LADDER[0]);
+    let up = LADDER[(prev + 1).min(top)];
+    let down = LADDER[prev.saturating_sub(1)];
+    if prev < top && f >= up {
+        LADDER.iter().rposition(|&r| r < f).unwrap_or(0)
+    } else if prev > 0 && f <= down {
+        LADDER.iter().position(|&r| r > f).unwrap_or(top)
+    } else {
+        prev
+    }
+}
+
+/// An ABR's state across segments.
+#[derive(Debug, Clone)]
+pub struct AbrState {
+    abr: Abr,
+    /// [`Abr::Buffer`]'s startup phase is on.
+    startup: bool,
+    /// The last rate picked (ladder index).
+    q: usize,
+}
+
+impl AbrState {
+    pub fn new(abr: Abr) -> Self {
+        AbrState {
+            abr,
+            startup: abr == Abr::Buffer,
+            q: 0,
+        }
+    }
+
+    /// The ladder index of the next segment, from the segments' throughputs so far
+    /// (Mbit/s) and the seconds buffered.
+    pub fn choose(&mut self, throughputs: &[f64], buffer_s: f64) -> usize {
+        let by_rate = choose_rate(throughputs, buffer_s);
+        self.q = match self.abr {
+            Abr::Rate => by_rate,
+            Abr::Buffer => {
+                let map = bba_rate(buffer_s, self.q);
+                if self.startup && map <= by_rate {
+                    by_rate
+                } else {
+                    self.startup = false;
+                    map
+                }
+            }
+        };
+        self.q
+    }
+
+    /// A segment took `took` to download: slower than it plays ends the startup phase.
+    pub fn downloaded(&mut self, took: Duration) {
+        if took.as_secs_f64() > SEGMENT_S {
+            self.startup = false;
+        }
+    }
+}
+
 /// `video`: a DASH-like player over one persistent connection for `secs` seconds of video.
 /// Stalls count the times playback ran dry after it started; `stall_ms` is the time spent
 /// rebuffering (the initial buffering is `startup_ms`).
-pub fn video(server: SocketAddr, via: &Via, secs: f64) -> Result<Fields> {
+pub fn video(server: SocketAddr, via: &Via, secs: f64, abr: Abr) -> Result<Fields> {
     struct Player {
         buffer: f64,
         playing: bool,
@@ -495,6 +585,7 @@ pub fn video(server: SocketAddr, via: &Via, secs: f64) -> Result<Fields> {
     let mut c = connect(server, via)?;
     let mut throughputs = Vec::new();
     let mut rates = Vec::new();
+    let mut segment_ms = Vec::new();
     let mut p = Player {
         buffer: 0.0,
         playing: false,
@@ -504,6 +595,7 @@ pub fn video(server: SocketAddr, via: &Via, secs: f64) -> Result<Fields> {
         stall: Duration::ZERO,
     };
     let mut started_at: Option<Duration> = None;
+    let mut player_abr = AbrState::new(abr);
     for seg in 0..segments {
         // Wait for room in the buffer.
         p.play(Instant::now());
@@ -511,12 +603,14 @@ pub fn video(server: SocketAddr, via: &Via, secs: f64) -> Result<Fields> {
             std::thread::sleep(Duration::from_secs_f64(p.buffer - (BUFFER_MAX_S - SEGMENT_S)));
             p.play(Instant::now());
         }
-        let q = choose_rate(&throughputs, p.buffer);
+        let q = player_abr.choose(&throughputs, p.buffer);
         let bytes = (LADDER[q] * 1e6 / 8.0 * SEGMENT_S) as u64;
         let t = Instant::now();
         request(&mut c, bytes)?;
         let now = Instant::now();
+        player_abr.downloaded(now - t);
         throughputs.push(mbit(bytes, now - t));
+        segment_ms.push((now - t).as_secs_f64() * 1000.0);
         rates.push(LADDER[q]);
         p.play(now);
         p.buffer += SEGMENT_S;
@@ -541,6 +635,7 @@ pub fn video(server: SocketAddr, via: &Via, secs: f64) -> Result<Fields> {
             started_at.map_or(0.0, |d| d.as_secs_f64() * 1000.0).into(),
         ),
         ("rates_mbit", rates.into()),
+        ("segment_ms", segment_ms.into()),
         ("completion_ms", (start.elapsed().as_secs_f64() * 1000.0).into()),
     ]))
 }
@@ -690,6 +785,56 @@ mod tests {
         assert_eq!(LADDER[choose_rate(&[9.0, 9.0, 1.0], 20.0)], 1.60);
     }
 
+    #[test]
+    fn buffer_based_rate_map() {
+        let top = LADDER.len() - 1;
+        // Reservoir and upper reservoir.
+        assert_eq!(bba_rate(0.0, top), 0);
+        assert_eq!(bba_rate(RESERVOIR_S, 3), 0);
+        assert_eq!(bba_rate(RESERVOIR_S + CUSHION_S, 0), top);
+        assert_eq!(bba_rate(29.0, 2), top);
+        // Halfway, f(B) = 0.26 + 0.5·8.21 = 4.365: up from 1.60 to the highest rung below
+        // it (4.14); down from 8.47 only to the lowest rung above it (8.47 stays: 4.365 is
+        // not at or below 4.14); from 4.14 nothing moves.
+        let mid = RESERVOIR_S + CUSHION_S / 2.0;
+        assert_eq!(LADDER[bba_rate(mid, 3)], 4.14);
+        assert_eq!(LADDER[bba_rate(mid, top)], 8.47);
+        assert_eq!(LADDER[bba_rate(mid, 4)], 4.14);
+        // f(B) = 1.0 at 10.9 s. A little above it, 4.14 steps down to the lowest rung
+        // above f(B) (1.60).
+        let b = RESERVOIR_S + (1.0 - 0.26) / (8.47 - 0.26) * CUSHION_S;
+        assert_eq!(LADDER[bba_rate(b + 0.2, 4)], 1.60);
+        // ... and 0.64 does not step up until f(B) reaches 1.0, then to the rung below it.
+        assert_eq!(LADDER[bba_rate(b - 0.01, 1)], 0.64);
+        assert_eq!(LADDER[bba_rate(b + 0.3, 1)], 1.0);
+    }
+
+    #[test]
+    fn buffer_based_startup_follows_throughput_until_the_map_asks_for_more() {
+        let mut a = AbrState::new(Abr::Buffer);
+        // No history, empty buffer: both rules say the lowest rate, and startup goes on.
+        assert_eq!(a.choose(&[], 0.0), 0);
+        // 3.7 Mbit/s measured, 5 s buffered: the throughput rule (0.8 × 3.7) picks 1.60
+        // where the map still says 0.26.
+        assert_eq!(LADDER[a.choose(&[3.7], 5.0)], 1.60);
+        // 12 s buffered, no margin: the harmonic mean 4.58 picks 4.14; the map says 1.60.
+        assert_eq!(LADDER[a.choose(&[3.7, 6.0], 12.0)], 4.14);
+        // 19 s buffered: the map's f = 7.65 is below the next rung (8.47), so it keeps
+        // 4.14, as does the throughput rule: still startup.
+        assert_eq!(LADDER[a.choose(&[3.7, 6.0, 6.0], 19.0)], 4.14);
+        // 21 s: the map says 8.47, more than throughput allows: the map takes over for good.
+        assert_eq!(LADDER[a.choose(&[6.0, 6.0, 6.0], 21.0)], 8.47);
+        assert_eq!(LADDER[a.choose(&[9.0, 9.0, 9.0], 5.0)], 0.26);
+        // A download slower than real time ends startup too.
+        let mut b = AbrState::new(Abr::Buffer);
+        assert_eq!(LADDER[b.choose(&[3.7], 5.0)], 1.60);
+        b.downloaded(Duration::from_secs(6));
+        assert_eq!(LADDER[b.choose(&[3.7, 3.7], 5.0)], 0.26);
+        // The throughput ABR has no phases.
+        let mut r = AbrState::new(Abr::Rate);
+        assert_eq!(LADDER[r.choose(&[9.0, 9.0, 9.0], 5.0)], 4.14);
+    }
+
     /// Each operation against a real server on loopback.
     #[test]
     fn operations_on_loopback() {
@@ -719,8 +864,9 @@ mod tests {
         assert_eq!(f["lost_bytes"], 0, "{f:?}");
         assert_eq!(f["received_bytes"], 500_000, "{f:?}");
         assert_eq!(f["out_of_order"], 0);
-        let f = video(addr, &via, 10.0).unwrap();
+        let f = video(addr, &via, 10.0, Abr::Buffer).unwrap();
         assert_eq!(f["segments"], 2);
+        assert_eq!(f["segment_ms"].as_array().unwrap().len(), 2);
         assert_eq!(f["stalls"], 0, "{f:?}");
         let f = upload_ping(addr, &via, 1.5).unwrap();
         assert!(f["pings"].as_u64().unwrap() >= 3, "{f:?}");
