@@ -91,6 +91,14 @@ const MAX_REPORTS: usize = 1024;
 /// Send-time records kept per path to match arrival reports against.
 const MAX_SENT_LOG: usize = 8192;
 
+/// Sequenced, never-sent bytes the session keeps ahead of the paths (at least): stream
+/// frames beyond it wait in their stream's staging queue without a sequence number, and
+/// are sequenced round-robin across streams as the paths take bytes. A stream's new frame
+/// so waits behind at most this much of other streams' data, not behind everything a bulk
+/// stream has queued (its flow-control window, megabytes). Two-ended schedulers (DEMS)
+/// sequence everything before sending from the tail: their chunk is the whole backlog.
+pub const SEQUENCE_AHEAD: u64 = 64 * 1024;
+
 /// Bytes handed to a path's socket and not yet acknowledged by the peer's kernel.
 fn bytes_in_flight(s: &PathSnapshot) -> u64 {
     s.notsent as u64 + s.in_flight as u64 * s.mss.max(1) as u64
@@ -113,6 +121,12 @@ pub struct Session {
     /// Never sent, in sequence order.
     unsent: VecDeque<u64>,
     unsent_bytes: u64,
+    /// Stream frames not sequenced yet, per stream in order (with their encoded length),
+    /// and the streams that have some, in round-robin order.
+    staged: HashMap<StreamId, VecDeque<(Frame, usize)>>,
+    staged_order: VecDeque<StreamId>,
+    staged_bytes: u64,
+    staged_frames: usize,
     /// Sent on paths that died; to be sent again on any path, lowest first.
     retransmit: BTreeSet<u64>,
     /// Stream payload queued so far, and the peer's session-wide limit on it.
@@ -159,6 +173,10 @@ impl Session {
             outgoing: BTreeMap::new(),
             unsent: VecDeque::new(),
             unsent_bytes: 0,
+            staged: HashMap::new(),
+            staged_order: VecDeque::new(),
+            staged_bytes: 0,
+            staged_frames: 0,
             retransmit: BTreeSet::new(),
             tx_data: 0,
             tx_data_max: cfg.session_window,
@@ -439,6 +457,18 @@ impl Session {
         }
         self.blocked.remove(&stream);
         self.windows_needed.remove(&stream);
+        // Bytes the peer never saw need no sending: they leave the session's count too, or
+        // its window would shrink for good.
+        if let Some(frames) = self.staged.remove(&stream) {
+            self.staged_order.retain(|&id| id != stream);
+            for (f, len) in frames {
+                self.staged_bytes -= len as u64;
+                self.staged_frames -= 1;
+                if let Frame::Data { data, .. } | Frame::Open { data, .. } = f {
+                    self.tx_data -= data.len() as u64;
+                }
+            }
+        }
         self.queue(Frame::Reset { seq: 0, stream, code });
         self.events.push_back(Event::WakePaths);
     }
@@ -505,7 +535,46 @@ impl Session {
         }
     }
 
-    fn queue(&mut self, mut frame: Frame) {
+    /// Queues a frame for the peer: a stream's Open, Data and Fin wait in the stream's
+    /// staging queue ([`SEQUENCE_AHEAD`]); anything else is sequenced at once.
+    fn queue(&mut self, frame: Frame) {
+        let stream = match &frame {
+            Frame::Open { stream, .. } | Frame::Data { stream, .. } | Frame::Fin { stream, .. } => *stream,
+            _ => return self.sequence(frame),
+        };
+        let len = frame.encoded_len();
+        let q = self.staged.entry(stream).or_default();
+        if q.is_empty() {
+            self.staged_order.push_back(stream);
+        }
+        q.push_back((frame, len));
+        self.staged_bytes += len as u64;
+        self.staged_frames += 1;
+        self.events.push_back(Event::WakePaths);
+    }
+
+    /// Sequences staged frames, one per stream in turn, until `target` bytes are sequenced
+    /// and unsent (or nothing is staged).
+    fn promote(&mut self, target: u64) {
+        while self.unsent_bytes < target {
+            let Some(stream) = self.staged_order.pop_front() else {
+                break;
+            };
+            let q = self.staged.get_mut(&stream).expect("ordered streams are staged");
+            let (frame, len) = q.pop_front().expect("staged queues are not empty");
+            if q.is_empty() {
+                self.staged.remove(&stream);
+            } else {
+                self.staged_order.push_back(stream);
+            }
+            self.staged_bytes -= len as u64;
+            self.staged_frames -= 1;
+            self.sequence(frame);
+        }
+    }
+
+    /// Gives `frame` the next sequence number and appends it to the unsent queue.
+    fn sequence(&mut self, mut frame: Frame) {
         let seq = self.next_seq;
         self.next_seq += 1;
         match &mut frame {
@@ -893,6 +962,7 @@ impl Session {
             self.retransmit.pop_first();
         }
         // 5. New frames, as the scheduler decides (or copies, if it re-sends).
+        self.promote(SEQUENCE_AHEAD);
         if self.unsent.is_empty() && (self.outgoing.is_empty() || !self.scheduler.reinjects()) {
             return self.sent(path, start, out);
         }
@@ -906,14 +976,13 @@ impl Session {
                 s
             })
             .collect();
+        // The scheduler sees the whole backlog, staged or sequenced.
+        let backlog = self.unsent_bytes + self.staged_bytes;
         let queue = QueueView {
-            bytes: self.unsent_bytes,
-            frames: self.unsent.len(),
+            bytes: backlog,
+            frames: self.unsent.len() + self.staged_frames,
             // Unsent queue (already within the window) plus the credit not yet used.
-            send_window: self
-                .tx_data_max
-                .saturating_sub(self.tx_data)
-                .saturating_add(self.unsent_bytes),
+            send_window: self.tx_data_max.saturating_sub(self.tx_data).saturating_add(backlog),
         };
         let budget = max.saturating_sub(out.len() - start);
         match self.scheduler.decide(now, path, &snaps, &queue, budget) {
@@ -930,9 +999,15 @@ impl Session {
                 duplicate,
             } => {
                 let limit = out.len() + max_bytes.min(budget);
+                if end == End::Tail {
+                    self.promote(u64::MAX);
+                }
                 // Always make progress: at least one frame goes out if it fits the record.
                 let mut first = true;
                 loop {
+                    if end == End::Head && self.unsent.is_empty() {
+                        self.promote(SEQUENCE_AHEAD);
+                    }
                     let seq = match end {
                         End::Head => self.unsent.front(),
                         End::Tail => self.unsent.back(),
@@ -1065,6 +1140,7 @@ impl Session {
     /// Whether anything is waiting to be sent on any path.
     pub fn has_pending(&self) -> bool {
         !self.unsent.is_empty()
+            || self.staged_frames > 0
             || !self.retransmit.is_empty()
             || self.ack_needed
             || self.max_data_needed
@@ -1177,6 +1253,10 @@ impl Session {
         self.outgoing.clear();
         self.unsent.clear();
         self.unsent_bytes = 0;
+        self.staged.clear();
+        self.staged_order.clear();
+        self.staged_bytes = 0;
+        self.staged_frames = 0;
         self.retransmit.clear();
         self.tx_data = 0;
         self.tx_data_max = self.cfg.session_window;

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use mpflex_engine::{EngineConfig, Event, PollTransmit, RecvResult, Role, Session};
+use mpflex_engine::{EngineConfig, Event, PollTransmit, RecvResult, Role, Session, SEQUENCE_AHEAD};
 use mpflex_sched::{by_name, PathSnapshot};
 use mpflex_wire::{decode_all, TargetAddr, MAX_RECORD};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -476,7 +476,90 @@ fn slow_reader_does_not_stall_other_streams() {
         }
     }
     assert_eq!(sim.client_rx[&b], payload);
+    // A's window keeps arriving (B's frames were interleaved with it) and waits for its
+    // reader: all of it, no more.
+    for _ in 0..3000 {
+        if sim.client.stream_buffered(a) == window {
+            break;
+        }
+        sim.step_no_drain();
+    }
     assert_eq!(sim.client.stream_buffered(a), window);
+}
+
+#[test]
+fn a_small_stream_is_not_queued_behind_a_bulk_one() {
+    // One 1 MB/s path, 10 ms each way. Stream A queues its whole window (4 MB, four
+    // seconds of the path); then stream B sends one 1 KB request. B must arrive within a
+    // few tens of milliseconds (it waits behind at most SEQUENCE_AHEAD of A's bytes), not
+    // after A's backlog.
+    let mut sim = Sim::new("minrtt", &[(10, 1000)]);
+    let now = sim.now;
+    let a = sim.client.open_stream(addr(), Bytes::from_static(b"a"), now).0;
+    for _ in 0..50 {
+        sim.step();
+    }
+    // The Open frame carried A's first byte.
+    let window = sim.client.config().stream_window as usize;
+    assert_eq!(
+        sim.client.stream_send(a, Bytes::from(vec![1u8; window - 1]), sim.now),
+        window - 1
+    );
+    for _ in 0..200 {
+        sim.step();
+    }
+    let sent_at = sim.now;
+    let request = pattern(3, 1000);
+    let b = sim.client.open_stream(addr(), Bytes::from(request.clone()), sent_at).0;
+    let mut arrived = None;
+    for _ in 0..5000 {
+        sim.step();
+        if sim.server_rx.get(&b).is_some_and(|r| r.len() == request.len()) {
+            arrived = Some(sim.now - sent_at);
+            break;
+        }
+    }
+    let took = arrived.expect("B's request never arrived").as_millis();
+    // 64 KB ahead at 1 MB/s is 64 ms, plus 10 ms of delay and what sits on the link.
+    assert!(took < 150, "B's 1 KB took {took} ms behind A's backlog");
+    assert_eq!(sim.server_rx[&b], request);
+    // A is still going: most of its window had not been sent when B overtook it.
+    assert!(sim.server_rx[&a].len() < window / 2, "{}", sim.server_rx[&a].len());
+    // ... and all of A arrives, in order.
+    for _ in 0..10_000 {
+        if sim.server_rx[&a].len() == window {
+            break;
+        }
+        sim.step();
+    }
+    assert_eq!(sim.server_rx[&a].len(), window);
+    assert!(sim.server_rx[&a][1..].iter().all(|&x| x == 1));
+}
+
+#[test]
+fn resetting_a_stream_returns_its_unsent_bytes_to_the_session_window() {
+    // A queues its whole window and is reset before most of it is sent: the bytes never
+    // sent leave the session's count, so a later stream can use the whole window again.
+    let mut sim = Sim::with("minrtt", &[(10, 1000)], |c| c.session_window = c.stream_window);
+    let now = sim.now;
+    let a = sim.client.open_stream(addr(), Bytes::new(), now).0;
+    let window = sim.client.config().stream_window as usize;
+    assert_eq!(sim.client.stream_send(a, Bytes::from(vec![1u8; window]), now), window);
+    for _ in 0..20 {
+        sim.step();
+    }
+    sim.client.stream_reset(a, 1);
+    for _ in 0..3000 {
+        sim.step();
+    }
+    let b = sim.client.open_stream(addr(), Bytes::new(), sim.now).0;
+    // What A did send (about SEQUENCE_AHEAD) the peer discarded; it returns the credit
+    // only once half the window is used, so that much is still counted.
+    let got = sim.client.stream_send(b, Bytes::from(vec![2u8; window]), sim.now) as u64;
+    assert!(
+        got >= window as u64 - 2 * SEQUENCE_AHEAD,
+        "the reset stream's unsent bytes still count against the session: {got} of {window}"
+    );
 }
 
 #[test]

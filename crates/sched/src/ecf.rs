@@ -63,21 +63,13 @@
 //!   arrive, `srtt + (frame − MSS)·srtt / CWND` — srtt itself for segment-sized frames. An
 //!   idle 0.3 Mbit/s path whose keepalives have brought its srtt back to the base RTT is
 //!   not the fastest path for a 16 KB frame.
-//! * **What x_s is handed.** RTT_s is also at least the time the bytes x_s would be handed
-//!   now (its free window, at least one frame) take to arrive behind what its socket already
-//!   holds, at the path's rate (window per srtt, capped by the delivery rate): ECF's x_s
-//!   has window space and sends a packet per decision, so one RTT is its round; under late
-//!   binding x_s asks with its window full, or idle with a window it fills at once. An idle
-//!   0.3 Mbit/s path handed a 37 KB window needs a second, not its 20 ms srtt.
 //! * **`max_bytes`.** x_f (or a MinRTT fallback) gets the whole budget. When x_s sends after
 //!   the comparison it gets only its free window space (at least one MSS): the test judged
 //!   one round of x_s, and bytes beyond its window would sit in its socket, deciding early.
 
 use std::time::{Duration, Instant};
 
-use crate::{
-    backups_allowed, cwnd_room, faster_available, fastest, queued_on_path, Decision, PathSnapshot, QueueView, Scheduler,
-};
+use crate::{backups_allowed, cwnd_room, faster_available, fastest, Decision, PathSnapshot, QueueView, Scheduler};
 
 /// How δ is derived from the two paths' RTT variation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,48 +223,6 @@ impl Ecf {
         srtt + extra * srtt / self.window_bytes(i, p).max(1)
     }
 
-    /// When the last of `chunk` bytes handed to a path now would arrive, with
-    /// [`EcfConfig::frame_time`]: the bytes its socket already holds (in flight and unsent)
-    /// go first, and the path delivers one window ([`Ecf::window_bytes`]) per srtt —
-    /// ECF's own model of a path — but no sooner than one srtt. Under late binding a path
-    /// asks while its window is full (the kernel's ECF never sees such a path), and an idle
-    /// slow path whose srtt keepalives brought down to the base RTT still drains a window
-    /// only at its delivery rate. At least one frame is handed over.
-    fn drain_time(&self, i: usize, p: &PathSnapshot, queue: &QueueView, chunk: usize) -> u128 {
-        let srtt = p.srtt.as_nanos();
-        if !self.cfg.frame_time {
-            return srtt;
-        }
-        let frame = if queue.frames == 0 {
-            0
-        } else {
-            queue.bytes / queue.frames as u64
-        };
-        let bytes = (queued_on_path(p) + (chunk as u64).max(frame)) as f64;
-        srtt.max((bytes / self.rate(i, p) * 1e9) as u128)
-    }
-
-    /// The rate, bytes per second, a path drains its window at: [`Ecf::window_bytes`] per
-    /// srtt, without the one-segment floor (a 0.3 Mbit/s path with a 20 ms srtt delivers
-    /// 750 bytes per srtt, not a segment).
-    fn rate(&self, i: usize, p: &PathSnapshot) -> f64 {
-        let srtt = p.srtt.as_secs_f64().max(1e-6);
-        let mss = p.mss.max(1) as f64;
-        let capped = |cwnd: u32, rate: u64| {
-            let w = cwnd.max(1) as f64 * mss / srtt;
-            if self.cfg.rate_cap && rate > 0 {
-                w.min(rate as f64)
-            } else {
-                w
-            }
-        };
-        let now = capped(p.cwnd, p.delivery_rate);
-        match self.mem.get(i) {
-            Some(m) if m.rec_cwnd > p.cwnd => now.max(capped(m.rec_cwnd, m.rec_rate)),
-            _ => now,
-        }
-    }
-
     /// x_f by [`Ecf::arrival`] among usable paths with an RTT sample, and whether a path
     /// arriving sooner than `me` is ready with window space (MinRTT's reason to wait).
     fn by_arrival(
@@ -350,13 +300,9 @@ impl Scheduler for Ecf {
             k_s = k_s.max(cw_s);
         }
         let rtt_f = fp.srtt.as_nanos();
-        let slow_chunk = cwnd_room(me, self.cwnd(path, me)).min(budget);
         // x_s is handed whole frames: what a frame holds beyond one segment crosses x_s at
-        // its rate, on top of its RTT; and what x_s would be handed now arrives only after
-        // what its socket already holds, at a window per srtt.
-        let rtt_s = self
-            .arrival(path, me, queue)
-            .max(self.drain_time(path, me, queue, slow_chunk));
+        // its rate, on top of its RTT.
+        let rtt_s = self.arrival(path, me, queue);
         let delta = self.delta(fp, me);
         let d = delta.as_nanos();
         let beta = if self.waiting {
@@ -364,6 +310,7 @@ impl Scheduler for Ecf {
         } else {
             0
         };
+        let slow_chunk = cwnd_room(me, self.cwnd(path, me)).min(budget);
 
         // (1)/(3), multiplied through by 1000·CWND_f.
         if 1000 * (cw_f + k_f) * rtt_f >= (1000 + beta) * cw_f * (rtt_s + d) {
@@ -515,39 +462,6 @@ mod tests {
             ..EcfConfig::default()
         };
         assert!(is_wait(Ecf::new(published).decide(now, 0, &paths, &frames, 65536)));
-    }
-
-    /// The same pair at a segment's start: LTE busy with a full window, WiFi idle with its
-    /// srtt at 20 ms from keepalives and a 26-segment window it would fill at once. Whatever
-    /// WiFi is handed now (its window, 37.6 KB) takes about 1 s at 37.5 KB/s, longer than
-    /// LTE needs for the whole 512 KB (≈ 0.57 s): ECF waits. Counting the frame alone at a
-    /// window of one segment per srtt (0.22 s) sent the window on WiFi.
-    #[test]
-    fn what_an_idle_slow_path_is_handed_takes_its_rate() {
-        let now = Instant::now();
-        let mut paths = fast_full(100, 20);
-        paths[0].cwnd = 76;
-        paths[0].in_flight = 76;
-        paths[0].delivery_rate = 1_100_000;
-        paths[1].cwnd = 26;
-        paths[1].delivery_rate = 37_500;
-        let q = crate::test_util::queue(512 * 1024);
-        assert!(is_wait(Ecf::default().decide(now, 1, &paths, &q, 65536)));
-        // With a backlog LTE needs over a second for, one WiFi window is worth sending.
-        let big = crate::test_util::queue(2 << 20);
-        assert!(matches!(
-            Ecf::default().decide(now, 1, &paths, &big, 65536),
-            Decision::Send { .. }
-        ));
-        // The published form (srtt order, one-srtt round) sends on WiFi at 512 KB too.
-        let published = EcfConfig {
-            frame_time: false,
-            ..EcfConfig::default()
-        };
-        assert!(matches!(
-            Ecf::new(published).decide(now, 1, &paths, &q, 65536),
-            Decision::Send { .. }
-        ));
     }
 
     #[test]
