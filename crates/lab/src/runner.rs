@@ -479,6 +479,11 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                                 let refine = oracle_best.is_none();
                                 let mut i = 0;
                                 while i < shares.len() {
+                                    // A sweep is many transfers: stop between them.
+                                    if stop.load(Ordering::SeqCst) {
+                                        bar.abandon_with_message("interrupted");
+                                        return Ok(written);
+                                    }
                                     let k = shares[i];
                                     i += 1;
                                     let p = k as f64 / fine as f64;
