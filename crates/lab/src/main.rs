@@ -229,17 +229,17 @@ fn real_main() -> Result<()> {
                     mpflex_lab::runner::WORKLOADS.join(", ")
                 );
             }
-            let allowed: &[&str] = match workload.as_str() {
-                "bulk" => &["down", "up"],
-                "shortflows" => &["seq", "par"],
-                "video" => &["buffer", "rate"],
-                _ => &[],
+            // The variants a workload has, and those run unless asked (video: the
+            // buffer-based ABR of ECF's evaluation).
+            let (allowed, default): (&[&str], &[&str]) = match workload.as_str() {
+                "bulk" => (&["down", "up"], &["down", "up"]),
+                "shortflows" => (&["seq", "par"], &["seq", "par"]),
+                "video" => (&["buffer", "rate"], &["buffer"]),
+                _ => (&[], &[]),
             };
             let variants: Vec<String> = match variants {
                 Some(v) => v.split(',').map(|x| x.trim().to_string()).collect(),
-                // Video: the buffer-based ABR of ECF's evaluation unless asked.
-                None if workload == "video" => vec!["buffer".into()],
-                None => allowed.iter().map(|s| s.to_string()).collect(),
+                None => default.iter().map(|s| s.to_string()).collect(),
             };
             if let Some(v) = variants.iter().find(|v| !allowed.contains(&v.as_str())) {
                 anyhow::bail!("--variants: {v:?} is not one of {allowed:?} for {workload}");

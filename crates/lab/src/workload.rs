@@ -608,9 +608,10 @@ pub fn video(server: SocketAddr, via: &Via, secs: f64, abr: Abr) -> Result<Field
         let t = Instant::now();
         request(&mut c, bytes)?;
         let now = Instant::now();
-        player_abr.downloaded(now - t);
-        throughputs.push(mbit(bytes, now - t));
-        segment_ms.push((now - t).as_secs_f64() * 1000.0);
+        let took = now - t;
+        player_abr.downloaded(took);
+        throughputs.push(mbit(bytes, took));
+        segment_ms.push(took.as_secs_f64() * 1000.0);
         rates.push(LADDER[q]);
         p.play(now);
         p.buffer += SEGMENT_S;
