@@ -1,7 +1,7 @@
 //! The session state machine.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mpflex_sched::{Decision, End, PathSnapshot, QueueView, Scheduler};
@@ -84,6 +84,11 @@ struct Outgoing {
     /// The peer reported its arrival (it waits in the peer's reorder buffer): no copy of
     /// it is needed any more, whatever happens to the paths.
     received: bool,
+    /// When the earliest copy is expected at the peer: the session clock (µs since
+    /// `epoch`) at sending plus the path's one-way-delay estimate at its bytes in flight
+    /// then. It carries the clock offset of every OWD estimate, so it compares only with
+    /// other such times. `None` while the path had no estimate.
+    eta_us: Option<i64>,
 }
 
 /// Arrival reports kept for sending at most; older ones are dropped (they are samples).
@@ -284,7 +289,7 @@ impl Session {
             .map(|q| q.snap.srtt)
             .max()
             .unwrap_or_default();
-        let rto = (4 * p.snap.rttvar).max(std::time::Duration::from_millis(200));
+        let rto = (4 * p.snap.rttvar).max(Duration::from_millis(200));
         p.snap.srtt + rto + back + self.cfg.ack_delay + std::time::Duration::from_millis(50)
     }
 
@@ -593,6 +598,7 @@ impl Session {
                 sent: false,
                 last_sent: None,
                 received: false,
+                eta_us: None,
             },
         );
         self.unsent.push_back(seq);
@@ -600,7 +606,12 @@ impl Session {
     }
 
     fn ts(&self, now: Instant) -> u32 {
-        now.saturating_duration_since(self.epoch).as_micros() as u32
+        self.clock_us(now) as u32
+    }
+
+    /// The session clock, µs since `epoch` (the frames' timestamps are it modulo 2³²).
+    fn clock_us(&self, now: Instant) -> i64 {
+        now.saturating_duration_since(self.epoch).as_micros() as i64
     }
 
     // ----- receiving -----
@@ -985,7 +996,28 @@ impl Session {
             send_window: self.tx_data_max.saturating_sub(self.tx_data).saturating_add(backlog),
         };
         let budget = max.saturating_sub(out.len() - start);
-        match self.scheduler.decide(now, path, &snaps, &queue, budget) {
+        let decision = self.scheduler.decide(now, path, &snaps, &queue, budget);
+        if tracing::enabled!(tracing::Level::TRACE) {
+            let view: Vec<String> = snaps
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}:{}{} srtt={}us cwnd={} inflight={} notsent={} rate={} owd={:?}",
+                        p.id,
+                        if p.alive { "up" } else { "down" },
+                        if p.ready { ",ready" } else { "" },
+                        p.srtt.as_micros(),
+                        p.cwnd,
+                        p.in_flight,
+                        p.notsent,
+                        p.delivery_rate,
+                        p.owd_us,
+                    )
+                })
+                .collect();
+            tracing::trace!(path, queue = queue.bytes, budget, ?decision, paths = ?view, "schedule");
+        }
+        match decision {
             Decision::Wait { until } => {
                 self.waiting |= bit;
                 if out.len() > start {
@@ -1047,9 +1079,35 @@ impl Session {
                 end,
                 max_bytes,
                 max_age,
+                sooner_only,
             } => {
                 let limit = out.len() + max_bytes.min(budget);
                 let oldest = max_age.and_then(|a| now.checked_sub(a));
+                // For `sooner_only`: when a copy handed to this path now would arrive (it
+                // grows with what is picked), and how late a frame may be on each path.
+                let now_us = self.clock_us(now);
+                let here = &self.paths[path];
+                let here_bif = bytes_in_flight(&here.snap) + (out.len() - start) as u64;
+                let here_dev = here.owd.deviation() as i64;
+                // Overdue: older than its path's srtt + 4·rttvar plus the slowest path's
+                // srtt, the longest the peer's report may take to come back.
+                let report = self.paths.iter().map(|p| p.snap.srtt).max().unwrap_or_default();
+                let rto: Vec<Duration> = self
+                    .paths
+                    .iter()
+                    .map(|p| p.snap.srtt + 4 * p.snap.rttvar + report)
+                    .collect();
+                let dev: Vec<i64> = self.paths.iter().map(|p| p.owd.deviation() as i64).collect();
+                let sooner = |o: &Outgoing, extra: u64| -> bool {
+                    let holders = (0..self.paths.len()).filter(|&i| o.on_paths & (1 << i) != 0);
+                    let age = o.last_sent.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+                    let overdue = holders.clone().any(|i| age > rto[i]);
+                    let (Some(eta), Some(owd)) = (o.eta_us, here.owd.estimate(here_bif + extra)) else {
+                        return true;
+                    };
+                    let margin = here_dev + holders.map(|i| dev[i]).max().unwrap_or(0);
+                    overdue || now_us + owd + margin < eta
+                };
                 // Unacknowledged frames another path carries and the peer has not reported.
                 let wanted = |o: &Outgoing| {
                     o.sent
@@ -1059,30 +1117,36 @@ impl Session {
                         && oldest.is_none_or(|t| o.last_sent.is_some_and(|s| s >= t))
                 };
                 let mut picked = Vec::new();
+                let mut next_due: Option<Instant> = None;
                 let mut size = out.len() - start;
-                let mut push = |seq: u64, o: &Outgoing| {
+                let mut push = |seq: u64, o: &Outgoing| -> Option<bool> {
                     let len = o.frame.encoded_len();
                     if size + len > max || (!picked.is_empty() && start + size + len > limit) {
-                        return false;
+                        return None;
+                    }
+                    if sooner_only && !sooner(o, (size - (out.len() - start)) as u64) {
+                        // Ask again when it becomes overdue on the first path that holds it.
+                        let due = (0..rto.len())
+                            .filter(|&i| o.on_paths & (1 << i) != 0)
+                            .filter_map(|i| o.last_sent.map(|t| t + rto[i] + Duration::from_millis(1)))
+                            .min();
+                        next_due = match (next_due, due) {
+                            (Some(a), Some(b)) => Some(a.min(b)),
+                            (a, b) => a.or(b),
+                        };
+                        return Some(false);
                     }
                     size += len;
                     picked.push(seq);
-                    true
+                    Some(true)
                 };
-                match end {
-                    End::Head => {
-                        for (&seq, o) in self.outgoing.iter().filter(|(_, o)| wanted(o)) {
-                            if !push(seq, o) {
-                                break;
-                            }
-                        }
-                    }
-                    End::Tail => {
-                        for (&seq, o) in self.outgoing.iter().rev().filter(|(_, o)| wanted(o)) {
-                            if !push(seq, o) {
-                                break;
-                            }
-                        }
+                let candidates: Box<dyn Iterator<Item = (&u64, &Outgoing)>> = match end {
+                    End::Head => Box::new(self.outgoing.iter()),
+                    End::Tail => Box::new(self.outgoing.iter().rev()),
+                };
+                for (&seq, o) in candidates.filter(|(_, o)| wanted(o)) {
+                    if push(seq, o).is_none() {
+                        break;
                     }
                 }
                 if picked.is_empty() {
@@ -1090,7 +1154,7 @@ impl Session {
                     if out.len() > start {
                         return self.sent(path, start, out);
                     }
-                    return PollTransmit::Wait { until: None };
+                    return PollTransmit::Wait { until: next_due };
                 }
                 for seq in picked {
                     let payload = self.put(path, seq, out, start, now, ts);
@@ -1106,7 +1170,11 @@ impl Session {
     /// copy. Returns its payload length.
     fn put(&mut self, path: usize, seq: u64, out: &mut Vec<u8>, start: usize, now: Instant, ts: u32) -> u64 {
         let bif = bytes_in_flight(&self.paths[path].snap) + (out.len() - start) as u64;
+        let eta = self.paths[path].owd.estimate(bif).map(|d| self.clock_us(now) + d);
         let o = self.outgoing.get_mut(&seq).expect("outgoing frame");
+        if let Some(e) = eta {
+            o.eta_us = Some(o.eta_us.map_or(e, |x| x.min(e)));
+        }
         o.frame.set_ts(ts);
         o.frame.encode(out);
         o.on_paths |= 1 << path;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mpflex_engine::{EngineConfig, Event, PollTransmit, RecvResult, Role, Session, SEQUENCE_AHEAD};
-use mpflex_sched::{by_name, PathSnapshot};
+use mpflex_sched::{by_name, Decision, End, PathSnapshot, QueueView, Scheduler};
 use mpflex_wire::{decode_all, TargetAddr, MAX_RECORD};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
@@ -43,14 +43,19 @@ impl Sim {
 
     /// A simulation whose engines' configuration `tune` adjusts.
     fn with(sched: &str, paths: &[(u64, usize)], tune: impl Fn(&mut EngineConfig)) -> Sim {
+        Self::custom(|| by_name(sched).unwrap(), paths, tune)
+    }
+
+    /// A simulation whose engines run the schedulers `make` builds.
+    fn custom(make: impl Fn() -> Box<dyn Scheduler>, paths: &[(u64, usize)], tune: impl Fn(&mut EngineConfig)) -> Sim {
         let now = Instant::now();
         let cfg = |role| {
             let mut c = EngineConfig::new(role);
             tune(&mut c);
             c
         };
-        let mut client = Session::new(cfg(Role::Client), by_name(sched).unwrap(), now);
-        let mut server = Session::new(cfg(Role::Server), by_name(sched).unwrap(), now);
+        let mut client = Session::new(cfg(Role::Client), make(), now);
+        let mut server = Session::new(cfg(Role::Server), make(), now);
         let mut links = Vec::new();
         for (i, &(delay_ms, rate)) in paths.iter().enumerate() {
             let mk = || Link {
@@ -787,4 +792,87 @@ fn reported_frames_are_not_resent_when_their_path_dies() {
         got += b.len();
     }
     assert_eq!(got, 6 * 16_384);
+}
+
+/// Path 1 carries every new frame; path 0 only re-sends what path 1 holds, with or without
+/// `sooner_only`.
+struct CopyOnPathZero {
+    sooner_only: bool,
+}
+
+impl Scheduler for CopyOnPathZero {
+    fn name(&self) -> &'static str {
+        "copy-on-path-zero"
+    }
+
+    fn reinjects(&self) -> bool {
+        true
+    }
+
+    fn decide(&mut self, _: Instant, path: usize, _: &[PathSnapshot], q: &QueueView, budget: usize) -> Decision {
+        match (path, q.bytes) {
+            (1, 1..) => Decision::head(budget),
+            (0, 0) => Decision::Reinject {
+                end: End::Head,
+                max_bytes: budget,
+                max_age: None,
+                sooner_only: self.sooner_only,
+            },
+            _ => Decision::Wait { until: None },
+        }
+    }
+}
+
+/// `sooner_only` copies a frame only when the copy would arrive first: over a path 10 ms
+/// away, copies of what a 100 ms path carries arrive first and the download takes about
+/// the fast path's time; over the 100 ms path, copies of what the 10 ms path carries would
+/// arrive later, and none is sent (without the filter, half the download is).
+#[test]
+fn reinjection_copies_only_frames_the_copy_brings_sooner() {
+    let run = |paths: [(u64, usize); 2], sooner_only: bool| {
+        let mut sim = Sim::custom(|| Box::new(CopyOnPathZero { sooner_only }), &paths, |_| {});
+        let size = 400_000;
+        let body = pattern(7, size);
+        // A first transfer gives both paths delay estimates (path 0 from its copies, all
+        // made then: without estimates every frame counts as sooner); the second counts.
+        let mut times = Vec::new();
+        let mut resent = 0;
+        for round in 0..2 {
+            resent = sim.server.path_counters(0).unwrap().0.payload_resent;
+            let t0 = sim.now;
+            let id = sim.client.open_stream(addr(), Bytes::from_static(b"GET"), t0).0;
+            let mut queued = false;
+            for _ in 0..20_000 {
+                if !queued && sim.server_rx.contains_key(&id) {
+                    sim.server.stream_send(id, Bytes::from(body.clone()), sim.now);
+                    sim.server.stream_finish(id);
+                    queued = true;
+                }
+                sim.step();
+                if sim.client_fin.get(&id) == Some(&true) {
+                    break;
+                }
+            }
+            assert_eq!(sim.client_rx[&id], body, "round {round}: corrupted");
+            times.push((sim.now - t0).as_millis() as u64);
+            for _ in 0..300 {
+                sim.step();
+            }
+        }
+        (times, sim.server.path_counters(0).unwrap().0.payload_resent - resent)
+    };
+    let slow_copier = [(100, 1000), (10, 1000)];
+    let (t, resent) = run(slow_copier, true);
+    println!("copier 100 ms, sooner only: {t:?} ms, {resent} B resent");
+    assert_eq!(resent, 0, "copies that would arrive later were sent");
+    let (_, all) = run(slow_copier, false);
+    println!("copier 100 ms, every frame: {all} B resent");
+    assert!(all > 100_000, "without the filter, copies are sent: {all}");
+    let fast_copier = [(10, 1000), (100, 1000)];
+    let (t, resent) = run(fast_copier, true);
+    println!("copier 10 ms, sooner only: {t:?} ms, {resent} B resent");
+    assert!(resent > 50_000, "copies that arrive sooner were not sent: {resent}");
+    // Path 0 copies only once path 1 has taken the whole queue, near the end: the 100 ms
+    // path alone takes 10 + 400 + 100 ms plus the request's way.
+    assert!(t[1] < 500, "second transfer took {} ms", t[1]);
 }

@@ -44,6 +44,17 @@
 //!   before it has one.
 //! * A large-OWD path takes at most D − threshold bytes per decision (at least one frame), so a
 //!   large batch cannot overshoot the stop point.
+//! * **Endless streams** (a bulk upload, a long download the application keeps feeding):
+//!   the queue never ends, so "the tail" is the newest byte. Sent from there, the large
+//!   path's bytes wait in the receiver's reorder buffer until the small path reaches them;
+//!   the gap grows until the stream's flow-control window (4 MB) is full of them, and the
+//!   application receives data seconds late (bulk upload on seed-default: 76% of the
+//!   capacity delivered in order). So a chunk end is in reach only when the backlog is at
+//!   most what both paths deliver in one round of the two,
+//!   `(BW_small + BW_large)·(srtt_small + srtt_large)` ([`Dems::horizon`]); above it the
+//!   large path takes from the head like MinRTT, and from the tail (with the stop rule)
+//!   once the rest fits. The horizon is at least twice the stop threshold, so the stop rule
+//!   always has room. `horizon = false` is the paper's rule.
 
 use std::time::{Duration, Instant};
 
@@ -65,11 +76,18 @@ pub struct Dems {
     variant: DemsVariant,
     /// δ = k · deviation of ΔOWD (the paper uses k = 1).
     pub k: f64,
+    /// Work from the tail only when the backlog is within one round of both paths (see
+    /// the module notes); `false`: always, as in the paper.
+    pub horizon: bool,
 }
 
 impl Dems {
     pub fn new(variant: DemsVariant) -> Self {
-        Dems { variant, k: 1.0 }
+        Dems {
+            variant,
+            k: 1.0,
+            horizon: true,
+        }
     }
 }
 
@@ -147,6 +165,7 @@ impl Scheduler for Dems {
                     end: End::Head,
                     max_bytes: budget,
                     max_age: None,
+                    sooner_only: false,
                 },
                 DemsVariant::Full => {
                     // Re-send what the other paths sent within ΔOWD + δ (Eq. 11).
@@ -162,6 +181,7 @@ impl Scheduler for Dems {
                         end: End::Head,
                         max_bytes: budget,
                         max_age: Some(Duration::from_secs_f64(window)),
+                        sooner_only: false,
                     }
                 }
             };
@@ -169,6 +189,13 @@ impl Scheduler for Dems {
         // The asking path has the larger OWD: it works from the tail (Eq. 9 / Alg. 1 l. 15–18).
         let (d, delta) = self.delta(small, me, measured);
         let threshold = (d - delta) * bandwidth(small);
+        if self.horizon && q.bytes > 0 {
+            let round = (small.srtt + me.srtt).as_secs_f64();
+            let reach = ((bandwidth(small) + bandwidth(me)) * round).max(2.0 * threshold);
+            if q.bytes as f64 > reach {
+                return Decision::head(budget);
+            }
+        }
         if q.bytes > 0 {
             let left = q.bytes as f64 - threshold.max(0.0);
             if threshold <= 0.0 || left >= 0.0 {
@@ -190,6 +217,7 @@ impl Scheduler for Dems {
                 end: End::Tail,
                 max_bytes: budget,
                 max_age: None,
+                sooner_only: false,
             },
             _ => wait,
         }
@@ -243,7 +271,7 @@ mod tests {
         let now = Instant::now();
         let paths = seed_270();
         let mut s = Dems::new(DemsVariant::Basic);
-        assert_eq!(s.decide(now, 1, &paths, &queue(1 << 20), 65536), tail(65536));
+        assert_eq!(s.decide(now, 1, &paths, &queue(600_000), 65536), tail(65536));
         // 120,000 unsent: only 23,200 may go from the tail.
         assert_eq!(s.decide(now, 1, &paths, &queue(120_000), 65536), tail(23_200));
         assert_eq!(
@@ -280,6 +308,7 @@ mod tests {
                 end: End::Head,
                 max_bytes: 65536,
                 max_age: Some(Duration::from_millis(120)),
+                sooner_only: false,
             }
         );
         // The large-OWD path never re-sends in DEMS-F.
@@ -300,6 +329,7 @@ mod tests {
             end,
             max_bytes: 4096,
             max_age: None,
+            sooner_only: false,
         };
         assert_eq!(s.decide(now, 0, &paths, &queue(0), 4096), all(End::Head));
         assert_eq!(s.decide(now, 1, &paths, &queue(0), 4096), all(End::Tail));
@@ -314,8 +344,8 @@ mod tests {
         paths[0].owd_us = Some(300_000);
         paths[1].owd_us = Some(100_000);
         let mut s = Dems::new(DemsVariant::Basic);
-        assert_eq!(s.decide(now, 1, &paths, &queue(1 << 20), 1000), Decision::head(1000));
-        assert_eq!(s.decide(now, 0, &paths, &queue(1 << 20), 1000), tail(1000));
+        assert_eq!(s.decide(now, 1, &paths, &queue(600_000), 1000), Decision::head(1000));
+        assert_eq!(s.decide(now, 0, &paths, &queue(600_000), 1000), tail(1000));
     }
 
     /// Without feedback on every path, half the srtt stands in for the OWD (a fresh session).
@@ -327,6 +357,32 @@ mod tests {
         let mut s = Dems::new(DemsVariant::Basic);
         // srtt 50 and 270 ms: ΔOWD = 110 ms again, same threshold as Eq. 9 above.
         assert_eq!(s.decide(now, 1, &paths, &queue(120_000), 65536), tail(23_200));
+    }
+
+    /// An endless stream: while the backlog exceeds what both paths deliver in one round of
+    /// the two, (880,000 + 1,148,125) B/s × (50 + 270) ms = 649,000 bytes, the large-OWD
+    /// path sends from the head; from there on from the tail. The paper's rule (no
+    /// horizon) always takes the tail.
+    #[test]
+    fn a_backlog_beyond_one_round_is_not_a_chunk_end() {
+        let now = Instant::now();
+        let paths = seed_270();
+        for v in [DemsVariant::Basic, DemsVariant::Simple, DemsVariant::Full] {
+            let mut s = Dems::new(v);
+            assert_eq!(s.decide(now, 1, &paths, &queue(649_001), 65536), Decision::head(65536));
+            assert_eq!(s.decide(now, 1, &paths, &queue(4 << 20), 65536), Decision::head(65536));
+            assert_eq!(s.decide(now, 1, &paths, &queue(649_000), 65536), tail(65536));
+            s.horizon = false;
+            assert_eq!(s.decide(now, 1, &paths, &queue(4 << 20), 65536), tail(65536));
+        }
+        // The horizon never falls below twice the stop threshold: with 1 ms RTTs the round
+        // is tiny, but the LTE path still works from the tail above 2 × 96,800 bytes.
+        let mut fast = seed_270();
+        fast[0].srtt = Duration::from_millis(1);
+        fast[1].srtt = Duration::from_millis(1);
+        let mut s = Dems::new(DemsVariant::Basic);
+        assert_eq!(s.decide(now, 1, &fast, &queue(193_500), 65536), tail(65536));
+        assert_eq!(s.decide(now, 1, &fast, &queue(193_700), 65536), Decision::head(65536));
     }
 
     /// When δ swallows ΔOWD the large path sends until the queue is empty, and then stops.

@@ -166,12 +166,19 @@ pub enum Decision {
     /// Send again, on the asking path, frames that other paths carry and the peer has not
     /// acknowledged yet: up to `max_bytes`, walking the sequence space up from the lowest
     /// (`Head`) or down from the highest (`Tail`), skipping frames last sent longer than
-    /// `max_age` ago. Asked for only by schedulers whose [`Scheduler::reinjects`] is true,
-    /// typically once the unsent queue is empty.
+    /// `max_age` ago. With `sooner_only`, only frames a copy on this path would bring
+    /// sooner: its expected arrival (now + this path's one-way delay at its bytes in
+    /// flight) beats the frame's expected arrival on the paths holding it by more than the
+    /// two paths' delay deviations, or the frame is overdue there (unreported for longer
+    /// than that path's `srtt + 4·rttvar` plus the largest srtt, the report's way back:
+    /// stuck behind a loss). Frames or paths
+    /// without delay estimates yet count as sooner. Asked for only by schedulers whose
+    /// [`Scheduler::reinjects`] is true, typically once the unsent queue is empty.
     Reinject {
         end: End,
         max_bytes: usize,
         max_age: Option<Duration>,
+        sooner_only: bool,
     },
 }
 
