@@ -605,6 +605,12 @@ impl Session {
         self.events.push_back(Event::WakePaths);
     }
 
+    /// The most one stream frame takes on the wire (its payload limit plus headers): a
+    /// `poll_transmit` with at least this much room always makes progress.
+    pub fn max_frame_len(&self) -> usize {
+        self.cfg.max_frame_data + 64
+    }
+
     fn ts(&self, now: Instant) -> u32 {
         self.clock_us(now) as u32
     }
@@ -1200,8 +1206,13 @@ impl Session {
         if n == 0 {
             return PollTransmit::Wait { until: None };
         }
-        self.paths[path].counters.bytes_sent += n as u64;
-        self.paths[path].last_send = self.paths[path].last_send.max(self.last_now);
+        let p = &mut self.paths[path];
+        p.counters.bytes_sent += n as u64;
+        p.last_send = p.last_send.max(self.last_now);
+        // Until the driver reports the socket again, count what was just handed over as
+        // unsent in it: decisions on other paths in the meantime (is this one the faster
+        // path with window space?) must not see it as empty.
+        p.snap.notsent = p.snap.notsent.saturating_add(n as u32);
         PollTransmit::Sent(n)
     }
 

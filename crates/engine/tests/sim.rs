@@ -141,6 +141,12 @@ impl Sim {
                         break;
                     }
                     sess.set_path_ready(p, true);
+                    // The simulated socket has nothing unsent once its link is ready again
+                    // (the engine counts what it hands over until the driver reports).
+                    if let Some(mut snap) = sess.path_counters(p).map(|(_, s)| s.clone()) {
+                        snap.notsent = 0;
+                        sess.set_path_stats(p, snap);
+                    }
                     let mut buf = Vec::new();
                     match sess.poll_transmit(p, now, &mut buf, MAX_RECORD) {
                         PollTransmit::Sent(n) => {
@@ -875,4 +881,25 @@ fn reinjection_copies_only_frames_the_copy_brings_sooner() {
     // Path 0 copies only once path 1 has taken the whole queue, near the end: the 100 ms
     // path alone takes 10 + 400 + 100 ms plus the request's way.
     assert!(t[1] < 500, "second transfer took {} ms", t[1]);
+}
+
+/// What the engine hands a path counts as unsent in that path's snapshot until the driver
+/// reports the socket again: a decision on another path in the meantime must not take the
+/// path for an empty one on statistics from before the hand-over.
+#[test]
+fn handed_bytes_count_as_unsent_until_the_next_report() {
+    let now = Instant::now();
+    let mut s = Session::new(EngineConfig::new(Role::Client), by_name("minrtt").unwrap(), now);
+    s.path_up(0, now);
+    s.set_path_stats(0, snapshot(0, 10));
+    s.set_path_ready(0, true);
+    s.open_stream(addr(), Bytes::from(pattern(3, 40_000)), now);
+    let mut buf = Vec::new();
+    let PollTransmit::Sent(n) = s.poll_transmit(0, now, &mut buf, MAX_RECORD) else {
+        panic!("nothing sent");
+    };
+    assert!(n > 30_000, "{n}");
+    assert_eq!(s.path_counters(0).unwrap().1.notsent as usize, n);
+    s.set_path_stats(0, snapshot(0, 10));
+    assert_eq!(s.path_counters(0).unwrap().1.notsent, 0);
 }

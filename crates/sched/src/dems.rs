@@ -51,7 +51,8 @@
 //!   application receives data seconds late (bulk upload on seed-default: 76% of the
 //!   capacity delivered in order). So a chunk end is in reach only when the backlog is at
 //!   most what both paths deliver in one round of the two,
-//!   `(BW_small + BW_large)·(srtt_small + srtt_large)` ([`Dems::horizon`]); above it the
+//!   `(BW_small + BW_large)·(srtt_small + srtt_large)` ([`Dems::horizon`]; each BW the
+//!   larger of window/srtt and the delivery rate); above it the
 //!   large path takes from the head like MinRTT, and from the tail (with the stop rule)
 //!   once the rest fits. The horizon is at least twice the stop threshold, so the stop rule
 //!   always has room. `horizon = false` is the paper's rule.
@@ -191,7 +192,10 @@ impl Scheduler for Dems {
         let threshold = (d - delta) * bandwidth(small);
         if self.horizon && q.bytes > 0 {
             let round = (small.srtt + me.srtt).as_secs_f64();
-            let reach = ((bandwidth(small) + bandwidth(me)) * round).max(2.0 * threshold);
+            // Each path's rate as the larger of its window per srtt and the kernel's
+            // delivery rate: after an idle spell the delivery rate is the last sample, often
+            // an application-limited trickle, which would shrink the horizon to nothing.
+            let reach = ((small.rate_estimate() + me.rate_estimate()) * round).max(2.0 * threshold);
             if q.bytes as f64 > reach {
                 return Decision::head(budget);
             }
@@ -375,11 +379,24 @@ mod tests {
             s.horizon = false;
             assert_eq!(s.decide(now, 1, &paths, &queue(4 << 20), 65536), tail(65536));
         }
+        // After an idle spell the kernel's delivery rate may be a trickle; the window per
+        // srtt still counts: 100 segments per 50 ms and per 270 ms, 2,896,000 + 536,296 B/s
+        // over 320 ms is 1,098,414 bytes.
+        let mut idle = seed_270();
+        for p in &mut idle {
+            p.delivery_rate = 1000;
+            p.cwnd = 100;
+        }
+        let mut s = Dems::new(DemsVariant::Basic);
+        assert_eq!(s.decide(now, 1, &idle, &queue(1_098_000), 65536), tail(65536));
+        assert_eq!(s.decide(now, 1, &idle, &queue(1_099_000), 65536), Decision::head(65536));
         // The horizon never falls below twice the stop threshold: with 1 ms RTTs the round
-        // is tiny, but the LTE path still works from the tail above 2 × 96,800 bytes.
+        // is tiny, but the LTE path still works from the tail up to 2 × 96,800 bytes.
         let mut fast = seed_270();
-        fast[0].srtt = Duration::from_millis(1);
-        fast[1].srtt = Duration::from_millis(1);
+        for p in &mut fast {
+            p.srtt = Duration::from_millis(1);
+            p.cwnd = 1;
+        }
         let mut s = Dems::new(DemsVariant::Basic);
         assert_eq!(s.decide(now, 1, &fast, &queue(193_500), 65536), tail(65536));
         assert_eq!(s.decide(now, 1, &fast, &queue(193_700), 65536), Decision::head(65536));
