@@ -290,7 +290,7 @@ impl Session {
             .max()
             .unwrap_or_default();
         let rto = (4 * p.snap.rttvar).max(Duration::from_millis(200));
-        p.snap.srtt + rto + back + self.cfg.ack_delay + std::time::Duration::from_millis(50)
+        p.snap.srtt + rto + back + self.cfg.ack_delay + Duration::from_millis(50)
     }
 
     fn restate_control(&mut self) {
@@ -1104,15 +1104,21 @@ impl Session {
                     .map(|p| p.snap.srtt + 4 * p.snap.rttvar + report)
                     .collect();
                 let dev: Vec<i64> = self.paths.iter().map(|p| p.owd.deviation() as i64).collect();
+                let holders = |o: &Outgoing| {
+                    let on = o.on_paths;
+                    (0..rto.len()).filter(move |&i| on & (1 << i) != 0)
+                };
+                // When a frame becomes overdue: on the first path holding it to run late.
+                let due = |o: &Outgoing| {
+                    let sent = o.last_sent?;
+                    holders(o).map(|i| sent + rto[i]).min()
+                };
                 let sooner = |o: &Outgoing, extra: u64| -> bool {
-                    let holders = (0..self.paths.len()).filter(|&i| o.on_paths & (1 << i) != 0);
-                    let age = o.last_sent.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
-                    let overdue = holders.clone().any(|i| age > rto[i]);
                     let (Some(eta), Some(owd)) = (o.eta_us, here.owd.estimate(here_bif + extra)) else {
                         return true;
                     };
-                    let margin = here_dev + holders.map(|i| dev[i]).max().unwrap_or(0);
-                    overdue || now_us + owd + margin < eta
+                    let margin = here_dev + holders(o).map(|i| dev[i]).max().unwrap_or(0);
+                    due(o).is_some_and(|d| now > d) || now_us + owd + margin < eta
                 };
                 // Unacknowledged frames another path carries and the peer has not reported.
                 let wanted = |o: &Outgoing| {
@@ -1131,11 +1137,8 @@ impl Session {
                         return None;
                     }
                     if sooner_only && !sooner(o, (size - (out.len() - start)) as u64) {
-                        // Ask again when it becomes overdue on the first path that holds it.
-                        let due = (0..rto.len())
-                            .filter(|&i| o.on_paths & (1 << i) != 0)
-                            .filter_map(|i| o.last_sent.map(|t| t + rto[i] + Duration::from_millis(1)))
-                            .min();
+                        // Ask again when it becomes overdue.
+                        let due = due(o).map(|d| d + Duration::from_millis(1));
                         next_due = match (next_due, due) {
                             (Some(a), Some(b)) => Some(a.min(b)),
                             (a, b) => a.or(b),

@@ -433,16 +433,16 @@ async fn path_writer(
             }
             continue;
         }
-        // Fill the socket up to the low-water mark plus at most one frame: every byte
-        // handed over beyond it is bound to this path early, and at a chunk's end that
-        // decides which path finishes last (with a whole record of slack, a 7 Mbit/s path
-        // held ~100 KB, 0.1 s, in its socket).
-        let frame = h.with(|sh| sh.sess.max_frame_len());
-        let budget = (lowat - info.notsent_bytes) as usize + frame;
         let now = Instant::now();
         wire.clear();
         records.clear();
         let until = h.with(|sh| {
+            // Fill the socket up to the low-water mark plus at most one frame: every byte
+            // handed over beyond it is bound to this path early, and at a chunk's end that
+            // decides which path finishes last (with a whole record of slack, a 7 Mbit/s
+            // path held ~100 KB, 0.1 s, in its socket).
+            let frame = sh.sess.max_frame_len();
+            let budget = (lowat - info.notsent_bytes) as usize + frame;
             sh.sess.set_path_stats(p, info.snapshot(p));
             sh.sess.set_path_ready(p, true);
             let until = loop {

@@ -190,17 +190,18 @@ impl Scheduler for Dems {
         // The asking path has the larger OWD: it works from the tail (Eq. 9 / Alg. 1 l. 15–18).
         let (d, delta) = self.delta(small, me, measured);
         let threshold = (d - delta) * bandwidth(small);
-        if self.horizon && q.bytes > 0 {
-            let round = (small.srtt + me.srtt).as_secs_f64();
-            // Each path's rate as the larger of its window per srtt and the kernel's
-            // delivery rate: after an idle spell the delivery rate is the last sample, often
-            // an application-limited trickle, which would shrink the horizon to nothing.
-            let reach = ((small.rate_estimate() + me.rate_estimate()) * round).max(2.0 * threshold);
-            if q.bytes as f64 > reach {
-                return Decision::head(budget);
-            }
-        }
         if q.bytes > 0 {
+            if self.horizon {
+                let round = (small.srtt + me.srtt).as_secs_f64();
+                // Each path's rate as the larger of its window per srtt and the kernel's
+                // delivery rate: after an idle spell the delivery rate is the last sample,
+                // often an application-limited trickle, which would shrink the horizon to
+                // nothing.
+                let reach = ((small.rate_estimate() + me.rate_estimate()) * round).max(2.0 * threshold);
+                if q.bytes as f64 > reach {
+                    return Decision::head(budget);
+                }
+            }
             let left = q.bytes as f64 - threshold.max(0.0);
             if threshold <= 0.0 || left >= 0.0 {
                 let max_bytes = if threshold <= 0.0 {

@@ -171,9 +171,9 @@ pub enum Decision {
     /// flight) beats the frame's expected arrival on the paths holding it by more than the
     /// two paths' delay deviations, or the frame is overdue there (unreported for longer
     /// than that path's `srtt + 4·rttvar` plus the largest srtt, the report's way back:
-    /// stuck behind a loss). Frames or paths
-    /// without delay estimates yet count as sooner. Asked for only by schedulers whose
-    /// [`Scheduler::reinjects`] is true, typically once the unsent queue is empty.
+    /// stuck behind a loss). Frames or paths without delay estimates yet count as sooner.
+    /// Asked for only by schedulers whose [`Scheduler::reinjects`] is true, typically once
+    /// the unsent queue is empty.
     Reinject {
         end: End,
         max_bytes: usize,
