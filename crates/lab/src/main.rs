@@ -333,6 +333,9 @@ fn real_main() -> Result<()> {
     }
 }
 
+/// Bytes a `warm` chunk measurement transfers on its connections first (then ~1 s idle).
+const WARM_UP_BYTES: u64 = 1 << 20;
+
 fn chunk_client(cmd: &Cmd) -> Result<()> {
     let Cmd::ChunkClient {
         server,
@@ -356,18 +359,24 @@ fn chunk_client(cmd: &Cmd) -> Result<()> {
         },
     };
     let warm = mode == "warm";
-    // The parts: (server, via, bytes).
-    let first = (*size as f64 * share).round() as u64;
-    let mut parts = vec![(*server, via(*bind), first)];
+    // The parts: (server, via, bytes, warm-up bytes). The warm-up is 1 MB in all, split
+    // like the chunk: every system warms its paths with the same megabyte (a split that
+    // warmed each connection with a whole megabyte would give each path the window of a
+    // transfer twice the size the others had).
+    let (first, second) = workload::split(*size, *share);
+    let (warm_first, warm_second) = workload::split(WARM_UP_BYTES, *share);
+    let mut parts = vec![(*server, via(*bind), first, warm_first)];
     if let Some(s2) = split_server {
-        parts.push((*s2, via(*split_bind), size - first));
+        parts.push((*s2, via(*split_bind), second, warm_second));
     }
     parts.retain(|p| p.2 > 0);
     let mut conns = Vec::new();
     if warm {
-        for (srv, v, _) in &parts {
+        for (srv, v, _, warm_bytes) in &parts {
             let mut c = workload::connect(*srv, v)?;
-            workload::request(&mut c, 1 << 20)?;
+            if *warm_bytes > 0 {
+                workload::request(&mut c, *warm_bytes)?;
+            }
             conns.push(Some(c));
         }
         std::thread::sleep(Duration::from_secs(1));
@@ -379,7 +388,7 @@ fn chunk_client(cmd: &Cmd) -> Result<()> {
         let hs: Vec<_> = parts
             .iter()
             .zip(conns.iter_mut())
-            .map(|((srv, v, bytes), c)| sc.spawn(move || workload::timed(*srv, v, *bytes, c.as_mut())))
+            .map(|((srv, v, bytes, _), c)| sc.spawn(move || workload::timed(*srv, v, *bytes, c.as_mut())))
             .collect();
         for h in hs {
             h.join().map_err(|_| anyhow::anyhow!("worker panicked"))??;

@@ -247,6 +247,13 @@ pub fn request(s: &mut TcpStream, size: u64) -> Result<()> {
     Ok(())
 }
 
+/// `total` bytes split by `share` (of the first part, 0..=1): (first, rest), the first
+/// rounded to the nearest byte, the two adding up to `total`.
+pub fn split(total: u64, share: f64) -> (u64, u64) {
+    let first = ((total as f64 * share.clamp(0.0, 1.0)).round() as u64).min(total);
+    (first, total - first)
+}
+
 /// One measurement: `fresh` connects first (and the time includes it), otherwise the
 /// request goes on `warm`, an established connection.
 pub fn timed(server: SocketAddr, via: &Via, size: u64, warm: Option<&mut TcpStream>) -> Result<Duration> {
@@ -757,6 +764,15 @@ pub fn handover(server: SocketAddr, via: &Via, secs: f64, kbit: u64) -> Result<F
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_split_adds_up_to_the_total() {
+        assert_eq!(split(1 << 20, 0.25), (262_144, 786_432));
+        assert_eq!(split(1 << 20, 1.0), (1 << 20, 0));
+        assert_eq!(split(1 << 20, 0.0), (0, 1 << 20));
+        assert_eq!(split(1000, 1.0 / 3.0), (333, 667));
+        assert_eq!(split(10, 1.5), (10, 0));
+    }
 
     #[test]
     fn requests_round_trip() {
