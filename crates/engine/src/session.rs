@@ -1008,12 +1008,13 @@ impl Session {
                 .iter()
                 .map(|p| {
                     format!(
-                        "{}:{}{} srtt={}us cwnd={} inflight={} notsent={} rate={} owd={:?}",
+                        "{}:{}{} srtt={}us cwnd={}{} inflight={} notsent={} rate={} owd={:?}",
                         p.id,
                         if p.alive { "up" } else { "down" },
                         if p.ready { ",ready" } else { "" },
                         p.srtt.as_micros(),
                         p.cwnd,
+                        p.restart_cwnd.map(|w| format!("->{w}")).unwrap_or_default(),
                         p.in_flight,
                         p.notsent,
                         p.delivery_rate,

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::crypto::{begin_record, end_record, seal_record, Opener, Transport, MAX_PLAINTEXT};
-use crate::tcpinfo::{set_linger_zero, set_notsent_lowat, tcp_info};
+use crate::tcpinfo::{idle_restart_applies, set_linger_zero, set_notsent_lowat, tcp_info};
 
 /// Wake-ups for the two tasks of a stream.
 #[derive(Default)]
@@ -392,6 +392,7 @@ async fn path_writer(
     let mut wire = Vec::with_capacity(1 << 20);
     let mut lowat = 32 * 1024u32;
     set_notsent_lowat(&*sock, lowat)?;
+    let idle_restart = idle_restart_applies(&*sock);
     loop {
         let info = tcp_info(&*sock)?;
         if info.state != TCP_ESTABLISHED && info.state != TCP_CLOSE_WAIT {
@@ -413,7 +414,7 @@ async fn path_writer(
         }
         if info.notsent_bytes >= lowat {
             h.with(|sh| {
-                sh.sess.set_path_stats(p, info.snapshot(p));
+                sh.sess.set_path_stats(p, info.snapshot(p, idle_restart));
                 sh.sess.set_path_ready(p, false)
             });
             // Forget the cached readiness so the next wait ends only at the kernel's
@@ -443,7 +444,7 @@ async fn path_writer(
             // path held ~100 KB, 0.1 s, in its socket).
             let frame = sh.sess.max_frame_len();
             let budget = (lowat - info.notsent_bytes) as usize + frame;
-            sh.sess.set_path_stats(p, info.snapshot(p));
+            sh.sess.set_path_stats(p, info.snapshot(p, idle_restart));
             sh.sess.set_path_ready(p, true);
             let until = loop {
                 if wire.len() >= budget {

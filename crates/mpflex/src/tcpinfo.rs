@@ -1,6 +1,6 @@
 //! Path statistics from the kernel (`TCP_INFO`) and late-binding socket options.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
 use mpflex_sched::PathSnapshot;
@@ -74,9 +74,49 @@ pub fn tcp_info(sock: &impl AsRawFd) -> std::io::Result<TcpInfo> {
     Ok(info)
 }
 
+/// The kernel's initial window (`TCP_INIT_CWND`), the floor of a restarted one (a route's
+/// `initcwnd` would change it; mpflex does not set one).
+const INIT_CWND: u32 = 10;
+
+/// Whether the kernel restarts this connection's window after an idle spell: the network
+/// namespace's `net.ipv4.tcp_slow_start_after_idle` is on and the connection's congestion
+/// control is not one that sets its rate itself (BBR, which the kernel exempts).
+pub fn idle_restart_applies(sock: &impl AsFd) -> bool {
+    let on = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_slow_start_after_idle")
+        .map(|v| v.trim() != "0")
+        .unwrap_or(true);
+    let cc = socket2::SockRef::from(sock).tcp_congestion().unwrap_or_default();
+    on && !cc.starts_with(b"bbr")
+}
+
 impl TcpInfo {
-    /// The scheduler's view; `alive`/`ready`/`backup` are filled by the engine.
-    pub fn snapshot(&self, id: usize) -> PathSnapshot {
+    /// The congestion window the connection's next write will have. Linux shrinks an idle
+    /// connection's window lazily, when new data is queued after more than an RTO without
+    /// sending (RFC 2861; `tcp_cwnd_restart`): halved ⌈idle / RTO⌉ − 1 times, never below
+    /// the initial window (or the old window, if that is smaller).
+    /// Until that write `TCP_INFO` shows the old window, which overstates what an idle path
+    /// can send at once — by 4x after a 1 s pause on a 270 ms path. Only with nothing in
+    /// flight, and only when `idle_restart` (see [`idle_restart_applies`]).
+    pub fn cwnd_after_idle(&self, idle_restart: bool) -> u32 {
+        let rto_us = self.rto as u64;
+        let idle_us = self.last_data_sent as u64 * 1000;
+        if !idle_restart || self.unacked != 0 || rto_us == 0 || idle_us <= rto_us {
+            return self.snd_cwnd;
+        }
+        let floor = INIT_CWND.min(self.snd_cwnd);
+        let mut cwnd = self.snd_cwnd;
+        let mut left = idle_us;
+        while left > rto_us && cwnd > floor {
+            left -= rto_us;
+            cwnd >>= 1;
+        }
+        cwnd.max(floor)
+    }
+
+    /// The scheduler's view; `alive`/`ready`/`backup` are filled by the engine;
+    /// `restart_cwnd` is the window the next write gets if the kernel is about to shrink it
+    /// ([`TcpInfo::cwnd_after_idle`]).
+    pub fn snapshot(&self, id: usize, idle_restart: bool) -> PathSnapshot {
         PathSnapshot {
             id,
             alive: true,
@@ -85,6 +125,7 @@ impl TcpInfo {
             srtt: Duration::from_micros(self.rtt as u64),
             rttvar: Duration::from_micros(self.rttvar as u64),
             cwnd: self.snd_cwnd,
+            restart_cwnd: Some(self.cwnd_after_idle(idle_restart)).filter(|&w| w < self.snd_cwnd),
             mss: self.snd_mss.max(1),
             in_flight: self.unacked,
             notsent: self.notsent_bytes,
@@ -178,8 +219,46 @@ mod tests {
         let i = tcp_info(&c).unwrap();
         assert_eq!(i.state, 1, "TCP_ESTABLISHED");
         assert!(i.snd_mss > 0 && i.snd_cwnd > 0);
-        let s = i.snapshot(3);
+        let s = i.snapshot(3, idle_restart_applies(&c));
         assert_eq!(s.id, 3);
         assert!(s.mss > 0);
+    }
+
+    fn idle(cwnd: u32, rto_ms: u32, idle_ms: u32) -> TcpInfo {
+        TcpInfo {
+            snd_cwnd: cwnd,
+            rto: rto_ms * 1000,
+            last_data_sent: idle_ms,
+            ..TcpInfo::default()
+        }
+    }
+
+    #[test]
+    fn an_idle_window_is_halved_per_rto_after_the_first() {
+        // tcp_cwnd_restart: delta = idle time; halve while (delta -= rto) > 0.
+        assert_eq!(idle(80, 300, 250).cwnd_after_idle(true), 80, "not idle for an RTO");
+        assert_eq!(idle(80, 300, 300).cwnd_after_idle(true), 80, "exactly one RTO");
+        assert_eq!(idle(80, 300, 301).cwnd_after_idle(true), 40);
+        assert_eq!(idle(80, 300, 601).cwnd_after_idle(true), 20);
+        assert_eq!(idle(160, 300, 900).cwnd_after_idle(true), 40);
+        assert_eq!(
+            idle(80, 300, 10_000).cwnd_after_idle(true),
+            10,
+            "floor: the initial window"
+        );
+        assert_eq!(idle(6, 300, 10_000).cwnd_after_idle(true), 6, "a smaller window stays");
+        assert_eq!(
+            idle(57, 680, 1030).cwnd_after_idle(true),
+            28,
+            "as traced on a 470 ms path"
+        );
+    }
+
+    #[test]
+    fn busy_or_exempt_windows_are_the_kernels() {
+        let mut i = idle(80, 300, 1000);
+        assert_eq!(i.cwnd_after_idle(false), 80, "no idle restart (sysctl off or BBR)");
+        i.unacked = 3;
+        assert_eq!(i.cwnd_after_idle(true), 80, "data in flight: not idle");
     }
 }

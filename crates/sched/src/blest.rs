@@ -162,7 +162,7 @@ impl Scheduler for Blest {
             Some(f) if f != path && paths[f].srtt < me.srtt => f,
             _ => return Decision::head(budget),
         };
-        let chunk = cwnd_room(me, me.cwnd).min(budget);
+        let chunk = cwnd_room(me, me.send_cwnd()).min(budget);
         if queue.send_window == u64::MAX {
             return Decision::head(chunk);
         }

@@ -165,12 +165,6 @@ impl Ecf {
         Ecf { cfg, ..Ecf::default() }
     }
 
-    /// The window ECF uses for a path: the kernel's, or the one saved across an idle reset.
-    fn cwnd(&self, i: usize, p: &PathSnapshot) -> u32 {
-        let rec = self.mem.get(i).map_or(0, |m| m.rec_cwnd);
-        p.cwnd.max(rec).max(1)
-    }
-
     /// The window in bytes for the tests: [`Ecf::cwnd`], each of the kernel's window and
     /// the remembered one capped by the delivery rate of its time.
     fn window_bytes(&self, i: usize, p: &PathSnapshot) -> u128 {
@@ -352,7 +346,10 @@ impl Scheduler for Ecf {
         } else {
             0
         };
-        let slow_chunk = cwnd_room(me, self.cwnd(path, me)).min(budget);
+        // What x_s is handed: the room in the window it sends with now. Not the window
+        // remembered across an idle reset: that one is for comparing completion times;
+        // bytes beyond the kernel's real window wait a whole RTT_s in the socket.
+        let slow_chunk = cwnd_room(me, me.send_cwnd()).min(budget);
 
         // (1)/(3), multiplied through by 1000·CWND_f.
         if 1000 * (cw_f + k_f) * rtt_f >= (1000 + beta) * cw_f * (rtt_s + d) {
@@ -742,6 +739,28 @@ mod tests {
         back[0].in_flight = 0;
         assert!(!is_wait(s.decide(t2, 0, &back, &queue(MSS), 4096)));
         assert!(s.wait_since.is_none());
+    }
+
+    /// After an idle spell the kernel restarts x_s's window at its next write; x_s is handed
+    /// what that window sends at once, not the old window's worth (the rest would wait a
+    /// whole RTT_s in its socket).
+    #[test]
+    fn an_idle_slow_path_is_handed_what_its_restarted_window_sends() {
+        let now = Instant::now();
+        let mut paths = fast_full(10, 100);
+        paths[1].cwnd = 57;
+        paths[1].restart_cwnd = Some(28);
+        // A long backlog: x_f would need many rounds, so x_s sends (test 1).
+        let k = queue(2000 * MSS);
+        assert_eq!(
+            fixed(0).decide(now, 1, &paths, &k, 1 << 20),
+            Decision::head(28 * MSS as usize)
+        );
+        paths[1].restart_cwnd = None;
+        assert_eq!(
+            fixed(0).decide(now, 1, &paths, &k, 1 << 20),
+            Decision::head(57 * MSS as usize)
+        );
     }
 
     #[test]

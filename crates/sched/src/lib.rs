@@ -40,6 +40,11 @@ pub struct PathSnapshot {
     pub rttvar: Duration,
     /// Congestion window in segments, and the segment size.
     pub cwnd: u32,
+    /// `Some(w)`: the path has been idle so long that the kernel will shrink its window to
+    /// `w` segments at its next write (idle restart; `TCP_INFO` still shows the old window
+    /// in `cwnd` until then). What a write now can put on the wire at once is `w`
+    /// ([`PathSnapshot::send_cwnd`]); the old window is what the path had before.
+    pub restart_cwnd: Option<u32>,
     pub mss: u32,
     /// Segments sent and not yet acknowledged by the peer's kernel.
     pub in_flight: u32,
@@ -58,6 +63,12 @@ pub struct PathSnapshot {
 }
 
 impl PathSnapshot {
+    /// The window a write now gets: `restart_cwnd` if the kernel is about to shrink an
+    /// idle path's window, else `cwnd`.
+    pub fn send_cwnd(&self) -> u32 {
+        self.restart_cwnd.map_or(self.cwnd, |w| w.min(self.cwnd))
+    }
+
     /// Whether the congestion window has room for another segment.
     pub fn has_cwnd_space(&self) -> bool {
         let queued_segs = self.notsent.div_ceil(self.mss.max(1));
@@ -257,6 +268,7 @@ pub(crate) mod test_util {
             srtt: Duration::from_millis(srtt_ms),
             rttvar: Duration::from_millis(srtt_ms / 4),
             cwnd: 10,
+            restart_cwnd: None,
             mss: 1448,
             in_flight: 0,
             notsent: 0,
