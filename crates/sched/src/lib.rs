@@ -40,12 +40,12 @@ pub struct PathSnapshot {
     pub rttvar: Duration,
     /// Congestion window in segments, and the segment size.
     pub cwnd: u32,
+    pub mss: u32,
     /// `Some(w)`: the path has been idle so long that the kernel will shrink its window to
     /// `w` segments at its next write (idle restart; `TCP_INFO` still shows the old window
     /// in `cwnd` until then). What a write now can put on the wire at once is `w`
     /// ([`PathSnapshot::send_cwnd`]); the old window is what the path had before.
     pub restart_cwnd: Option<u32>,
-    pub mss: u32,
     /// Segments sent and not yet acknowledged by the peer's kernel.
     pub in_flight: u32,
     /// Bytes written to the socket but not yet sent.
