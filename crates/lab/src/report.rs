@@ -656,7 +656,7 @@ enum Chart {
 
 /// A file name from a group key: letters, digits, `.` and `_` kept, runs of anything
 /// else one `-`.
-fn sanitize(parts: &[&str]) -> String {
+pub(crate) fn sanitize(parts: &[&str]) -> String {
     let mut s = String::new();
     for c in parts.join("-").chars() {
         if c.is_ascii_alphanumeric() || c == '.' || c == '_' {

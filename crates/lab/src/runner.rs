@@ -374,19 +374,7 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                 let k = mpflex.len() as u16;
                 // Logs of one profile, scheduler and cc each in their own directory (a family of
                 // profiles runs in one topology directory).
-                let profile: String = cfg
-                    .profile
-                    .name
-                    .chars()
-                    .map(|c| {
-                        if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                            c
-                        } else {
-                            '_'
-                        }
-                    })
-                    .collect();
-                let sub = dir.join(format!("{profile}-{sched}-{cc}"));
+                let sub = dir.join(crate::report::sanitize(&[&cfg.profile.name, sched, cc]));
                 std::fs::create_dir_all(&sub)?;
                 mpflex.push((
                     sched.clone(),

@@ -165,8 +165,8 @@ impl Ecf {
         Ecf { cfg, ..Ecf::default() }
     }
 
-    /// The window in bytes for the tests: [`Ecf::cwnd`], each of the kernel's window and
-    /// the remembered one capped by the delivery rate of its time.
+    /// The window in bytes for the tests: the kernel's, or the one saved across an idle
+    /// reset if larger, each capped by the delivery rate of its time.
     fn window_bytes(&self, i: usize, p: &PathSnapshot) -> u128 {
         let mss = p.mss.max(1) as u128;
         let capped = |cwnd: u32, rate: u64| {
