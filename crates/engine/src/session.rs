@@ -303,8 +303,9 @@ impl Session {
         }
     }
 
-    /// Latest kernel statistics of a path. `alive` is kept by the engine.
-    pub fn set_path_stats(&mut self, path: usize, snap: PathSnapshot) {
+    /// Latest kernel statistics of a path, read at `now`. `alive` is kept by the engine.
+    /// The scheduler observes every update ([`Scheduler::observe`]).
+    pub fn set_path_stats(&mut self, path: usize, snap: PathSnapshot, now: Instant) {
         if let Some(p) = self.paths.get_mut(path) {
             let (alive, ready) = (p.snap.alive, p.snap.ready);
             p.snap = PathSnapshot {
@@ -313,6 +314,9 @@ impl Session {
                 ready,
                 ..snap
             };
+            self.last_now = self.last_now.max(now);
+            let snaps: Vec<PathSnapshot> = self.paths.iter().map(|p| p.snap.clone()).collect();
+            self.scheduler.observe(now, &snaps);
         }
     }
 

@@ -68,7 +68,7 @@ impl Sim {
             links.push([mk(), mk()]);
             for s in [&mut client, &mut server] {
                 s.path_up(i, now);
-                s.set_path_stats(i, snapshot(i, delay_ms));
+                s.set_path_stats(i, snapshot(i, delay_ms), now);
             }
         }
         Sim {
@@ -145,7 +145,7 @@ impl Sim {
                     // (the engine counts what it hands over until the driver reports).
                     if let Some(mut snap) = sess.path_counters(p).map(|(_, s)| s.clone()) {
                         snap.notsent = 0;
-                        sess.set_path_stats(p, snap);
+                        sess.set_path_stats(p, snap, now);
                     }
                     let mut buf = Vec::new();
                     match sess.poll_transmit(p, now, &mut buf, MAX_RECORD) {
@@ -601,6 +601,7 @@ fn chunk(sched: &str, paths: &[(u64, usize)], size: usize, warm: bool) -> (u64, 
                     delivery_rate: rate as u64 * 1000,
                     ..snapshot(i, delay)
                 },
+                sim.now,
             );
         }
     }
@@ -751,7 +752,7 @@ fn reported_frames_are_not_resent_when_their_path_dies() {
     for s in [&mut client, &mut server] {
         for (p, rtt) in [(0, 10), (1, 20)] {
             s.path_up(p, now);
-            s.set_path_stats(p, snapshot(p, rtt));
+            s.set_path_stats(p, snapshot(p, rtt), now);
             s.set_path_ready(p, true);
         }
     }
@@ -891,7 +892,7 @@ fn handed_bytes_count_as_unsent_until_the_next_report() {
     let now = Instant::now();
     let mut s = Session::new(EngineConfig::new(Role::Client), by_name("minrtt").unwrap(), now);
     s.path_up(0, now);
-    s.set_path_stats(0, snapshot(0, 10));
+    s.set_path_stats(0, snapshot(0, 10), now);
     s.set_path_ready(0, true);
     s.open_stream(addr(), Bytes::from(pattern(3, 40_000)), now);
     let mut buf = Vec::new();
@@ -900,6 +901,6 @@ fn handed_bytes_count_as_unsent_until_the_next_report() {
     };
     assert!(n > 30_000, "{n}");
     assert_eq!(s.path_counters(0).unwrap().1.notsent as usize, n);
-    s.set_path_stats(0, snapshot(0, 10));
+    s.set_path_stats(0, snapshot(0, 10), now);
     assert_eq!(s.path_counters(0).unwrap().1.notsent, 0);
 }

@@ -414,7 +414,8 @@ async fn path_writer(
         }
         if info.notsent_bytes >= lowat {
             h.with(|sh| {
-                sh.sess.set_path_stats(p, info.snapshot(p, idle_restart));
+                sh.sess
+                    .set_path_stats(p, info.snapshot(p, idle_restart), Instant::now());
                 sh.sess.set_path_ready(p, false)
             });
             // Forget the cached readiness so the next wait ends only at the kernel's
@@ -444,7 +445,7 @@ async fn path_writer(
             // path held ~100 KB, 0.1 s, in its socket).
             let frame = sh.sess.max_frame_len();
             let budget = (lowat - info.notsent_bytes) as usize + frame;
-            sh.sess.set_path_stats(p, info.snapshot(p, idle_restart));
+            sh.sess.set_path_stats(p, info.snapshot(p, idle_restart), now);
             sh.sess.set_path_ready(p, true);
             let until = loop {
                 if wire.len() >= budget {

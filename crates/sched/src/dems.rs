@@ -56,10 +56,19 @@
 //!   large path takes from the head like MinRTT, and from the tail (with the stop rule)
 //!   once the rest fits. The horizon is at least twice the stop threshold, so the stop rule
 //!   always has room. `horizon = false` is the paper's rule.
+//! * **Tail bytes fit the window.** Eq. 9 assumes a byte the large-OWD path takes arrives
+//!   ΔOWD after the small path's would. Under late binding a path's socket accepts bytes
+//!   beyond its congestion window; those leave only when a round of acknowledgements has
+//!   come back, a whole srtt later (after an idle spell the kernel restarts the window at
+//!   as little as 10 segments: at 470 ms, tail frames arrived ~200 ms after the rest). So
+//!   the large-OWD path takes tail bytes only while the window a write now gets has room,
+//!   and at most that room; without room it waits a few ms and the stop rule is applied
+//!   again to what is then left (the paper's kernel scheduler likewise only uses a subflow
+//!   with window space).
 
 use std::time::{Duration, Instant};
 
-use crate::{backups_allowed, Decision, End, PathSnapshot, QueueView, Scheduler};
+use crate::{backups_allowed, send_within_window, Decision, End, PathSnapshot, QueueView, Scheduler};
 
 /// Which reinjection DEMS uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,7 +148,7 @@ impl Scheduler for Dems {
         self.variant != DemsVariant::Basic
     }
 
-    fn decide(&mut self, _now: Instant, path: usize, paths: &[PathSnapshot], q: &QueueView, budget: usize) -> Decision {
+    fn decide(&mut self, now: Instant, path: usize, paths: &[PathSnapshot], q: &QueueView, budget: usize) -> Decision {
         let wait = Decision::Wait { until: None };
         let allow_backup = backups_allowed(paths);
         let me = &paths[path];
@@ -209,11 +218,9 @@ impl Scheduler for Dems {
                 } else {
                     (left.round() as usize).clamp(1, budget.max(1))
                 };
-                return Decision::Send {
-                    end: End::Tail,
-                    max_bytes,
-                    duplicate: false,
-                };
+                // Only what its window sends now: a byte behind a full window leaves a
+                // round later and arrives a whole srtt after ΔOWD says.
+                return send_within_window(now, me, End::Tail, max_bytes);
             }
             return wait;
         }
@@ -236,13 +243,16 @@ mod tests {
 
     /// The seeds' default profile with LTE inflated to 270 ms: WiFi 7040 kbit/s, RTT 50 ms;
     /// LTE 9185 kbit/s, RTT 270 ms. OWDs from feedback (with a clock offset of 5 s that
-    /// must cancel): 25 ms and 135 ms, so ΔOWD = 110 ms.
+    /// must cancel): 25 ms and 135 ms, so ΔOWD = 110 ms. Windows of about one BDP, 30 and
+    /// 214 segments, all free.
     fn seed_270() -> [PathSnapshot; 2] {
         let mut wifi = path(0, 50);
+        wifi.cwnd = 30;
         wifi.delivery_rate = 7_040_000 / 8;
         wifi.owd_us = Some(5_000_000 + 25_000);
         wifi.owd_dev_us = 4_000;
         let mut lte = path(1, 270);
+        lte.cwnd = 214;
         lte.delivery_rate = 9_185_000 / 8;
         lte.owd_us = Some(5_000_000 + 135_000);
         lte.owd_dev_us = 16_000;
@@ -392,14 +402,15 @@ mod tests {
         assert_eq!(s.decide(now, 1, &idle, &queue(1_098_000), 65536), tail(65536));
         assert_eq!(s.decide(now, 1, &idle, &queue(1_099_000), 65536), Decision::head(65536));
         // The horizon never falls below twice the stop threshold: with 1 ms RTTs the round
-        // is tiny, but the LTE path still works from the tail up to 2 × 96,800 bytes.
+        // is tiny, but the LTE path still works from the tail up to 2 × 96,800 bytes (one
+        // segment at a time: its window is one segment).
         let mut fast = seed_270();
         for p in &mut fast {
             p.srtt = Duration::from_millis(1);
             p.cwnd = 1;
         }
         let mut s = Dems::new(DemsVariant::Basic);
-        assert_eq!(s.decide(now, 1, &fast, &queue(193_500), 65536), tail(65536));
+        assert_eq!(s.decide(now, 1, &fast, &queue(193_500), 65536), tail(1448));
         assert_eq!(s.decide(now, 1, &fast, &queue(193_700), 65536), Decision::head(65536));
     }
 
@@ -441,6 +452,7 @@ mod tests {
         let now = Instant::now();
         let [wifi, lte] = seed_270();
         let mut mid = path(2, 100);
+        mid.cwnd = 40;
         mid.owd_us = Some(5_000_000 + 50_000);
         let paths = [wifi, lte, mid];
         let mut s = Dems::new(DemsVariant::Basic);
@@ -451,5 +463,39 @@ mod tests {
             s.decide(now, 1, &paths, &queue(50_000), 65536),
             Decision::Wait { until: None }
         );
+    }
+
+    /// Tail bytes fit the window a write now gets. LTE with 200 of its 214 segments in
+    /// flight takes 14 segments' worth from the tail, not the 65,536 the stop rule allows;
+    /// with a full window (or unsent bytes filling it) it sends nothing and asks again a
+    /// sixteenth of its srtt later (270 ms / 16 ≈ 16.9 ms, capped at 10 ms); after an idle
+    /// spell the restart window (10 segments) is the one that counts.
+    #[test]
+    fn tail_bytes_fit_the_window_they_leave_with() {
+        let now = Instant::now();
+        let mut paths = seed_270();
+        let mut s = Dems::new(DemsVariant::Full);
+        paths[1].in_flight = 200;
+        assert_eq!(s.decide(now, 1, &paths, &queue(600_000), 65536), tail(14 * 1448));
+        paths[1].notsent = 14 * 1448;
+        let later = Decision::Wait {
+            until: Some(now + Duration::from_millis(10)),
+        };
+        assert_eq!(s.decide(now, 1, &paths, &queue(600_000), 65536), later);
+        paths[1].notsent = 0;
+        paths[1].in_flight = 214;
+        assert_eq!(s.decide(now, 1, &paths, &queue(600_000), 65536), later);
+        // Idle: nothing in flight, the kernel will restart the window at 10 segments.
+        paths[1].in_flight = 0;
+        paths[1].restart_cwnd = Some(10);
+        assert_eq!(s.decide(now, 1, &paths, &queue(600_000), 65536), tail(14_480));
+        // Past the stop point nothing changes: it waits for new bytes, not for room.
+        assert_eq!(
+            s.decide(now, 1, &paths, &queue(80_000), 65536),
+            Decision::Wait { until: None }
+        );
+        // The head path is not limited by its window (late binding keeps its socket fed).
+        paths[0].in_flight = 30;
+        assert_eq!(s.decide(now, 0, &paths, &queue(600_000), 65536), Decision::head(65536));
     }
 }

@@ -30,7 +30,8 @@
 //! * **Saved cwnd (`rec_snd_cwnd`, ecf.md §7.5).** Linux halves cwnd per RTO of idleness
 //!   (RFC 2861), lazily at the next transmit, so `TCP_INFO` still shows the old window while
 //!   the path is idle. ECF remembers a path's window while it is idle (nothing in flight or
-//!   unsent); when the path is next seen busy after an idle spell longer than its RTO
+//!   unsent), watching every statistics update ([`Scheduler::observe`]), not only its own
+//!   decisions (a fast path that idles while nothing is queued is never asked); when the path is next seen busy after an idle spell longer than its RTO
 //!   estimate (`srtt + max(4·rttvar, 200 ms)`) with a smaller window, the old one is kept as
 //!   `rec_cwnd`, and `max(cwnd, rec_cwnd)` feeds the decisions until the kernel's window grows
 //!   back to it. Only ECF's arithmetic uses it; the kernel's window is untouched.
@@ -81,10 +82,18 @@
 //! * **`max_bytes`.** x_f (or a MinRTT fallback) gets the whole budget. When x_s sends after
 //!   the comparison it gets only its free window space (at least one MSS): the test judged
 //!   one round of x_s, and bytes beyond its window would sit in its socket, deciding early.
+//!   Near a burst's end (the backlog within one round of x_f and x_s) x_s takes bytes only
+//!   while the window a write now gets has room, and otherwise asks again a few ms later:
+//!   a frame behind a full window leaves a round later (after an idle restart at 270 ms,
+//!   17 KB handed beyond LTE's window arrived ~200 ms after everything else). Far from the
+//!   end the one segment beyond a full window keeps x_s's socket fed.
 
 use std::time::{Duration, Instant};
 
-use crate::{backups_allowed, cwnd_room, faster_available, fastest, Decision, End, PathSnapshot, QueueView, Scheduler};
+use crate::{
+    backups_allowed, cwnd_room, faster_available, fastest, send_within_window, within_one_round, Decision, End,
+    PathSnapshot, QueueView, Scheduler,
+};
 
 /// How δ is derived from the two paths' RTT variation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +193,7 @@ impl Ecf {
         }
     }
 
-    fn observe(&mut self, now: Instant, paths: &[PathSnapshot]) {
+    fn track_windows(&mut self, now: Instant, paths: &[PathSnapshot]) {
         if self.mem.len() < paths.len() {
             self.mem.resize(paths.len(), CwndMemory::default());
         }
@@ -282,6 +291,10 @@ impl Scheduler for Ecf {
         self.cfg.reinject
     }
 
+    fn observe(&mut self, now: Instant, paths: &[PathSnapshot]) {
+        self.track_windows(now, paths);
+    }
+
     fn decide(
         &mut self,
         now: Instant,
@@ -290,7 +303,7 @@ impl Scheduler for Ecf {
         queue: &QueueView,
         budget: usize,
     ) -> Decision {
-        self.observe(now, paths);
+        self.track_windows(now, paths);
         let allow_backup = backups_allowed(paths);
         let me = &paths[path];
         if queue.bytes == 0 {
@@ -350,23 +363,34 @@ impl Scheduler for Ecf {
         // remembered across an idle reset: that one is for comparing completion times;
         // bytes beyond the kernel's real window wait a whole RTT_s in the socket.
         let slow_chunk = cwnd_room(me, me.send_cwnd()).min(budget);
+        // Near the burst's end x_s takes bytes only while its window has room: a frame
+        // behind a full window leaves a round later, after everything x_f carries.
+        let near_end = within_one_round(queue.bytes, fp, me);
+        let slow = |ecf: &mut Ecf| {
+            ecf.wait_since = None;
+            if near_end {
+                send_within_window(now, me, End::Head, budget)
+            } else {
+                Decision::head(slow_chunk)
+            }
+        };
 
         // (1)/(3), multiplied through by 1000·CWND_f.
         if 1000 * (cw_f + k_f) * rtt_f >= (1000 + beta) * cw_f * (rtt_s + d) {
             self.waiting = false;
-            return self.send(slow_chunk);
+            return slow(self);
         }
         // (2), multiplied through by CWND_s.
         if k_s * rtt_s < cw_s * (2 * rtt_f + d) {
             // Using x_s is faster after all; `waiting` stays as it is (Algorithm 2).
-            return self.send(slow_chunk);
+            return slow(self);
         }
         self.waiting = true;
         let since = *self.wait_since.get_or_insert(now);
         let cap = (Duration::from_nanos(rtt_s as u64) + delta) * (1000 + self.cfg.beta_permille) / 1000;
         if now.saturating_duration_since(since) >= cap {
             // x_f has not come back in the time x_s would have needed: stop trusting it.
-            return self.send(slow_chunk);
+            return slow(self);
         }
         let until = (now + fp.srtt.max(Duration::from_millis(1))).min(since + cap);
         Decision::Wait { until: Some(until) }
@@ -835,5 +859,55 @@ mod tests {
         let mut paths = fast_full(10, 100);
         paths[0].srtt = Duration::ZERO;
         assert_eq!(fixed(0).decide(now, 1, &paths, &queue(MSS), 4096), Decision::head(4096));
+    }
+
+    /// Near a burst's end x_s is handed bytes only while its window has room. 10 ms / 100 ms,
+    /// windows of 10, δ = 0, 100 segments queued: test (1) fails ((1 + 10)·10 ≥ 100), so x_s
+    /// sends; the backlog is within one round of the two paths (1,448,000 + 144,800 B/s over
+    /// 110 ms = 175,208 bytes). With 4 of its 10 segments in flight x_s takes 6; with a
+    /// full window it asks again 100/16 = 6.25 ms later. Far from the end (2000 segments)
+    /// it keeps its socket fed as before (one segment beyond a full window).
+    #[test]
+    fn near_a_bursts_end_the_slow_path_waits_for_window_room() {
+        let now = Instant::now();
+        let mut paths = fast_full(10, 100);
+        let near = queue(100 * MSS);
+        paths[1].in_flight = 4;
+        assert_eq!(
+            fixed(0).decide(now, 1, &paths, &near, 1 << 20),
+            Decision::head(6 * MSS as usize)
+        );
+        paths[1].in_flight = 10;
+        assert_eq!(
+            fixed(0).decide(now, 1, &paths, &near, 1 << 20),
+            Decision::Wait {
+                until: Some(now + Duration::from_micros(6250))
+            }
+        );
+        let far = queue(2000 * MSS);
+        assert_eq!(
+            fixed(0).decide(now, 1, &paths, &far, 1 << 20),
+            Decision::head(MSS as usize)
+        );
+    }
+
+    /// The window memory follows every statistics update ([`Scheduler::observe`]), not
+    /// only the decisions: a path idle while nothing was queued (so nobody asked) is still
+    /// known to have had 40 segments before the kernel restarted it at 10.
+    #[test]
+    fn observes_idle_windows_without_being_asked() {
+        let t0 = Instant::now();
+        let k = queue(200 * MSS);
+        let mut idle = [path(0, 10), path(1, 100)];
+        idle[0].cwnd = 40;
+        let mut busy = fast_full(10, 100);
+        busy[0].in_flight = 10;
+        let mut s = fixed(0);
+        s.observe(t0, &idle);
+        s.observe(t0 + Duration::from_millis(500), &idle);
+        let t1 = t0 + Duration::from_secs(1);
+        s.observe(t1, &busy);
+        assert_eq!(s.mem[0].rec_cwnd, 40);
+        assert!(is_wait(s.decide(t1, 1, &busy, &k, 4096)));
     }
 }

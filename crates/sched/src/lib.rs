@@ -69,10 +69,11 @@ impl PathSnapshot {
         self.restart_cwnd.map_or(self.cwnd, |w| w.min(self.cwnd))
     }
 
-    /// Whether the congestion window has room for another segment.
+    /// Whether the window a write now gets ([`PathSnapshot::send_cwnd`]) has room for
+    /// another segment.
     pub fn has_cwnd_space(&self) -> bool {
         let queued_segs = self.notsent.div_ceil(self.mss.max(1));
-        self.in_flight + queued_segs < self.cwnd.max(1)
+        self.in_flight + queued_segs < self.send_cwnd().max(1)
     }
 
     /// Bytes the path can put on the wire per second, from the congestion window, the
@@ -128,6 +129,39 @@ pub(crate) fn cwnd_room(p: &PathSnapshot, cwnd: u32) -> usize {
     let mss = p.mss.max(1) as u64;
     let room = (cwnd.max(1) as u64 * mss).saturating_sub(queued_on_path(p));
     room.max(mss) as usize
+}
+
+/// Whether `bytes` is within one round of the two paths: what both deliver, at
+/// [`PathSnapshot::rate_estimate`], in the sum of their srtts. A backlog this small is a
+/// chunk's end, where the path each byte is bound to decides the completion time.
+pub(crate) fn within_one_round(bytes: u64, a: &PathSnapshot, b: &PathSnapshot) -> bool {
+    let round = (a.srtt + b.srtt).as_secs_f64();
+    bytes as f64 <= (a.rate_estimate() + b.rate_estimate()) * round
+}
+
+/// How a slow path is handed bytes near a chunk's end: only while its window (the one a
+/// write now gets) has room, and only that room (at least one segment). Bytes beyond the
+/// window would wait in its socket for the acknowledgements of a whole round, arriving
+/// one srtt later than the path's delay says; the kernel's MPTCP schedulers likewise only
+/// consider a subflow with window space. Without room: ask again shortly, when
+/// acknowledgements will have opened the window (nothing signals that to user space).
+pub(crate) fn send_within_window(now: Instant, p: &PathSnapshot, end: End, budget: usize) -> Decision {
+    if !p.has_cwnd_space() {
+        return Decision::Wait {
+            until: Some(now + window_poll(p)),
+        };
+    }
+    Decision::Send {
+        end,
+        max_bytes: cwnd_room(p, p.send_cwnd()).min(budget),
+        duplicate: false,
+    }
+}
+
+/// How soon to look again at a path waiting for window room: a sixteenth of its srtt
+/// (a few acknowledgements of a full window), between 2 and 10 ms.
+pub fn window_poll(p: &PathSnapshot) -> Duration {
+    (p.srtt / 16).clamp(Duration::from_millis(2), Duration::from_millis(10))
 }
 
 /// What is waiting to be sent.
@@ -218,6 +252,11 @@ pub trait Scheduler: Send {
         queue: &QueueView,
         budget: usize,
     ) -> Decision;
+
+    /// Every time the engine learns new path statistics (each path's writer reports them
+    /// before it asks, and while it cannot take bytes): schedulers that keep history
+    /// (ECF's window memory across idle spells) see the paths also when they are not asked.
+    fn observe(&mut self, _now: Instant, _paths: &[PathSnapshot]) {}
 
     /// Whether this scheduler wants to be asked also when nothing new is queued but frames
     /// are in flight unacknowledged (to answer with [`Decision::Reinject`]).
