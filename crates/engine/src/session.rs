@@ -1012,7 +1012,7 @@ impl Session {
                 .iter()
                 .map(|p| {
                     format!(
-                        "{}:{}{} srtt={}us cwnd={}{} inflight={} notsent={} rate={} owd={:?}",
+                        "{}:{}{} srtt={}us cwnd={}{} inflight={} notsent={} rate={} pacing={} owd={:?}",
                         p.id,
                         if p.alive { "up" } else { "down" },
                         if p.ready { ",ready" } else { "" },
@@ -1022,6 +1022,7 @@ impl Session {
                         p.in_flight,
                         p.notsent,
                         p.delivery_rate,
+                        p.pacing_rate,
                         p.owd_us,
                     )
                 })

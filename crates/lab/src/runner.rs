@@ -479,6 +479,7 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                                     None => (0..=coarse).map(|k| k * fine / coarse).collect(),
                                 };
                                 let refine = oracle_best.is_none();
+                                let mut samples: Vec<serde_json::Value> = Vec::new();
                                 let mut i = 0;
                                 while i < shares.len() {
                                     // A sweep is many transfers: stop between them.
@@ -502,6 +503,7 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                                         p.to_string(),
                                     ];
                                     let (ms, _) = measure(&a)?;
+                                    samples.push(serde_json::json!([p, ms]));
                                     if best.is_none_or(|(b, _)| ms < b) {
                                         best = Some((ms, p));
                                     }
@@ -516,8 +518,13 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                                     }
                                 }
                                 let (ms, p) = best.expect("at least one share");
-                                oracle_best = Some((p * fine as f64).round() as usize);
-                                results.push((ms, Some(p), None, Fields::new()));
+                                // Fixed from the first repetition on, so that every later one
+                                // measures the same shares and each share has a median.
+                                oracle_best.get_or_insert((p * fine as f64).round() as usize);
+                                // Every transfer, for the report's best static share.
+                                let mut f = Fields::new();
+                                f.insert("oracle_shares".into(), samples.into());
+                                results.push((ms, Some(p), None, f));
                             }
                             System::Mpflex(sched) => {
                                 let k = mpflex.iter().find(|(s, _, _)| s == sched).expect("started").1;

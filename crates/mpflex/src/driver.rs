@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use bytes::{Buf, Bytes, BytesMut};
 use mpflex_engine::{Event, PollTransmit, RecvResult, Session, StreamId};
+use mpflex_sched::PathSnapshot;
 use mpflex_wire::{decode_all, TargetAddr};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -23,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::crypto::{begin_record, end_record, seal_record, Opener, Transport, MAX_PLAINTEXT};
-use crate::tcpinfo::{idle_restart_applies, set_linger_zero, set_notsent_lowat, tcp_info};
+use crate::tcpinfo::{idle_restart_applies, set_linger_zero, set_notsent_lowat, tcp_info, RateEstimate};
 
 /// Wake-ups for the two tasks of a stream.
 #[derive(Default)]
@@ -393,8 +394,14 @@ async fn path_writer(
     let mut lowat = 32 * 1024u32;
     set_notsent_lowat(&*sock, lowat)?;
     let idle_restart = idle_restart_applies(&*sock);
+    let mut rate = RateEstimate::default();
     loop {
         let info = tcp_info(&*sock)?;
+        let delivery_rate = rate.update(&info);
+        let snapshot = || PathSnapshot {
+            delivery_rate,
+            ..info.snapshot(p, idle_restart)
+        };
         if info.state != TCP_ESTABLISHED && info.state != TCP_CLOSE_WAIT {
             // Reset or closed under us (the reader may not have run yet). Such a socket
             // polls writable while its unsent count stays frozen: never spin on it.
@@ -404,7 +411,7 @@ async fn path_writer(
         // keep the link busy between wake-ups, little enough that the scheduler, not a
         // socket buffer, decides where bytes go. Before the kernel has a rate estimate,
         // a quarter of the congestion window.
-        let by_rate = info.delivery_rate / 100;
+        let by_rate = delivery_rate / 100;
         let by_cwnd = info.snd_cwnd as u64 * info.snd_mss as u64 / 4;
         let want = if by_rate > 0 { by_rate } else { by_cwnd };
         let want = want.clamp(8 * 1024, h.lowat_max as u64) as u32;
@@ -445,7 +452,7 @@ async fn path_writer(
             // path held ~100 KB, 0.1 s, in its socket).
             let frame = sh.sess.max_frame_len();
             let budget = (lowat - info.notsent_bytes) as usize + frame;
-            sh.sess.set_path_stats(p, info.snapshot(p, idle_restart), now);
+            sh.sess.set_path_stats(p, snapshot(), now);
             sh.sess.set_path_ready(p, true);
             let until = loop {
                 if wire.len() >= budget {

@@ -113,6 +113,13 @@ impl TcpInfo {
         cwnd.max(floor)
     }
 
+    /// `tcpi_delivery_rate_app_limited`: the latest delivery-rate sample was taken while
+    /// the sender had less to send than its window allowed (bit 0 of the byte after
+    /// `tcpi_snd_wscale`/`tcpi_rcv_wscale`).
+    pub fn delivery_rate_app_limited(&self) -> bool {
+        self.flags & 1 != 0
+    }
+
     /// The scheduler's view; `alive`/`ready`/`backup` are filled by the engine;
     /// `restart_cwnd` is the window the next write gets if the kernel is about to shrink it
     /// ([`TcpInfo::cwnd_after_idle`]).
@@ -130,9 +137,37 @@ impl TcpInfo {
             in_flight: self.unacked,
             notsent: self.notsent_bytes,
             delivery_rate: self.delivery_rate,
+            // `~0`: no rate set yet (before the first RTT sample).
+            pacing_rate: if self.pacing_rate == u64::MAX {
+                0
+            } else {
+                self.pacing_rate
+            },
             owd_us: None,
             owd_dev_us: 0,
         }
+    }
+}
+
+/// A path's delivery rate for the schedulers. The kernel reports only its latest sample,
+/// and a sample taken while the application (here: the scheduler) gave the path less than
+/// its window is a lower bound of what the path can deliver, often far below it: a
+/// 9 Mbit/s path handed a frame now and then reports 40 KB/s, and a scheduler that reads
+/// that as the path's speed keeps it idle, so it never shows more (seen with ECF at a
+/// 470 ms RTT). As in BBR's bandwidth filter, an application-limited sample counts only
+/// if it raises the estimate; any other sample replaces it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RateEstimate {
+    rate: u64,
+}
+
+impl RateEstimate {
+    /// Takes the sample in `info` and returns the estimate, bytes per second (0: none yet).
+    pub fn update(&mut self, info: &TcpInfo) -> u64 {
+        if !info.delivery_rate_app_limited() || info.delivery_rate > self.rate {
+            self.rate = info.delivery_rate;
+        }
+        self.rate
     }
 }
 
@@ -222,6 +257,56 @@ mod tests {
         let s = i.snapshot(3, idle_restart_applies(&c));
         assert_eq!(s.id, 3);
         assert!(s.mss > 0);
+    }
+
+    /// A connection that sent one small message and got it acknowledged had less to send
+    /// than its window: the kernel marks its delivery-rate sample application-limited (this
+    /// pins the bit's position in `struct tcp_info`).
+    #[test]
+    fn a_trickle_is_application_limited() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        c.write_all(&[7; 100]).unwrap();
+        let mut buf = [0u8; 100];
+        s.read_exact(&mut buf).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let i = loop {
+            let i = tcp_info(&c).unwrap();
+            if i.unacked == 0 && i.delivery_rate > 0 {
+                break i;
+            }
+            assert!(std::time::Instant::now() < deadline, "no delivery-rate sample: {i:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert!(i.delivery_rate_app_limited(), "{i:?}");
+    }
+
+    fn sample(rate: u64, app_limited: bool) -> TcpInfo {
+        TcpInfo {
+            delivery_rate: rate,
+            flags: app_limited as u8,
+            ..TcpInfo::default()
+        }
+    }
+
+    #[test]
+    fn application_limited_samples_only_raise_the_rate() {
+        let mut r = RateEstimate::default();
+        assert_eq!(
+            r.update(&sample(30_000, true)),
+            30_000,
+            "the first sample, whatever it is"
+        );
+        assert_eq!(r.update(&sample(1_100_000, false)), 1_100_000);
+        assert_eq!(r.update(&sample(40_000, true)), 1_100_000, "a trickle is a lower bound");
+        assert_eq!(r.update(&sample(1_300_000, true)), 1_300_000, "but it may raise it");
+        assert_eq!(
+            r.update(&sample(500_000, false)),
+            500_000,
+            "a busy sample is the path's rate"
+        );
     }
 
     fn idle(cwnd: u32, rto_ms: u32, idle_ms: u32) -> TcpInfo {

@@ -50,11 +50,17 @@
 //!   That holds for a loss-based window in steady state, but BBR keeps two BDPs in its window
 //!   (cwnd gain 2) and any window measured against a smaller srtt overstates the rate, so
 //!   ECF would wait for a fast path that cannot deliver that fast. When the kernel has a
-//!   delivery-rate estimate, mpflex caps each window at `delivery_rate · srtt` (at least one
-//!   MSS) for both tests ([`EcfConfig::rate_cap`]; `false` is the published form). A
-//!   remembered window (above) is capped by the rate the path delivered before its idle
-//!   spell: the restart's first samples (a window of 10 per RTT) would otherwise undo the
-//!   idle protection.
+//!   rate, mpflex caps each window at `rate · srtt` (at least one MSS) for both tests
+//!   ([`EcfConfig::rate_cap`]; `false` is the published form), the rate being the larger
+//!   of the delivery and pacing rates ([`PathSnapshot::sending_rate`]). The delivery rate
+//!   alone lags a window in slow start: a 470 ms LTE path at 17 segments delivered 16 KB/s
+//!   (its window says 50), ECF read one 16 KB frame on it as a second's work, kept waiting
+//!   for WiFi, and LTE never grew its window (1 MB chunks carried 3% on LTE, 1.25 x the
+//!   oracle). A window-based congestion control paces at 1.2–2 x window / srtt, so for it
+//!   the cap never binds; BBR paces at about its bandwidth estimate, which caps its two-BDP
+//!   window as intended. A remembered window (above) is capped by the rate of the path
+//!   before its idle spell: the restart's first samples (a window of 10 per RTT) would
+//!   otherwise undo the idle protection.
 //! * **Frames, not packets.** ECF's x_s round is one RTT because a packet's own
 //!   transmission time is negligible. mpflex hands paths whole frames (up to 16 KB): on a
 //!   0.3 Mbit/s path one frame takes 0.4 s to cross. RTT_s in test (1) and in the wait cap
@@ -186,7 +192,7 @@ impl Ecf {
                 w
             }
         };
-        let now = capped(p.cwnd, p.delivery_rate);
+        let now = capped(p.cwnd, p.sending_rate());
         match self.mem.get(i) {
             Some(m) if m.rec_cwnd > p.cwnd => now.max(capped(m.rec_cwnd, m.rec_rate)),
             _ => now,
@@ -205,7 +211,7 @@ impl Ecf {
             if p.in_flight == 0 && p.notsent == 0 {
                 m.idle_since.get_or_insert(now);
                 m.idle_cwnd = m.idle_cwnd.max(p.cwnd);
-                m.idle_rate = m.idle_rate.max(p.delivery_rate);
+                m.idle_rate = m.idle_rate.max(p.sending_rate());
                 continue;
             }
             if let Some(since) = m.idle_since.take() {
@@ -449,6 +455,8 @@ mod tests {
         paths[1].cwnd = 120;
         paths[1].delivery_rate = 1_148_000;
         paths[1].rttvar = Duration::from_millis(10);
+        // BBR paces at about its bandwidth estimate: the pacing rate caps it the same.
+        paths[0].pacing_rate = 900_000;
         let published = EcfConfig {
             rate_cap: false,
             ..EcfConfig::default()
@@ -464,6 +472,38 @@ mod tests {
             Ecf::default().decide(now, 1, &paths, &queue(256 * 1024), 65536),
             Decision::Send { .. }
         ));
+    }
+
+    /// A CUBIC path in slow start delivers half of what its window sends (the samples
+    /// lag a doubling window) but paces at twice window / srtt. The state seen at 470 ms:
+    /// WiFi (x_f) srtt 99 ms, 46 segments, full, 27 KB unsent, 839 KB/s; LTE srtt 487 ms, 17
+    /// segments, 13 in flight, delivering 16 KB/s and pacing at 101 KB/s; 541 KB queued in
+    /// 16 KB frames. Capped by the delivery rate LTE's window is 7.8 KB, a frame takes it
+    /// 1.4 s and ECF waits; by the pacing rate the window stands and LTE sends.
+    #[test]
+    fn a_window_in_slow_start_is_not_capped_by_its_lagging_delivery_rate() {
+        let now = Instant::now();
+        let mut paths = fast_full(99, 487);
+        paths[0].cwnd = 46;
+        paths[0].in_flight = 46;
+        paths[0].notsent = 27_430;
+        paths[0].delivery_rate = 839_000;
+        paths[0].pacing_rate = 807_000;
+        paths[1].cwnd = 17;
+        paths[1].in_flight = 13;
+        paths[1].delivery_rate = 16_000;
+        paths[1].pacing_rate = 101_000;
+        let q = QueueView {
+            bytes: 541_365,
+            frames: 33,
+            ..QueueView::default()
+        };
+        assert!(matches!(
+            fixed(10).decide(now, 1, &paths, &q, 65536),
+            Decision::Send { .. }
+        ));
+        paths[1].pacing_rate = 0;
+        assert!(is_wait(fixed(10).decide(now, 1, &paths, &q, 65536)));
     }
 
     /// ECF's video case (ecf.md §1.4, shaped like its testbed): LTE 8.6 Mbit/s (srtt

@@ -52,6 +52,10 @@ pub struct PathSnapshot {
     pub notsent: u32,
     /// The kernel's delivery-rate estimate, bytes per second (0 if unknown).
     pub delivery_rate: u64,
+    /// The rate the sender's congestion control paces at, bytes per second (0 if unknown):
+    /// for a window-based one such as CUBIC 2× (slow start) or 1.2× (congestion
+    /// avoidance) window / srtt; for BBR its bandwidth estimate times its pacing gain.
+    pub pacing_rate: u64,
     /// One-way delay to the peer at the path's current bytes in flight, microseconds, from
     /// the peer's feedback (binned by bytes in flight). It includes the unknown offset
     /// between the two hosts' clocks, the same for every path: only differences between
@@ -82,6 +86,15 @@ impl PathSnapshot {
         let srtt = self.srtt.as_secs_f64().max(1e-4);
         let cwnd_rate = self.cwnd.max(1) as f64 * self.mss.max(1) as f64 / srtt;
         cwnd_rate.max(self.delivery_rate as f64)
+    }
+
+    /// The rate the path is sending at, bytes per second, for capping a window read as a
+    /// rate: the larger of the delivery rate (what arrived, which lags a window growing
+    /// in slow start by up to half) and the pacing rate (what the sender intends; for a
+    /// window-based congestion control always above window / srtt, for BBR about its
+    /// bandwidth estimate, although its window holds two). 0 if neither is known.
+    pub fn sending_rate(&self) -> u64 {
+        self.delivery_rate.max(self.pacing_rate)
     }
 
     /// Usable for data: alive, and not a backup unless `allow_backup`.
@@ -312,6 +325,7 @@ pub(crate) mod test_util {
             in_flight: 0,
             notsent: 0,
             delivery_rate: 0,
+            pacing_rate: 0,
             owd_us: None,
             owd_dev_us: 0,
         }
