@@ -94,6 +94,13 @@ enum Cmd {
         /// (/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf or MPFLEX_LAB_FONT).
         #[arg(long)]
         plots: Option<std::path::PathBuf>,
+        /// Chunk completion transposed instead: one row per system, one column per mode
+        /// and size, medians with their ratio to --baseline.
+        #[arg(long)]
+        by_system: bool,
+        /// The system --by-system's ratios are against.
+        #[arg(long, default_value = "mptcp", requires = "by_system")]
+        baseline: String,
     },
     /// (internal) Serve chunk requests.
     #[command(hide = true)]
@@ -165,8 +172,17 @@ fn real_main() -> Result<()> {
         Cmd::ChunkServer { listen, mptcp, cc } => return workload::serve(*listen, *mptcp, cc.as_deref()),
         Cmd::ChunkClient { .. } => return chunk_client(&cli.cmd),
         Cmd::WorkloadClient { .. } => return workload_client(&cli.cmd),
-        Cmd::Report { results, plots } => {
-            print!("{}", mpflex_lab::report::report(results)?);
+        Cmd::Report {
+            results,
+            plots,
+            by_system,
+            baseline,
+        } => {
+            if *by_system {
+                print!("{}", mpflex_lab::report::by_system(results, baseline)?);
+            } else {
+                print!("{}", mpflex_lab::report::report(results)?);
+            }
             if let Some(dir) = plots {
                 for f in mpflex_lab::report::plots(results, dir)? {
                     eprintln!("wrote {}", f.display());

@@ -649,6 +649,56 @@ fn workload_table(key: &Key, by: &BySystem) -> String {
     md
 }
 
+/// Chunk completion transposed: per profile and congestion control one table, one row per
+/// system, one column per mode and size, each cell the median in ms and its ratio to
+/// `baseline`'s median in the same column. With a dozen schedulers the per-mode tables of
+/// [`report`] (a column per system, with spread and shares) are too wide to read.
+pub fn by_system(path: &Path, baseline: &str) -> Result<String> {
+    let recs = load(path)?;
+    // (profile, cc) -> (mode, size) -> system -> samples.
+    type Cols = BTreeMap<(String, u64), BTreeMap<String, Vec<f64>>>;
+    let mut groups: BTreeMap<(String, String), Cols> = BTreeMap::new();
+    for r in recs.iter().filter(|r| r.workload == "chunk") {
+        if let Some(ms) = r.completion_ms {
+            groups
+                .entry((r.profile.clone(), r.cc.clone()))
+                .or_default()
+                .entry((r.mode_label(), r.size))
+                .or_default()
+                .entry(r.system.clone())
+                .or_default()
+                .push(ms);
+        }
+    }
+    if groups.is_empty() {
+        anyhow::bail!("{}: no chunk results", path.display());
+    }
+    let mut md = String::new();
+    for ((profile, cc), cols) in &groups {
+        let systems = order_systems(cols.values().flat_map(|m| m.keys().cloned()).collect());
+        md += &format!("\n### {profile}, {cc} — median chunk completion, ms (× {baseline})\n\n| system |");
+        for (mode, size) in cols.keys() {
+            md += &format!(" {mode} {} |", human(*size));
+        }
+        md += "\n|---|";
+        md += &"---|".repeat(cols.len());
+        md += "\n";
+        for s in &systems {
+            md += &format!("| {s} |");
+            for by in cols.values() {
+                let med = |name: &str| by.get(name).filter(|v| !v.is_empty()).map(|v| quantile(v, 0.5));
+                md += &match (med(s), med(baseline)) {
+                    (None, _) => " – |".to_string(),
+                    (Some(m), Some(b)) if s != baseline => format!(" {m:.0} ({:.2}) |", m / b),
+                    (Some(m), _) => format!(" {m:.0} |"),
+                };
+            }
+            md += "\n";
+        }
+    }
+    Ok(md)
+}
+
 /// Markdown tables for every workload in the results file at `path`: chunk first (as
 /// before other workloads existed), then bulk, shortflows, video, upload-ping, handover.
 pub fn report(path: &Path) -> Result<String> {
@@ -1295,6 +1345,29 @@ mod tests {
             row(&md, "two, cubic, fresh", "256 KB").contains("| 80 (80–80) [p=70%] |"),
             "{md}"
         );
+    }
+
+    /// One row per system, medians and ratios to the chosen baseline; the oracle is the
+    /// best static share here too.
+    #[test]
+    fn by_system_transposes_medians() {
+        let path = temp_file("by-system", &chunk_jsonl());
+        let md = by_system(&path, "mptcp").unwrap();
+        assert!(
+            md.contains("### two, cubic — median chunk completion, ms (× mptcp)"),
+            "{md}"
+        );
+        assert!(md.contains("| system | fresh 256 KB | fresh 1 MB |"), "{md}");
+        // mptcp 100/110/120 and 400/410/420; tcp-wifi 200/201/202 and 800/801/802.
+        assert!(md.contains("\n| mptcp | 110 | 410 |\n"), "{md}");
+        assert!(md.contains("\n| tcp-wifi | 201 (1.83) | 801 (1.95) |\n"), "{md}");
+        let md = by_system(&path, "tcp-wifi").unwrap();
+        assert!(md.contains("\n| tcp-wifi | 201 | 801 |\n"), "{md}");
+        assert!(md.contains("\n| mptcp | 110 (0.55) | 410 (0.51) |\n"), "{md}");
+        // A baseline absent from the file: medians only.
+        let md = by_system(&path, "nobody").unwrap();
+        assert!(md.contains("\n| mptcp | 110 | 410 |\n"), "{md}");
+        assert!(by_system(&temp_file("by-system-empty", ""), "mptcp").is_err());
     }
 
     /// Results written before other workloads existed: no workload, variant or
