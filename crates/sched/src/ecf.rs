@@ -35,6 +35,18 @@
 //!   estimate (`srtt + max(4·rttvar, 200 ms)`) with a smaller window, the old one is kept as
 //!   `rec_cwnd`, and `max(cwnd, rec_cwnd)` feeds the decisions until the kernel's window grows
 //!   back to it. Only ECF's arithmetic uses it; the kernel's window is untouched.
+//! * **Slow start after an idle restart** ([`EcfConfig::slow_start`]). With the remembered
+//!   window, `k/CWND_f` reads the first round after an idle spell as a full window, but
+//!   the kernel restarts it from 10 segments (or half per RTO) and slow-starts back. When
+//!   the window a write gets now ([`PathSnapshot::send_cwnd`]) is below the tests' window,
+//!   k's drain time counts rounds from it, doubling up to that window ([`drain_time`]); in
+//!   steady state the published integer form stands. The same for x_s in test (2). A
+//!   256 KB chunk at 270 ms after a 1 s pause: WiFi restarted at 10 segments needed 5
+//!   rounds (420 ms, everything on WiFi) where the formula said 3.6 (384 ms).
+//! * **The hysteresis ends with the burst** ([`EcfConfig::burst_hysteresis`]). `waiting` is
+//!   cleared when the queue is empty or every path idle: a chunk that follows a pause does
+//!   not inherit the β-widened bound of the previous burst's last decisions (which had
+//!   kept LTE out of that 256 KB chunk entirely).
 //! * **More than two paths** (Proposition 1): x_f is the fastest usable path with an RTT
 //!   sample, ready or not; x_s is the asking path, provided MinRTT would pick it (no faster
 //!   path is ready with window space — otherwise that path is being asked and this one
@@ -133,6 +145,14 @@ pub struct EcfConfig {
     /// Re-send only frames the copy would bring sooner, or that are overdue
     /// ([`Decision::Reinject`]'s `sooner_only`); `false` copies every frame once.
     pub reinject_sooner: bool,
+    /// A path whose window was restarted after idleness drains k in slow start, from the
+    /// window a write gets now doubling up to the tests' window, not at the remembered
+    /// window from the first round ([`drain_time`]). `false`: the published `k/CWND`.
+    pub slow_start: bool,
+    /// The β hysteresis ends with the burst: once the queue is empty (or every path idle)
+    /// the next burst starts without it. `false`: `waiting` persists until test (1)
+    /// fails, however long the session idles (Algorithm 2 read literally).
+    pub burst_hysteresis: bool,
 }
 
 impl Default for EcfConfig {
@@ -145,6 +165,8 @@ impl Default for EcfConfig {
             frame_time: true,
             reinject: true,
             reinject_sooner: true,
+            slow_start: true,
+            burst_hysteresis: true,
         }
     }
 }
@@ -228,6 +250,10 @@ impl Ecf {
                 m.rec_rate = 0;
             }
         }
+        if self.cfg.burst_hysteresis && paths.iter().all(|p| !p.alive || (p.in_flight == 0 && p.notsent == 0)) {
+            self.waiting = false;
+            self.wait_since = None;
+        }
     }
 
     fn delta(&self, f: &PathSnapshot, s: &PathSnapshot) -> Duration {
@@ -282,6 +308,19 @@ impl Ecf {
         (best.map(|(_, i)| i), faster)
     }
 
+    /// The window, in bytes, a path sends its next round with: the one a write gets now
+    /// ([`PathSnapshot::send_cwnd`]), at most the tests' `window` and at least one MSS. Below
+    /// `window` only when the kernel restarted the window after idleness (or the window
+    /// shrank) while [`Ecf::window_bytes`] still counts the remembered one, or, without
+    /// `slow_start`, never.
+    fn start_window(&self, p: &PathSnapshot, window: u128) -> u128 {
+        if !self.cfg.slow_start {
+            return window;
+        }
+        let mss = p.mss.max(1) as u128;
+        (p.send_cwnd().max(1) as u128 * mss).clamp(mss.min(window), window)
+    }
+
     fn send(&mut self, max_bytes: usize) -> Decision {
         self.wait_since = None;
         Decision::head(max_bytes)
@@ -313,6 +352,11 @@ impl Scheduler for Ecf {
         let allow_backup = backups_allowed(paths);
         let me = &paths[path];
         if queue.bytes == 0 {
+            // The burst is over: its hysteresis with it.
+            if self.cfg.burst_hysteresis {
+                self.waiting = false;
+                self.wait_since = None;
+            }
             // Asked only with `reinject`: the queue is empty and frames are unacknowledged.
             // The fastest path re-sends the oldest frames other paths hold (each once);
             // the others wait for new bytes.
@@ -381,13 +425,28 @@ impl Scheduler for Ecf {
             }
         };
 
-        // (1)/(3), multiplied through by 1000·CWND_f.
-        if 1000 * (cw_f + k_f) * rtt_f >= (1000 + beta) * cw_f * (rtt_s + d) {
+        // Windows a write gets now: below the tests' windows after an idle restart, when
+        // the path slow-starts back (see `drain_time`).
+        let w0_f = self.start_window(fp, cw_f);
+        let w0_s = self.start_window(me, cw_s);
+
+        // (1)/(3): multiplied through by 1000·CWND_f in steady state (exact, like upstream).
+        let wait_is_slower = if w0_f >= cw_f {
+            1000 * (cw_f + k_f) * rtt_f >= (1000 + beta) * cw_f * (rtt_s + d)
+        } else {
+            1000 * (rtt_f + drain_time(k_f, w0_f, cw_f, rtt_f)) >= (1000 + beta) * (rtt_s + d)
+        };
+        if wait_is_slower {
             self.waiting = false;
             return slow(self);
         }
-        // (2), multiplied through by CWND_s.
-        if k_s * rtt_s < cw_s * (2 * rtt_f + d) {
+        // (2), multiplied through by CWND_s in steady state.
+        let slow_is_faster = if w0_s >= cw_s {
+            k_s * rtt_s < cw_s * (2 * rtt_f + d)
+        } else {
+            drain_time(k_s, w0_s, cw_s, rtt_s) < 2 * rtt_f + d
+        };
+        if slow_is_faster {
             // Using x_s is faster after all; `waiting` stays as it is (Algorithm 2).
             return slow(self);
         }
@@ -401,6 +460,26 @@ impl Scheduler for Ecf {
         let until = (now + fp.srtt.max(Duration::from_millis(1))).min(since + cap);
         Decision::Wait { until: Some(until) }
     }
+}
+
+/// Nanoseconds a path needs to put `k` bytes on the wire, in rounds of `rtt` (what
+/// ECF's `k/CWND·RTT` is in steady state), when it starts from a window of `w0` bytes that
+/// doubles every round (slow start) until it reaches `w`. The last round counts the
+/// fraction of its window that `k` fills, as the steady-state formula does.
+fn drain_time(k: u128, w0: u128, w: u128, rtt: u128) -> u128 {
+    let w = w.max(1);
+    let mut window = w0.clamp(1, w);
+    let mut left = k;
+    let mut time = 0;
+    while window < w {
+        if left <= window {
+            return time + left * rtt / window;
+        }
+        left -= window;
+        time += rtt;
+        window = (2 * window).min(w);
+    }
+    time + left * rtt / w
 }
 
 #[cfg(test)]
@@ -949,5 +1028,105 @@ mod tests {
         s.observe(t1, &busy);
         assert_eq!(s.mem[0].rec_cwnd, 40);
         assert!(is_wait(s.decide(t1, 1, &busy, &k, 4096)));
+    }
+
+    #[test]
+    fn drain_time_counts_slow_start_rounds() {
+        // Steady state: k / w rounds, the published k/CWND·RTT.
+        assert_eq!(drain_time(100, 10, 10, 1000), 10_000);
+        assert_eq!(drain_time(100, 40, 10, 1000), 10_000);
+        // From 10 doubling to 40: rounds of 10 and 20, then 170 at 40 a round.
+        assert_eq!(drain_time(200, 10, 40, 1000), 1000 + 1000 + 170 * 1000 / 40);
+        // Done within slow start: 10, then 15 of the second round's 20.
+        assert_eq!(drain_time(25, 10, 40, 1000), 1000 + 15 * 1000 / 20);
+        assert_eq!(drain_time(0, 10, 40, 1000), 0);
+    }
+
+    /// The state traced at the start of a 256 KB chunk on seed-default-270 (CUBIC, warm):
+    /// WiFi (x_f) idle for 1.1 s before, 53 segments at 857 KB/s, restarted by the kernel to
+    /// 10 segments, 29 KB unsent; LTE (x_s) srtt 279 ms, 51 segments, idle and ready; 229 KB
+    /// queued in 16 KB frames; `waiting` still set by the end of the warm-up burst. Published
+    /// ECF reads WiFi as draining 258 KB at 71 KB per 83 ms round (384 ms) against β-widened
+    /// 1.25 · 345 ms and waits: WiFi carried the whole chunk in 420 ms, where the best
+    /// static split (25% on LTE) took 335 ms. WiFi really restarts at 14 KB a round and needs
+    /// 515 ms; and the hysteresis belongs to the burst that set it.
+    #[test]
+    fn a_restarted_fast_path_slow_starts_and_the_hysteresis_ends_with_the_burst() {
+        let t0 = Instant::now();
+        let mut idle = [path(0, 83), path(1, 279)];
+        for p in idle.iter_mut() {
+            p.rttvar = Duration::from_millis(10);
+        }
+        idle[0].cwnd = 53;
+        idle[0].delivery_rate = 857_000;
+        idle[0].pacing_rate = 857_000;
+        idle[1].cwnd = 51;
+        idle[1].delivery_rate = 257_000;
+        idle[1].pacing_rate = 300_000;
+        let mut busy = idle.clone();
+        busy[0].cwnd = 10;
+        busy[0].in_flight = 2;
+        busy[0].notsent = 29_000;
+        busy[0].ready = false;
+        busy[0].delivery_rate = 802_000;
+        let k = QueueView {
+            bytes: 229_000,
+            frames: 14,
+            ..QueueView::default()
+        };
+        let t1 = t0 + Duration::from_millis(1100);
+        let run = |cfg: EcfConfig, empty_queue_seen: bool| {
+            let mut s = Ecf::new(cfg);
+            s.observe(t0, &idle);
+            s.waiting = true; // set by the end of the previous burst
+            if empty_queue_seen {
+                s.decide(t0, 0, &idle, &QueueView::default(), 65536);
+            }
+            s.observe(t1, &busy);
+            assert_eq!(s.mem[0].rec_cwnd, 53);
+            s.decide(t1, 1, &busy, &k, 65536)
+        };
+        let published = EcfConfig {
+            delta: Delta::Fixed(Duration::from_millis(10)),
+            slow_start: false,
+            burst_hysteresis: false,
+            ..EcfConfig::default()
+        };
+        assert!(is_wait(run(published, true)));
+        // Either change alone sends on LTE.
+        let slow_start = EcfConfig {
+            slow_start: true,
+            ..published
+        };
+        assert!(!is_wait(run(slow_start, true)));
+        let burst = EcfConfig {
+            burst_hysteresis: true,
+            ..published
+        };
+        assert!(!is_wait(run(burst, true)));
+        // The hysteresis is cleared by the burst's end, not by the new burst itself.
+        assert!(is_wait(run(burst, false)));
+        assert!(!is_wait(run(EcfConfig::default(), false)));
+    }
+
+    /// A remembered window with the kernel's own not yet restarted (or a path never idle)
+    /// drains at the published rate: the slow-start rounds apply only below the tests'
+    /// window.
+    #[test]
+    fn slow_start_changes_nothing_without_a_smaller_send_window() {
+        let now = Instant::now();
+        let paths = fast_full(10, 100);
+        for k in [11 * MSS, 30 * MSS, 200 * MSS] {
+            let published = EcfConfig {
+                slow_start: false,
+                ..EcfConfig::default()
+            };
+            let mut a = Ecf::new(published);
+            let mut b = Ecf::default();
+            assert_eq!(
+                a.decide(now, 1, &paths, &queue(k), 65536),
+                b.decide(now, 1, &paths, &queue(k), 65536)
+            );
+        }
     }
 }
