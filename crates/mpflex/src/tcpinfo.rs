@@ -131,6 +131,12 @@ impl TcpInfo {
             backup: false,
             srtt: Duration::from_micros(self.rtt as u64),
             rttvar: Duration::from_micros(self.rttvar as u64),
+            // `~0`: no sample yet.
+            min_rtt: if self.min_rtt == u32::MAX {
+                Duration::ZERO
+            } else {
+                Duration::from_micros(self.min_rtt as u64)
+            },
             cwnd: self.snd_cwnd,
             restart_cwnd: Some(self.cwnd_after_idle(idle_restart)).filter(|&w| w < self.snd_cwnd),
             mss: self.snd_mss.max(1),

@@ -38,6 +38,11 @@ pub struct PathSnapshot {
     /// Smoothed RTT and its variation, as the kernel measures them.
     pub srtt: Duration,
     pub rttvar: Duration,
+    /// The smallest RTT the kernel has measured on the path (`tcpi_min_rtt`, a windowed
+    /// minimum): its propagation delay without the queue its own bytes build. Zero if
+    /// unknown. Unlike `srtt` it is not left inflated when the path goes idle after a
+    /// queue built up (`srtt` changes only with new samples, which need traffic).
+    pub min_rtt: Duration,
     /// Congestion window in segments, and the segment size.
     pub cwnd: u32,
     pub mss: u32,
@@ -286,6 +291,7 @@ pub const NAMES: &[&str] = &[
     "ecf",
     "blest",
     "txdelay",
+    "txdelay-srtt",
     "dems-b",
     "dems-s",
     "dems-f",
@@ -299,7 +305,8 @@ pub fn by_name(name: &str) -> Option<Box<dyn Scheduler>> {
         "redundant" => Box::new(Redundant),
         "ecf" => Box::new(Ecf::default()),
         "blest" => Box::new(Blest::default()),
-        "txdelay" => Box::new(TxDelay),
+        "txdelay" => Box::new(TxDelay::default()),
+        "txdelay-srtt" => Box::new(TxDelay::new(txdelay::Base::Srtt)),
         "dems-b" => Box::new(Dems::new(DemsVariant::Basic)),
         "dems-s" => Box::new(Dems::new(DemsVariant::Simple)),
         "dems-f" | "dems" => Box::new(Dems::new(DemsVariant::Full)),
@@ -319,6 +326,7 @@ pub(crate) mod test_util {
             backup: false,
             srtt: Duration::from_millis(srtt_ms),
             rttvar: Duration::from_millis(srtt_ms / 4),
+            min_rtt: Duration::ZERO,
             cwnd: 10,
             restart_cwnd: None,
             mss: 1448,

@@ -17,6 +17,17 @@
 //!   its head is the byte being placed). A path that is not ready has a backed-up socket,
 //!   which the kernel only lets happen with a full window, so its B is taken as at least
 //!   `cwnd·mss` even if the (periodically sampled) snapshot shows less.
+//! * **The delay term starts from the path's minimum RTT** ([`Base`]), not its srtt. B
+//!   counts the bytes in flight, and srtt counts the queue those bytes built at the
+//!   bottleneck a second time; and srtt changes only with new samples, so a path that went
+//!   idle after building a queue keeps the inflated value for as long as it stays idle —
+//!   which this rule then makes forever. In the lab (seed-default, CUBIC, 4 MB) LTE
+//!   overshot in slow start to 243 segments, drained, and sat idle for two seconds at
+//!   `srtt` = 280–310 ms (its propagation RTT is 70 ms) while WiFi carried the chunk:
+//!   1.5–1.6 × MPTCP. `srtt + B/rate` read literally is `txdelay-srtt`. An unknown
+//!   minimum (0) falls back to srtt. (Counting only the unsent part of B and keeping srtt
+//!   was measured too and was worse, 1.76 × at 4 MB: the idle path's stale srtt then
+//!   competes with even less.)
 //! * **Rate** = [`PathSnapshot::rate_estimate`]: `cwnd·mss/srtt` as published, with the
 //!   kernel's delivery-rate estimate as a floor, as elsewhere in mpflex.
 //! * The asking path sends (the whole budget) iff its expected time is no later than every
@@ -28,18 +39,37 @@
 //!   asked, and the engine wakes waiting paths once it sends); otherwise the time the winner
 //!   needs to drain B at its rate (at least 1 ms), by when it is certainly asking again.
 //! * Under late binding a saturated path holds at most `in_flight + notsent_lowat` bytes, so
-//!   for a bulk backlog TxDelay keeps the slower path idle whenever
-//!   `srtt_s ≥ 2·srtt_f + lowat/rate_f` (the paper's early binding let B_f grow until the slow
-//!   path won). That is the per-message rule as published; ECF is the backlog-aware choice.
+//!   for a bulk backlog TxDelay keeps an idle slower path idle whenever
+//!   `min_rtt_s ≥ min_rtt_f + srtt_f + lowat/rate_f` (`txdelay-srtt`: with srtts, and an
+//!   idle path's srtt frozen at its last sample); the paper's early binding let B_f grow
+//!   until the slow path won. That is the per-message rule; ECF is the backlog-aware
+//!   choice.
 
 use std::time::{Duration, Instant};
 
 use crate::{backups_allowed, queued_on_path, Decision, PathSnapshot, QueueView, Scheduler};
 
+/// The delay a byte handed to a path takes on top of draining B.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Base {
+    /// The path's minimum RTT (`tcpi_min_rtt`; srtt until there is one). Config name
+    /// `txdelay`.
+    #[default]
+    MinRtt,
+    /// The smoothed RTT, as the formula reads (config name `txdelay-srtt`).
+    Srtt,
+}
+
 #[derive(Debug, Default)]
-pub struct TxDelay;
+pub struct TxDelay {
+    base: Base,
+}
 
 impl TxDelay {
+    pub fn new(base: Base) -> Self {
+        TxDelay { base }
+    }
+
     /// Bytes a new byte on `p` queues behind (B).
     fn queued(p: &PathSnapshot) -> u64 {
         let b = queued_on_path(p);
@@ -50,15 +80,26 @@ impl TxDelay {
         }
     }
 
+    /// The delay term for `p` ([`Base`]).
+    fn base(&self, p: &PathSnapshot) -> Duration {
+        match self.base {
+            Base::MinRtt if !p.min_rtt.is_zero() => p.min_rtt.min(p.srtt),
+            _ => p.srtt,
+        }
+    }
+
     /// Expected time until a byte handed to `p` now is delivered, in seconds.
-    pub fn expected_delay(p: &PathSnapshot) -> f64 {
-        p.srtt.as_secs_f64() + Self::queued(p) as f64 / p.rate_estimate()
+    pub fn expected_delay(&self, p: &PathSnapshot) -> f64 {
+        self.base(p).as_secs_f64() + Self::queued(p) as f64 / p.rate_estimate()
     }
 }
 
 impl Scheduler for TxDelay {
     fn name(&self) -> &'static str {
-        "txdelay"
+        match self.base {
+            Base::MinRtt => "txdelay",
+            Base::Srtt => "txdelay-srtt",
+        }
     }
 
     fn decide(
@@ -77,12 +118,12 @@ impl Scheduler for TxDelay {
         if me.srtt.is_zero() {
             return Decision::head(budget);
         }
-        let mine = Self::expected_delay(me);
+        let mine = self.expected_delay(me);
         let winner = paths
             .iter()
             .enumerate()
             .filter(|&(i, p)| i != path && p.usable(allow_backup) && !p.srtt.is_zero())
-            .map(|(i, p)| (Self::expected_delay(p), i))
+            .map(|(i, p)| (self.expected_delay(p), i))
             .filter(|&(d, _)| d < mine)
             .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let Some((_, w)) = winner else {
@@ -107,24 +148,71 @@ mod tests {
     const MSS: u32 = 1448;
 
     #[test]
+    fn an_idle_path_is_judged_by_its_minimum_rtt_not_a_stale_srtt() {
+        // Seen in the lab: LTE (70 ms propagation) drained after a slow-start overshoot and
+        // idles with srtt 300 ms; WiFi (55 ms, srtt 95 ms) has a full 55-segment window and
+        // 35 KB unsent at 850 KB/s: 95 + (55·1448 + 35 000)/850 000 = 230 ms.
+        let now = Instant::now();
+        let mut paths = [path(0, 95), path(1, 300)];
+        paths[0].min_rtt = Duration::from_millis(55);
+        paths[0].cwnd = 55;
+        paths[0].in_flight = 55;
+        paths[0].notsent = 35_000;
+        paths[0].delivery_rate = 850_000;
+        paths[0].ready = false;
+        paths[1].min_rtt = Duration::from_millis(70);
+        paths[1].cwnd = 127;
+        paths[1].delivery_rate = 1_100_000;
+        // The literal formula keeps LTE idle (300 > 230 ms) ...
+        let mut literal = TxDelay::new(Base::Srtt);
+        assert!(matches!(
+            literal.decide(now, 1, &paths, &queue(1 << 20), 4096),
+            Decision::Wait { .. }
+        ));
+        // ... by its minimum RTT it sends (70 < 55 + 135 ms).
+        assert_eq!(
+            TxDelay::default().decide(now, 1, &paths, &queue(1 << 20), 4096),
+            Decision::head(4096)
+        );
+        // Without a minimum-RTT sample both read srtt.
+        paths[1].min_rtt = Duration::ZERO;
+        assert!(matches!(
+            TxDelay::default().decide(now, 1, &paths, &queue(1 << 20), 4096),
+            Decision::Wait { .. }
+        ));
+        assert_eq!(TxDelay::default().name(), "txdelay");
+        assert_eq!(literal.name(), "txdelay-srtt");
+    }
+
+    #[test]
+    fn the_minimum_rtt_never_exceeds_srtt() {
+        let mut p = path(0, 20);
+        p.min_rtt = Duration::from_millis(30);
+        assert!((TxDelay::default().expected_delay(&p) - 0.020).abs() < 1e-12);
+        p.min_rtt = Duration::from_millis(10);
+        assert!((TxDelay::default().expected_delay(&p) - 0.010).abs() < 1e-12);
+        assert!((TxDelay::new(Base::Srtt).expected_delay(&p) - 0.020).abs() < 1e-12);
+    }
+
+    #[test]
     fn expected_delay_formula() {
         // 20 ms, 10 × 1448 B window: rate 724 000 B/s. A full window plus 2 windows unsent
         // is 3 windows = 60 ms of draining, 80 ms in all.
         let mut p = path(0, 20);
-        assert!((TxDelay::expected_delay(&p) - 0.020).abs() < 1e-12);
+        assert!((TxDelay::default().expected_delay(&p) - 0.020).abs() < 1e-12);
         p.in_flight = 10;
         p.notsent = 20 * MSS;
-        assert!((TxDelay::expected_delay(&p) - 0.080).abs() < 1e-12);
+        assert!((TxDelay::default().expected_delay(&p) - 0.080).abs() < 1e-12);
         // The kernel's delivery rate is a floor: twice the window rate halves the drain.
         p.delivery_rate = 2 * 724_000;
-        assert!((TxDelay::expected_delay(&p) - 0.050).abs() < 1e-12);
+        assert!((TxDelay::default().expected_delay(&p) - 0.050).abs() < 1e-12);
         // A path that is not ready holds at least a full window, whatever the sample says.
         let mut q = path(0, 20);
         q.ready = false;
-        assert!((TxDelay::expected_delay(&q) - 0.040).abs() < 1e-12);
+        assert!((TxDelay::default().expected_delay(&q) - 0.040).abs() < 1e-12);
         q.in_flight = 10;
         q.notsent = 20 * MSS;
-        assert!((TxDelay::expected_delay(&q) - 0.080).abs() < 1e-12);
+        assert!((TxDelay::default().expected_delay(&q) - 0.080).abs() < 1e-12);
     }
 
     #[test]
@@ -140,7 +228,7 @@ mod tests {
             Decision::head(4096)
         );
         assert_eq!(
-            TxDelay.decide(now, 1, &paths, &queue(1000), 4096),
+            TxDelay::default().decide(now, 1, &paths, &queue(1000), 4096),
             Decision::Wait {
                 until: Some(now + Duration::from_millis(20))
             }
@@ -148,11 +236,14 @@ mod tests {
         // Once WiFi holds a full window plus more than 1.5 windows unsent (> 70 ms), LTE wins.
         paths[0].notsent = 14 * MSS;
         assert!(matches!(
-            TxDelay.decide(now, 1, &paths, &queue(1000), 4096),
+            TxDelay::default().decide(now, 1, &paths, &queue(1000), 4096),
             Decision::Wait { .. }
         ));
         paths[0].notsent = 16 * MSS;
-        assert_eq!(TxDelay.decide(now, 1, &paths, &queue(1000), 4096), Decision::head(4096));
+        assert_eq!(
+            TxDelay::default().decide(now, 1, &paths, &queue(1000), 4096),
+            Decision::head(4096)
+        );
     }
 
     #[test]
@@ -160,12 +251,18 @@ mod tests {
         let now = Instant::now();
         let mut paths = [path(0, 20), path(1, 70)];
         paths[0].in_flight = 10;
-        assert_eq!(TxDelay.decide(now, 0, &paths, &queue(1000), 4096), Decision::head(4096));
+        assert_eq!(
+            TxDelay::default().decide(now, 0, &paths, &queue(1000), 4096),
+            Decision::head(4096)
+        );
         // Idle paths: the lower RTT wins; the loser waits for the ready winner (no timer).
         let paths = [path(0, 20), path(1, 70)];
-        assert_eq!(TxDelay.decide(now, 0, &paths, &queue(1000), 4096), Decision::head(4096));
         assert_eq!(
-            TxDelay.decide(now, 1, &paths, &queue(1000), 4096),
+            TxDelay::default().decide(now, 0, &paths, &queue(1000), 4096),
+            Decision::head(4096)
+        );
+        assert_eq!(
+            TxDelay::default().decide(now, 1, &paths, &queue(1000), 4096),
             Decision::Wait { until: None }
         );
     }
@@ -177,9 +274,12 @@ mod tests {
         let mut paths = [path(0, 20), path(1, 70)];
         paths[0].in_flight = 10;
         paths[0].notsent = 30 * MSS;
-        assert_eq!(TxDelay.decide(now, 1, &paths, &queue(1000), 4096), Decision::head(4096));
         assert_eq!(
-            TxDelay.decide(now, 0, &paths, &queue(1000), 4096),
+            TxDelay::default().decide(now, 1, &paths, &queue(1000), 4096),
+            Decision::head(4096)
+        );
+        assert_eq!(
+            TxDelay::default().decide(now, 0, &paths, &queue(1000), 4096),
             Decision::Wait { until: None }
         );
     }
@@ -192,9 +292,12 @@ mod tests {
         paths[0].in_flight = 10;
         paths[0].notsent = 20 * MSS;
         paths[0].ready = false;
-        assert_eq!(TxDelay.decide(now, 1, &paths, &queue(1000), 4096), Decision::head(4096));
         assert_eq!(
-            TxDelay.decide(now, 2, &paths, &queue(1000), 4096),
+            TxDelay::default().decide(now, 1, &paths, &queue(1000), 4096),
+            Decision::head(4096)
+        );
+        assert_eq!(
+            TxDelay::default().decide(now, 2, &paths, &queue(1000), 4096),
             Decision::Wait { until: None }
         );
         // With the 30 ms path busy too (30 + 30 = 60 ms), the 10 ms path is best and not
@@ -202,7 +305,7 @@ mod tests {
         paths[1].in_flight = 10;
         paths[1].ready = false;
         assert_eq!(
-            TxDelay.decide(now, 2, &paths, &queue(1000), 4096),
+            TxDelay::default().decide(now, 2, &paths, &queue(1000), 4096),
             Decision::Wait {
                 until: Some(now + Duration::from_millis(30))
             }
@@ -216,10 +319,13 @@ mod tests {
         let now = Instant::now();
         let mut paths = [path(0, 50), path(1, 70)];
         paths[0].ready = false;
-        assert_eq!(TxDelay.decide(now, 1, &paths, &queue(1000), 10), Decision::head(10));
+        assert_eq!(
+            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
+            Decision::head(10)
+        );
         paths[0].ready = true;
         assert_eq!(
-            TxDelay.decide(now, 1, &paths, &queue(1000), 10),
+            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
             Decision::Wait { until: None }
         );
     }
@@ -228,8 +334,14 @@ mod tests {
     fn ties_go_to_the_asking_path() {
         let now = Instant::now();
         let paths = [path(0, 40), path(1, 40)];
-        assert_eq!(TxDelay.decide(now, 0, &paths, &queue(1000), 10), Decision::head(10));
-        assert_eq!(TxDelay.decide(now, 1, &paths, &queue(1000), 10), Decision::head(10));
+        assert_eq!(
+            TxDelay::default().decide(now, 0, &paths, &queue(1000), 10),
+            Decision::head(10)
+        );
+        assert_eq!(
+            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
+            Decision::head(10)
+        );
     }
 
     #[test]
@@ -238,25 +350,40 @@ mod tests {
         // A faster backup is not a rival while a regular path lives, and never sends.
         let mut paths = [path(0, 80), path(1, 20)];
         paths[1].backup = true;
-        assert_eq!(TxDelay.decide(now, 0, &paths, &queue(1000), 10), Decision::head(10));
         assert_eq!(
-            TxDelay.decide(now, 1, &paths, &queue(1000), 10),
+            TxDelay::default().decide(now, 0, &paths, &queue(1000), 10),
+            Decision::head(10)
+        );
+        assert_eq!(
+            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
             Decision::Wait { until: None }
         );
         paths[0].alive = false;
-        assert_eq!(TxDelay.decide(now, 1, &paths, &queue(1000), 10), Decision::head(10));
         assert_eq!(
-            TxDelay.decide(now, 0, &paths, &queue(1000), 10),
+            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
+            Decision::head(10)
+        );
+        assert_eq!(
+            TxDelay::default().decide(now, 0, &paths, &queue(1000), 10),
             Decision::Wait { until: None }
         );
         // A dead faster path is no rival.
         let mut paths = [path(0, 20), path(1, 70)];
         paths[0].alive = false;
-        assert_eq!(TxDelay.decide(now, 1, &paths, &queue(1000), 10), Decision::head(10));
+        assert_eq!(
+            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
+            Decision::head(10)
+        );
         // No RTT sample: not a rival; an asking path without one sends.
         let mut paths = [path(0, 20), path(1, 70)];
         paths[0].srtt = Duration::ZERO;
-        assert_eq!(TxDelay.decide(now, 1, &paths, &queue(1000), 10), Decision::head(10));
-        assert_eq!(TxDelay.decide(now, 0, &paths, &queue(1000), 10), Decision::head(10));
+        assert_eq!(
+            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
+            Decision::head(10)
+        );
+        assert_eq!(
+            TxDelay::default().decide(now, 0, &paths, &queue(1000), 10),
+            Decision::head(10)
+        );
     }
 }
