@@ -250,7 +250,15 @@ impl Ecf {
                 m.rec_rate = 0;
             }
         }
-        if self.cfg.burst_hysteresis && paths.iter().all(|p| !p.alive || (p.in_flight == 0 && p.notsent == 0)) {
+        if paths.iter().all(|p| !p.alive || (p.in_flight == 0 && p.notsent == 0)) {
+            self.end_burst();
+        }
+    }
+
+    /// The burst is over (queue empty or every path idle): with `burst_hysteresis`, its β
+    /// hysteresis ends with it.
+    fn end_burst(&mut self) {
+        if self.cfg.burst_hysteresis {
             self.waiting = false;
             self.wait_since = None;
         }
@@ -352,11 +360,7 @@ impl Scheduler for Ecf {
         let allow_backup = backups_allowed(paths);
         let me = &paths[path];
         if queue.bytes == 0 {
-            // The burst is over: its hysteresis with it.
-            if self.cfg.burst_hysteresis {
-                self.waiting = false;
-                self.wait_since = None;
-            }
+            self.end_burst();
             // Asked only with `reinject`: the queue is empty and frames are unacknowledged.
             // The fastest path re-sends the oldest frames other paths hold (each once);
             // the others wait for new bytes.

@@ -146,6 +146,10 @@ mod tests {
     use crate::test_util::{path, queue};
 
     const MSS: u32 = 1448;
+    /// The default TxDelay (minimum-RTT base).
+    fn txd() -> TxDelay {
+        TxDelay::default()
+    }
 
     #[test]
     fn an_idle_path_is_judged_by_its_minimum_rtt_not_a_stale_srtt() {
@@ -171,16 +175,16 @@ mod tests {
         ));
         // ... by its minimum RTT it sends (70 < 55 + 135 ms).
         assert_eq!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1 << 20), 4096),
+            txd().decide(now, 1, &paths, &queue(1 << 20), 4096),
             Decision::head(4096)
         );
         // Without a minimum-RTT sample both read srtt.
         paths[1].min_rtt = Duration::ZERO;
         assert!(matches!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1 << 20), 4096),
+            txd().decide(now, 1, &paths, &queue(1 << 20), 4096),
             Decision::Wait { .. }
         ));
-        assert_eq!(TxDelay::default().name(), "txdelay");
+        assert_eq!(txd().name(), "txdelay");
         assert_eq!(literal.name(), "txdelay-srtt");
     }
 
@@ -188,9 +192,9 @@ mod tests {
     fn the_minimum_rtt_never_exceeds_srtt() {
         let mut p = path(0, 20);
         p.min_rtt = Duration::from_millis(30);
-        assert!((TxDelay::default().expected_delay(&p) - 0.020).abs() < 1e-12);
+        assert!((txd().expected_delay(&p) - 0.020).abs() < 1e-12);
         p.min_rtt = Duration::from_millis(10);
-        assert!((TxDelay::default().expected_delay(&p) - 0.010).abs() < 1e-12);
+        assert!((txd().expected_delay(&p) - 0.010).abs() < 1e-12);
         assert!((TxDelay::new(Base::Srtt).expected_delay(&p) - 0.020).abs() < 1e-12);
     }
 
@@ -199,20 +203,20 @@ mod tests {
         // 20 ms, 10 × 1448 B window: rate 724 000 B/s. A full window plus 2 windows unsent
         // is 3 windows = 60 ms of draining, 80 ms in all.
         let mut p = path(0, 20);
-        assert!((TxDelay::default().expected_delay(&p) - 0.020).abs() < 1e-12);
+        assert!((txd().expected_delay(&p) - 0.020).abs() < 1e-12);
         p.in_flight = 10;
         p.notsent = 20 * MSS;
-        assert!((TxDelay::default().expected_delay(&p) - 0.080).abs() < 1e-12);
+        assert!((txd().expected_delay(&p) - 0.080).abs() < 1e-12);
         // The kernel's delivery rate is a floor: twice the window rate halves the drain.
         p.delivery_rate = 2 * 724_000;
-        assert!((TxDelay::default().expected_delay(&p) - 0.050).abs() < 1e-12);
+        assert!((txd().expected_delay(&p) - 0.050).abs() < 1e-12);
         // A path that is not ready holds at least a full window, whatever the sample says.
         let mut q = path(0, 20);
         q.ready = false;
-        assert!((TxDelay::default().expected_delay(&q) - 0.040).abs() < 1e-12);
+        assert!((txd().expected_delay(&q) - 0.040).abs() < 1e-12);
         q.in_flight = 10;
         q.notsent = 20 * MSS;
-        assert!((TxDelay::default().expected_delay(&q) - 0.080).abs() < 1e-12);
+        assert!((txd().expected_delay(&q) - 0.080).abs() < 1e-12);
     }
 
     #[test]
@@ -228,7 +232,7 @@ mod tests {
             Decision::head(4096)
         );
         assert_eq!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1000), 4096),
+            txd().decide(now, 1, &paths, &queue(1000), 4096),
             Decision::Wait {
                 until: Some(now + Duration::from_millis(20))
             }
@@ -236,14 +240,11 @@ mod tests {
         // Once WiFi holds a full window plus more than 1.5 windows unsent (> 70 ms), LTE wins.
         paths[0].notsent = 14 * MSS;
         assert!(matches!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1000), 4096),
+            txd().decide(now, 1, &paths, &queue(1000), 4096),
             Decision::Wait { .. }
         ));
         paths[0].notsent = 16 * MSS;
-        assert_eq!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1000), 4096),
-            Decision::head(4096)
-        );
+        assert_eq!(txd().decide(now, 1, &paths, &queue(1000), 4096), Decision::head(4096));
     }
 
     #[test]
@@ -251,18 +252,12 @@ mod tests {
         let now = Instant::now();
         let mut paths = [path(0, 20), path(1, 70)];
         paths[0].in_flight = 10;
-        assert_eq!(
-            TxDelay::default().decide(now, 0, &paths, &queue(1000), 4096),
-            Decision::head(4096)
-        );
+        assert_eq!(txd().decide(now, 0, &paths, &queue(1000), 4096), Decision::head(4096));
         // Idle paths: the lower RTT wins; the loser waits for the ready winner (no timer).
         let paths = [path(0, 20), path(1, 70)];
+        assert_eq!(txd().decide(now, 0, &paths, &queue(1000), 4096), Decision::head(4096));
         assert_eq!(
-            TxDelay::default().decide(now, 0, &paths, &queue(1000), 4096),
-            Decision::head(4096)
-        );
-        assert_eq!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1000), 4096),
+            txd().decide(now, 1, &paths, &queue(1000), 4096),
             Decision::Wait { until: None }
         );
     }
@@ -274,12 +269,9 @@ mod tests {
         let mut paths = [path(0, 20), path(1, 70)];
         paths[0].in_flight = 10;
         paths[0].notsent = 30 * MSS;
+        assert_eq!(txd().decide(now, 1, &paths, &queue(1000), 4096), Decision::head(4096));
         assert_eq!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1000), 4096),
-            Decision::head(4096)
-        );
-        assert_eq!(
-            TxDelay::default().decide(now, 0, &paths, &queue(1000), 4096),
+            txd().decide(now, 0, &paths, &queue(1000), 4096),
             Decision::Wait { until: None }
         );
     }
@@ -292,12 +284,9 @@ mod tests {
         paths[0].in_flight = 10;
         paths[0].notsent = 20 * MSS;
         paths[0].ready = false;
+        assert_eq!(txd().decide(now, 1, &paths, &queue(1000), 4096), Decision::head(4096));
         assert_eq!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1000), 4096),
-            Decision::head(4096)
-        );
-        assert_eq!(
-            TxDelay::default().decide(now, 2, &paths, &queue(1000), 4096),
+            txd().decide(now, 2, &paths, &queue(1000), 4096),
             Decision::Wait { until: None }
         );
         // With the 30 ms path busy too (30 + 30 = 60 ms), the 10 ms path is best and not
@@ -305,7 +294,7 @@ mod tests {
         paths[1].in_flight = 10;
         paths[1].ready = false;
         assert_eq!(
-            TxDelay::default().decide(now, 2, &paths, &queue(1000), 4096),
+            txd().decide(now, 2, &paths, &queue(1000), 4096),
             Decision::Wait {
                 until: Some(now + Duration::from_millis(30))
             }
@@ -319,13 +308,10 @@ mod tests {
         let now = Instant::now();
         let mut paths = [path(0, 50), path(1, 70)];
         paths[0].ready = false;
-        assert_eq!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
-            Decision::head(10)
-        );
+        assert_eq!(txd().decide(now, 1, &paths, &queue(1000), 10), Decision::head(10));
         paths[0].ready = true;
         assert_eq!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
+            txd().decide(now, 1, &paths, &queue(1000), 10),
             Decision::Wait { until: None }
         );
     }
@@ -334,14 +320,8 @@ mod tests {
     fn ties_go_to_the_asking_path() {
         let now = Instant::now();
         let paths = [path(0, 40), path(1, 40)];
-        assert_eq!(
-            TxDelay::default().decide(now, 0, &paths, &queue(1000), 10),
-            Decision::head(10)
-        );
-        assert_eq!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
-            Decision::head(10)
-        );
+        assert_eq!(txd().decide(now, 0, &paths, &queue(1000), 10), Decision::head(10));
+        assert_eq!(txd().decide(now, 1, &paths, &queue(1000), 10), Decision::head(10));
     }
 
     #[test]
@@ -350,40 +330,25 @@ mod tests {
         // A faster backup is not a rival while a regular path lives, and never sends.
         let mut paths = [path(0, 80), path(1, 20)];
         paths[1].backup = true;
+        assert_eq!(txd().decide(now, 0, &paths, &queue(1000), 10), Decision::head(10));
         assert_eq!(
-            TxDelay::default().decide(now, 0, &paths, &queue(1000), 10),
-            Decision::head(10)
-        );
-        assert_eq!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
+            txd().decide(now, 1, &paths, &queue(1000), 10),
             Decision::Wait { until: None }
         );
         paths[0].alive = false;
+        assert_eq!(txd().decide(now, 1, &paths, &queue(1000), 10), Decision::head(10));
         assert_eq!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
-            Decision::head(10)
-        );
-        assert_eq!(
-            TxDelay::default().decide(now, 0, &paths, &queue(1000), 10),
+            txd().decide(now, 0, &paths, &queue(1000), 10),
             Decision::Wait { until: None }
         );
         // A dead faster path is no rival.
         let mut paths = [path(0, 20), path(1, 70)];
         paths[0].alive = false;
-        assert_eq!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
-            Decision::head(10)
-        );
+        assert_eq!(txd().decide(now, 1, &paths, &queue(1000), 10), Decision::head(10));
         // No RTT sample: not a rival; an asking path without one sends.
         let mut paths = [path(0, 20), path(1, 70)];
         paths[0].srtt = Duration::ZERO;
-        assert_eq!(
-            TxDelay::default().decide(now, 1, &paths, &queue(1000), 10),
-            Decision::head(10)
-        );
-        assert_eq!(
-            TxDelay::default().decide(now, 0, &paths, &queue(1000), 10),
-            Decision::head(10)
-        );
+        assert_eq!(txd().decide(now, 1, &paths, &queue(1000), 10), Decision::head(10));
+        assert_eq!(txd().decide(now, 0, &paths, &queue(1000), 10), Decision::head(10));
     }
 }
