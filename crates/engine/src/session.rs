@@ -466,20 +466,26 @@ impl Session {
         }
         self.blocked.remove(&stream);
         self.windows_needed.remove(&stream);
-        // Bytes the peer never saw need no sending: they leave the session's count too, or
-        // its window would shrink for good.
-        if let Some(frames) = self.staged.remove(&stream) {
-            self.staged_order.retain(|&id| id != stream);
-            for (f, len) in frames {
-                self.staged_bytes -= len as u64;
-                self.staged_frames -= 1;
-                if let Frame::Data { data, .. } | Frame::Open { data, .. } = f {
-                    self.tx_data -= data.len() as u64;
-                }
-            }
-        }
+        self.unstage(stream);
         self.queue(Frame::Reset { seq: 0, stream, code });
         self.events.push_back(Event::WakePaths);
+    }
+
+    /// Drops a reset stream's staged frames. Bytes the peer never saw need no sending (a
+    /// download the client abandoned must not go on using the links for seconds), and
+    /// they leave the session's count too, or its window would shrink for good.
+    fn unstage(&mut self, stream: StreamId) {
+        let Some(frames) = self.staged.remove(&stream) else {
+            return;
+        };
+        self.staged_order.retain(|&id| id != stream);
+        for (f, len) in frames {
+            self.staged_bytes -= len as u64;
+            self.staged_frames -= 1;
+            if let Frame::Data { data, .. } | Frame::Open { data, .. } = f {
+                self.tx_data -= data.len() as u64;
+            }
+        }
     }
 
     /// Takes received bytes (up to `max`) for the application.
@@ -849,6 +855,7 @@ impl Session {
                 if self.streams.remove(&stream).is_some() {
                     self.blocked.remove(&stream);
                     self.windows_needed.remove(&stream);
+                    self.unstage(stream);
                     self.events.push_back(Event::StreamReset { stream, code });
                 }
             }

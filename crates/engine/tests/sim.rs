@@ -574,6 +574,45 @@ fn resetting_a_stream_returns_its_unsent_bytes_to_the_session_window() {
 }
 
 #[test]
+fn a_stream_the_peer_resets_stops_sending_its_backlog() {
+    // The server queues a whole window on A (a download); the client resets A after a few
+    // steps (the application went away). Once the reset arrives, the server sends no more
+    // of A than it had already sequenced: the rest of the window must not use the links.
+    let mut sim = Sim::with("minrtt", &[(10, 1000)], |_| {});
+    let now = sim.now;
+    let a = sim.client.open_stream(addr(), Bytes::new(), now).0;
+    for _ in 0..50 {
+        sim.step();
+    }
+    let window = sim.server.config().stream_window as usize;
+    let queued = sim.server.stream_send(a, Bytes::from(vec![1u8; window]), sim.now);
+    assert_eq!(queued, window);
+    for _ in 0..20 {
+        sim.step();
+    }
+    sim.client.stream_reset(a, 1);
+    let sent_at_reset = sim.server.path_counters(0).unwrap().0.payload_sent;
+    for _ in 0..20_000 {
+        sim.step();
+    }
+    let after = sim.server.path_counters(0).unwrap().0.payload_sent - sent_at_reset;
+    // The reset takes 10 ms to arrive (10 KB at 1 MB/s), plus what was sequenced ahead.
+    assert!(
+        after <= 2 * SEQUENCE_AHEAD + 64 * 1024,
+        "{after} bytes of a reset stream sent after the reset (window {window})"
+    );
+    // The dropped bytes left the session's count: a new stream gets a whole window.
+    let b = sim.client.open_stream(addr(), Bytes::new(), sim.now).0;
+    for _ in 0..50 {
+        sim.step();
+    }
+    assert_eq!(
+        sim.server.stream_send(b, Bytes::from(vec![2u8; window]), sim.now),
+        window
+    );
+}
+
+#[test]
 fn silent_path_is_bypassed_before_its_timeout() {
     // 4 MB over two paths; path 1 goes dark at 300 ms without any reset. Its frames must be
     // re-sent on path 0 about an RTO after it stops making progress, long before the 5 s

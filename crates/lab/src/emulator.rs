@@ -235,6 +235,30 @@ impl Emulator {
         self.links.iter().map(|[d, u]| [d.stats(), u.stats()]).collect()
     }
 
+    /// Bytes delivered so far over every link, both directions.
+    pub fn delivered_bytes(&self) -> u64 {
+        self.stats().iter().flatten().map(|s| s.delivered_bytes).sum()
+    }
+
+    /// Waits until the links are quiet: at most `trickle` bytes delivered (keep-alives,
+    /// acknowledgements) over `window`, checked every `window`; gives up after `limit`.
+    /// Returns how long it waited. A run's sender may still be draining when its client
+    /// has gone: an MPTCP connection closed with data in flight keeps sending for seconds,
+    /// and a persistent path empties its socket buffer. The next run must not share the
+    /// links with that.
+    pub fn wait_quiet(&self, window: Duration, trickle: u64, limit: Duration) -> Duration {
+        let start = Instant::now();
+        let mut last = self.delivered_bytes();
+        loop {
+            std::thread::sleep(window);
+            let now = self.delivered_bytes();
+            if now - last <= trickle || start.elapsed() >= limit {
+                return start.elapsed();
+            }
+            last = now;
+        }
+    }
+
     /// Takes a path down or up in both directions now.
     pub fn set_path_up(&self, path: usize, up: bool) {
         for l in &self.links[path] {

@@ -284,6 +284,12 @@ fn chunk_client(topo: &Topology, args: &[String]) -> Result<Vec<f64>> {
         .collect()
 }
 
+/// Links count as quiet when at most [`QUIET_TRICKLE`] bytes crossed them in one
+/// [`QUIET_WINDOW`]; a run waits for that at most [`QUIET_LIMIT`] before it starts.
+const QUIET_WINDOW: Duration = Duration::from_millis(200);
+const QUIET_TRICKLE: u64 = 6000;
+const QUIET_LIMIT: Duration = Duration::from_secs(30);
+
 pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
     let topo = Topology::create(cfg.profile.paths.len(), 0)?;
     let emu = &Emulator::start(&topo, &cfg.profile, 1)?;
@@ -425,10 +431,17 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                             }
                         };
                         let measure = |via: &[String]| -> Result<(f64, Fields)> {
+                            // Start on quiet links: what the previous run left in flight
+                            // would otherwise compete with this one.
+                            let settle = emu.wait_quiet(QUIET_WINDOW, QUIET_TRICKLE, QUIET_LIMIT);
+                            let mut settled = Fields::new();
+                            if settle >= 2 * QUIET_WINDOW {
+                                settled.insert("settle_ms".into(), (settle.as_millis() as u64).into());
+                            }
                             if chunk {
                                 let mut a = vec!["--size".to_string(), size.to_string(), "--mode".into(), mode.clone()];
                                 a.extend_from_slice(via);
-                                return Ok((chunk_client(&topo, &a)?[0], Fields::new()));
+                                return Ok((chunk_client(&topo, &a)?[0], settled));
                             }
                             let mut a = vec![
                                 "--workload".to_string(),
@@ -444,11 +457,12 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                                 a.extend(["--variant".into(), v.clone()]);
                             }
                             a.extend_from_slice(via);
-                            let f = if cfg.workload == "handover" {
+                            let mut f = if cfg.workload == "handover" {
                                 handover_client(&topo, emu, &a, cfg.secs, cfg.handover_path)?
                             } else {
                                 workload_client(&topo, &a)?
                             };
+                            f.extend(settled);
                             let ms = f
                                 .get("completion_ms")
                                 .and_then(|v| v.as_f64())
