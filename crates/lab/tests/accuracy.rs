@@ -157,6 +157,75 @@ fn rtt_matches_configuration() {
 }
 
 #[test]
+fn wait_quiet_returns_only_once_the_links_drained() {
+    if !ready("wait_quiet_returns_only_once_the_links_drained") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let profile = seed_default(70);
+    let (topo, emu) = lab(&profile);
+    let window = Duration::from_millis(200);
+    // Idle links: one window.
+    let idle = emu.wait_quiet(window, 6000, Duration::from_secs(5));
+    assert!(idle < 2 * window, "idle links took {idle:?}");
+    // A download over LTE (500 ms buffer) that the server stops writing after 1.5 s: the
+    // links are busy until the last queued byte has crossed.
+    let (sns, cns) = (topo.server_ns.clone(), topo.client_ns.clone());
+    let addr = format!("{}:7778", topo.server_addr(1));
+    let bind = addr.clone();
+    let server = std::thread::spawn(move || {
+        enter_ns(&sns).unwrap();
+        let l = TcpListener::bind(&bind).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let buf = vec![0u8; 64 * 1024];
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(1500) {
+            if s.write_all(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    let client = std::thread::spawn(move || {
+        enter_ns(&cns).unwrap();
+        let mut s = loop {
+            match TcpStream::connect(&addr) {
+                Ok(s) => break s,
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut n = 0u64;
+        while let Ok(k) = s.read(&mut buf) {
+            if k == 0 {
+                break;
+            }
+            n += k as u64;
+        }
+        (Instant::now(), n)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let busy = emu.wait_quiet(window, 6000, Duration::from_secs(30));
+    let quiet_at = Instant::now();
+    let (done_at, bytes) = client.join().unwrap();
+    server.join().unwrap();
+    eprintln!(
+        "waited {busy:?}; the download ({bytes} bytes) ended {:?} before",
+        quiet_at.saturating_duration_since(done_at)
+    );
+    assert!(bytes > 500_000, "the download carried only {bytes} bytes");
+    // Quiet is declared at most two windows after the last byte arrived, and not before.
+    assert!(
+        quiet_at + Duration::from_millis(50) >= done_at,
+        "declared quiet while the download ran"
+    );
+    assert!(
+        quiet_at <= done_at + 3 * window,
+        "quiet declared {:?} after the end",
+        quiet_at - done_at
+    );
+}
+
+#[test]
 fn constant_rate_goodput_within_5_percent() {
     if !ready("constant_rate_goodput_within_5_percent") {
         return;
