@@ -86,6 +86,12 @@ enum Cmd {
         /// (net.ipv4.tcp_slow_start_after_idle on both hosts, for every system).
         #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
         idle_restart: bool,
+        /// Keep each scheduler's mpflex client and server up for the whole block instead
+        /// of starting them for each measurement: paths then carry their TCP state
+        /// (ssthresh) from run to run, and an idle system's keepalives cross links another
+        /// system is loading.
+        #[arg(long)]
+        keep_mpflex: bool,
     },
     /// Markdown tables from a results file (median, p10-p90, ratios to mptcp and oracle).
     Report {
@@ -238,6 +244,7 @@ fn real_main() -> Result<()> {
             out,
             mpflex,
             idle_restart,
+            keep_mpflex,
         } => {
             if !mpflex_lab::runner::WORKLOADS.contains(&workload.as_str()) {
                 anyhow::bail!(
@@ -330,6 +337,7 @@ fn real_main() -> Result<()> {
                 out: out.clone(),
                 mpflex_bin,
                 idle_restart,
+                keep_mpflex,
             };
             let mut n = 0;
             for (i, p) in profiles.into_iter().enumerate() {

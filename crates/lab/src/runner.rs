@@ -44,6 +44,20 @@ impl System {
             return Ok(System::Tcp(i));
         }
         if let Some(sched) = s.strip_prefix("mpflex:") {
+            // `mpflex:<scheduler>+<key>=<value>...`: tuning settings for this system, so
+            // that two settings can run side by side (e.g. `mpflex:dems-f+pacing=false`).
+            let mut parts = sched.split('+');
+            if parts.next().is_none_or(|n| n.is_empty()) {
+                bail!("{s:?}: mpflex:<scheduler>[+<tuning key>=<value>...]");
+            }
+            for kv in parts {
+                let ok = kv.split_once('=').is_some_and(|(k, v)| {
+                    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !v.is_empty()
+                });
+                if !ok {
+                    bail!("{s:?}: {kv:?} is not <tuning key>=<value> (e.g. fresh_ssthresh=false)");
+                }
+            }
             return Ok(System::Mpflex(sched.to_string()));
         }
         match s {
@@ -91,6 +105,11 @@ pub struct Record {
     pub dup_bytes: Option<u64>,
     /// `net.ipv4.tcp_slow_start_after_idle` in the namespaces (the kernel default is on).
     pub idle_restart: bool,
+    /// mpflex: whether this measurement ran on a client and server started for it (paths
+    /// with no TCP history), or on a pair kept up for the whole block (`--keep-mpflex`;
+    /// records without the field were made that way).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mpflex_per_run: Option<bool>,
     /// `chunk`: fluid lower bound for this size: S / Σ down rates + smallest RTT.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bound_ms: Option<f64>,
@@ -134,6 +153,9 @@ pub struct RunConfig {
     pub mpflex_bin: PathBuf,
     /// Whether idle TCP connections restart from the initial window (sysctl, both hosts).
     pub idle_restart: bool,
+    /// Keep each scheduler's mpflex pair up for the whole block (see [`run`]); else each
+    /// measurement starts its own.
+    pub keep_mpflex: bool,
 }
 
 struct Procs(Vec<Child>);
@@ -156,7 +178,8 @@ fn spawn_in(ns: &str, args: &[&str], log: Option<&Path>) -> Result<Child> {
     c.args(["netns", "exec", ns]).args(args);
     match log {
         Some(l) => {
-            let f = std::fs::File::create(l)?;
+            // Appended: a pair started for each measurement logs into the same file.
+            let f = std::fs::OpenOptions::new().create(true).append(true).open(l)?;
             c.stdout(f.try_clone()?).stderr(f);
         }
         None => {
@@ -190,12 +213,17 @@ fn start_mpflex(
             get("public_key").context("keygen")?,
         ))
     };
+    // `<scheduler>[+<key>=<value>...]`: the rest are `[tuning]` settings for both ends
+    // (checked by System::parse).
+    let mut parts = sched.split('+');
+    let sched = parts.next().unwrap_or(sched);
+    let tuning: String = parts.map(|kv| format!("{kv}\n")).collect();
     let (sp, spub) = keygen(())?;
     let (cp, cpub) = keygen(())?;
     let (mport, sport, stport) = (MPFLEX_PORT + k, SOCKS_PORT + k, STATUS_PORT + k);
     let server = format!(
         "listen = [\"0.0.0.0:{mport}\"]\nprivate_key = \"{sp}\"\nscheduler = \"{sched}\"\n\
-         [[clients]]\nname = \"lab\"\npublic_key = \"{cpub}\"\n[acl]\nallow_loopback = true\nallow_private = true\n[tuning]\ncongestion = \"{cc}\"\n"
+         [[clients]]\nname = \"lab\"\npublic_key = \"{cpub}\"\n[acl]\nallow_loopback = true\nallow_private = true\n[tuning]\ncongestion = \"{cc}\"\n{tuning}"
     );
     let mut client = format!(
         "private_key = \"{cp}\"\nserver_public_key = \"{spub}\"\nscheduler = \"{sched}\"\n\
@@ -208,7 +236,7 @@ fn start_mpflex(
             topo.client_addr(i)
         );
     }
-    client += &format!("[tuning]\ncongestion = \"{cc}\"\n");
+    client += &format!("[tuning]\ncongestion = \"{cc}\"\n{tuning}");
     std::fs::write(dir.join("server.toml"), server)?;
     std::fs::write(dir.join("client.toml"), client)?;
     let b = bin.to_str().context("utf-8 path")?;
@@ -373,8 +401,15 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
         ]);
         std::thread::sleep(Duration::from_millis(300));
         // mpflex path connections are made after the sysctl, so they use `cc` too. Each
-        // scheduler gets its own client/server pair and ports; all stay up for the block.
-        let mut mpflex: Vec<(String, u16, Procs)> = Vec::new();
+        // scheduler gets its own client/server pair and ports. By default a pair is started
+        // for each measurement and stopped after it: a pair left idle while other systems
+        // run sends keepalives (one a second per path) into links those systems fill, and a
+        // keepalive lost there times out and cuts the path's ssthresh to 7 segments, which
+        // its next transfers inherit (bw-grid:12.5x2.5, DEMS-F: WiFi stuck in congestion
+        // avoidance at 20-26 segments of its 54-segment BDP, 1.3x the oracle). Baselines
+        // open new connections for every measurement; so do mpflex's paths now.
+        // `--keep-mpflex` keeps every pair up for the block.
+        let mut mpflex: Vec<(String, u16, PathBuf, Option<Procs>)> = Vec::new();
         for s in &cfg.systems {
             if let System::Mpflex(sched) = s {
                 let k = mpflex.len() as u16;
@@ -382,11 +417,12 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                 // profiles runs in one topology directory).
                 let sub = dir.join(crate::report::sanitize(&[&cfg.profile.name, sched, cc]));
                 std::fs::create_dir_all(&sub)?;
-                mpflex.push((
-                    sched.clone(),
-                    k,
-                    start_mpflex(&topo, &cfg.mpflex_bin, sched, cc, &sub, k, stop)?,
-                ));
+                let procs = if cfg.keep_mpflex {
+                    Some(start_mpflex(&topo, &cfg.mpflex_bin, sched, cc, &sub, k, stop)?)
+                } else {
+                    None
+                };
+                mpflex.push((sched.clone(), k, sub, procs));
             }
         }
         for (size, variant) in &items {
@@ -421,7 +457,7 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                             ],
                             System::Oracle => Vec::new(),
                             System::Mpflex(sched) => {
-                                let k = mpflex.iter().find(|(s, _, _)| s == sched).expect("started").1;
+                                let k = mpflex.iter().find(|(s, ..)| s == sched).expect("configured").1;
                                 vec![
                                     "--server".into(),
                                     format!("127.0.0.1:{TCP_PORT}"),
@@ -541,7 +577,14 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                                 results.push((ms, Some(p), None, f));
                             }
                             System::Mpflex(sched) => {
-                                let k = mpflex.iter().find(|(s, _, _)| s == sched).expect("started").1;
+                                let (_, k, sub, kept) = mpflex.iter().find(|(s, ..)| s == sched).expect("configured");
+                                let k = *k;
+                                // Started here unless kept up for the block; stopped when
+                                // this measurement is done (dropped at the end of the arm).
+                                let _own = match kept {
+                                    Some(_) => None,
+                                    None => Some(start_mpflex(&topo, &cfg.mpflex_bin, sched, cc, sub, k, stop)?),
+                                };
                                 if cfg.workload == "handover" {
                                     // The previous run took a path down: start with all up.
                                     wait_paths_up(&topo, &cfg.mpflex_bin, k, Duration::from_secs(15));
@@ -607,6 +650,7 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                                 dup_bytes: bytes.as_ref().map(|b| b.1),
                                 bytes_per_path: bytes.map(|b| b.0),
                                 idle_restart: cfg.idle_restart,
+                                mpflex_per_run: matches!(sys, System::Mpflex(_)).then_some(!cfg.keep_mpflex),
                                 bound_ms: chunk.then(|| size as f64 / rates * 1000.0 + min_rtt),
                                 ideal_mbit: (cfg.workload == "video")
                                     .then(|| crate::workload::ideal_bitrate(rates * 8.0 / 1e6)),
@@ -705,4 +749,35 @@ pub fn parse_size(s: &str) -> Result<u64> {
         (s, 1)
     };
     Ok(num.parse::<u64>().with_context(|| format!("size {s:?}"))? * mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn systems_parse_with_and_without_tuning_settings() {
+        let p = crate::profile::seed_default(70);
+        assert_eq!(System::parse("mptcp", &p).unwrap(), System::Mptcp);
+        assert_eq!(System::parse("tcp-lte", &p).unwrap(), System::Tcp(1));
+        assert_eq!(System::parse("mpflex", &p).unwrap(), System::Mpflex("minrtt".into()));
+        let s = System::parse("mpflex:dems-f+fresh_ssthresh=false+keepalive_ms=500", &p).unwrap();
+        assert_eq!(s, System::Mpflex("dems-f+fresh_ssthresh=false+keepalive_ms=500".into()));
+        assert_eq!(s.label(&p), "mpflex:dems-f+fresh_ssthresh=false+keepalive_ms=500");
+        for bad in [
+            "mpflex:",
+            "mpflex:+pacing=false",
+            "mpflex:ecf+pacing",
+            "mpflex:ecf+=1",
+            "mpflex:ecf+a b=1",
+            "tcp-x",
+            "quic",
+        ] {
+            let e = System::parse(bad, &p).unwrap_err().to_string();
+            assert!(
+                e.contains(bad.split('+').next().unwrap()) || e.contains("tcp-x"),
+                "{bad}: {e}"
+            );
+        }
+    }
 }
