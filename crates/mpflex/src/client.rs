@@ -34,6 +34,7 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     let mut h = SessionHandle::new(sess, names, None, cfg.tuning.notsent_lowat);
     h.congestion = cfg.tuning.congestion.clone();
     h.pacing = cfg.tuning.pacing;
+    h.fresh_ssthresh = cfg.tuning.fresh_ssthresh;
     let mut token = [0u8; 16];
     rand::Rng::fill(&mut rand::thread_rng(), &mut token);
 

@@ -40,6 +40,12 @@ pub struct Tuning {
     /// CUBIC otherwise sends an opened window as one burst, which overflows small
     /// bottleneck buffers, e.g. after an idle period). BBR paces anyway.
     pub pacing: bool,
+    /// A path that restarts from the initial window after an idle spell (the kernel does
+    /// so when `net.ipv4.tcp_slow_start_after_idle` is on) also drops the slow-start
+    /// threshold an earlier loss left, as a new connection would have none: otherwise one
+    /// keepalive lost while the path idled caps its next burst's slow start at 7 segments.
+    /// Loss-based congestion controls only; needs `bbr` available (see docs/tuning).
+    pub fresh_ssthresh: bool,
 }
 
 impl Default for Tuning {
@@ -54,6 +60,7 @@ impl Default for Tuning {
             congestion: None,
             slow_start_after_idle: None,
             pacing: true,
+            fresh_ssthresh: true,
         }
     }
 }

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::crypto::{begin_record, end_record, seal_record, Opener, Transport, MAX_PLAINTEXT};
-use crate::tcpinfo::{idle_restart_applies, set_linger_zero, set_notsent_lowat, tcp_info, RateEstimate};
+use crate::tcpinfo::{idle_restart_applies, set_linger_zero, set_notsent_lowat, tcp_info, RateEstimate, SsthreshReset};
 
 /// Wake-ups for the two tasks of a stream.
 #[derive(Default)]
@@ -70,6 +70,9 @@ pub struct SessionHandle {
     pub congestion: Option<String>,
     /// Whether path connections use the kernel's TCP pacing.
     pub pacing: bool,
+    /// Whether a path restarting after an idle spell drops its old slow-start threshold
+    /// ([`SsthreshReset`]).
+    pub fresh_ssthresh: bool,
 }
 
 impl SessionHandle {
@@ -101,6 +104,7 @@ impl SessionHandle {
             lowat_max,
             congestion: None,
             pacing: true,
+            fresh_ssthresh: true,
         };
         tokio::spawn(timer_task(h.clone()));
         h
@@ -394,6 +398,9 @@ async fn path_writer(
     let mut lowat = 32 * 1024u32;
     set_notsent_lowat(&*sock, lowat)?;
     let idle_restart = idle_restart_applies(&*sock);
+    // Only where the kernel restarts idle windows: with that off, a path keeps its window
+    // and the threshold that goes with it.
+    let mut ssthresh = SsthreshReset::new(&*sock, h.fresh_ssthresh && idle_restart);
     let mut rate = RateEstimate::default();
     loop {
         let info = tcp_info(&*sock)?;
@@ -487,6 +494,13 @@ async fn path_writer(
         }
         for &(start, end) in &records {
             seal_record(&t, &mut nonce, &mut wire[start..end])?;
+        }
+        if ssthresh.before_write(&*sock, &info) {
+            tracing::debug!(
+                path = p,
+                old = info.snd_ssthresh,
+                "slow-start threshold reset after idle"
+            );
         }
         write_all(&sock, &wire).await?;
     }

@@ -171,7 +171,8 @@ impl Server {
         let scheduler = mpflex_sched::by_name(&self.cfg.scheduler).expect("validated");
         let sess = Session::new(self.cfg.tuning.engine(Role::Server), scheduler, Instant::now());
         let (tx, rx) = mpsc::unbounded_channel();
-        let h = SessionHandle::new(sess, Vec::new(), Some(tx), self.cfg.tuning.notsent_lowat);
+        let mut h = SessionHandle::new(sess, Vec::new(), Some(tx), self.cfg.tuning.notsent_lowat);
+        h.fresh_ssthresh = self.cfg.tuning.fresh_ssthresh;
         sessions.insert((client, token), h.clone());
         info!(client = %name, session = %encode_key(&token), "new session");
         tokio::spawn(egress_loop(self.clone(), h.clone(), rx));

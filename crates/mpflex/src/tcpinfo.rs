@@ -155,6 +155,88 @@ impl TcpInfo {
     }
 }
 
+/// `TCP_INFINITE_SSTHRESH` (include/net/tcp.h): the slow-start threshold of a connection
+/// that has not yet reduced its window.
+pub const INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
+
+/// Gives a path that restarts after an idle spell the slow-start threshold of a new
+/// connection (`tuning.fresh_ssthresh`).
+///
+/// A persistent path keeps whatever slow-start threshold its last window reduction left,
+/// however long ago, while the kernel restarts its *window* after every idle spell longer
+/// than an RTO (RFC 2861, kept on, as the MPFlex paper does). A single keepalive lost
+/// while the path idles times out and sets the threshold to 0.7 × a restarted window of
+/// 10, i.e. 7 segments; the next burst then leaves slow start at 7 and grows by one
+/// segment per round trip (seen in the lab: a 12.5 Mbit/s, 50 ms path stuck at 20–26 of
+/// its 54-segment BDP for a whole 4 MB chunk). Linux itself stopped giving new
+/// connections a cached threshold (`net.ipv4.tcp_no_ssthresh_metrics_save`, on by
+/// default) for the same reason. So when a write finds nothing in flight after more than
+/// an RTO without sending — exactly when the kernel restarts the window — the threshold
+/// goes back to "none": the congestion control is switched to BBR, whose setup sets it to
+/// `TCP_INFINITE_SSTHRESH`, and straight back, which re-initialises the original one
+/// (CUBIC's state is reset as for a new connection). Congestion controls that do not use
+/// the threshold (BBR itself) are left alone; if BBR is not available the reset is off.
+#[derive(Debug)]
+pub struct SsthreshReset {
+    /// The path's congestion control; `None`: off.
+    cc: Option<Vec<u8>>,
+    /// Resets done (for logs and tests).
+    pub count: u64,
+}
+
+impl SsthreshReset {
+    /// For the connection `sock` with its current congestion control; off unless `enabled`.
+    pub fn new(sock: &impl AsFd, enabled: bool) -> Self {
+        let cc = enabled
+            .then(|| socket2::SockRef::from(sock).tcp_congestion().ok())
+            .flatten()
+            .map(|mut cc| {
+                // The kernel returns the name NUL-padded to TCP_CA_NAME_MAX.
+                cc.retain(|&b| b != 0);
+                cc
+            })
+            .filter(|cc| !cc.is_empty() && !cc.starts_with(b"bbr"));
+        SsthreshReset { cc, count: 0 }
+    }
+
+    /// Whether `info` shows an idle connection the kernel will restart on its next write
+    /// and that still has a threshold from an earlier window reduction.
+    pub fn due(info: &TcpInfo) -> bool {
+        info.unacked == 0
+            && info.snd_ssthresh < INFINITE_SSTHRESH
+            && info.rto > 0
+            && info.last_data_sent as u64 * 1000 > info.rto as u64
+    }
+
+    /// Resets the threshold if [`SsthreshReset::due`]; call right before writing. Returns
+    /// whether it did.
+    pub fn before_write(&mut self, sock: &impl AsFd, info: &TcpInfo) -> bool {
+        let Some(cc) = &self.cc else {
+            return false;
+        };
+        if !Self::due(info) {
+            return false;
+        }
+        let r = socket2::SockRef::from(sock);
+        if let Err(e) = r.set_tcp_congestion(b"bbr") {
+            tracing::info!("tuning.fresh_ssthresh: cannot switch a path to bbr ({e}); threshold resets off");
+            self.cc = None;
+            return false;
+        }
+        if let Err(e) = r.set_tcp_congestion(cc) {
+            // Left on BBR, the path still works; say so once and stop.
+            tracing::warn!(
+                "tuning.fresh_ssthresh: cannot switch a path back to {} ({e}); it stays on bbr",
+                String::from_utf8_lossy(cc)
+            );
+            self.cc = None;
+            return false;
+        }
+        self.count += 1;
+        true
+    }
+}
+
 /// A path's delivery rate for the schedulers. The kernel reports only its latest sample,
 /// and a sample taken while the application (here: the scheduler) gave the path less than
 /// its window is a lower bound of what the path can deliver, often far below it: a

@@ -1,0 +1,158 @@
+//! `tuning.fresh_ssthresh` on a real kernel connection: a CUBIC connection that filled a
+//! small droptail buffer keeps a slow-start threshold; once it has idled past
+//! its RTO, the reset gives it a new connection's ("none"), leaves it on CUBIC, and the
+//! connection goes on carrying data. Needs root (a network namespace with `tbf` on lo).
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mpflex::tcpinfo::{tcp_info, SsthreshReset, INFINITE_SSTHRESH};
+use support::{require_root, sh};
+
+/// A namespace of its own with a 20 Mbit/s, 30 KB droptail `tbf` on its loopback (MTU
+/// 1500), removed on drop.
+struct LossyNs(String);
+
+impl LossyNs {
+    fn new() -> LossyNs {
+        let name = format!("mpfl-e2e-{}-ssthresh", std::process::id());
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &name])
+            .stderr(std::process::Stdio::null())
+            .status();
+        sh(&["ip", "netns", "add", &name]);
+        sh(&["ip", "-n", &name, "link", "set", "lo", "mtu", "1500", "up"]);
+        sh(&[
+            "tc", "-n", &name, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "20mbit", "burst", "15k", "limit",
+            "30k",
+        ]);
+        LossyNs(name)
+    }
+
+    /// Moves the calling thread into the namespace.
+    fn enter(&self) {
+        let f = std::fs::File::open(format!("/var/run/netns/{}", self.0)).expect("netns file");
+        // SAFETY: setns on an open namespace fd; affects only this thread.
+        let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+    }
+}
+
+impl Drop for LossyNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "delete", &self.0]).status();
+    }
+}
+
+fn cc_of(s: &TcpStream) -> Vec<u8> {
+    let mut cc = socket2::SockRef::from(s).tcp_congestion().unwrap();
+    cc.retain(|&b| b != 0);
+    cc
+}
+
+/// Writes `n` bytes and waits until the peer has acknowledged all of them.
+fn send_and_drain(c: &mut TcpStream, n: usize) {
+    let buf = vec![7u8; 64 * 1024];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(buf.len());
+        c.write_all(&buf[..k]).unwrap();
+        left -= k;
+    }
+    let t0 = Instant::now();
+    while tcp_info(c).unwrap().unacked > 0 {
+        assert!(t0.elapsed() < Duration::from_secs(30), "transfer never drained");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn an_idle_connection_with_an_old_threshold_gets_a_new_connections_one() {
+    if !require_root("an_idle_connection_with_an_old_threshold_gets_a_new_connections_one") {
+        return;
+    }
+    let ns = LossyNs::new();
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            ns.enter();
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            socket2::SockRef::from(&c).set_tcp_congestion(b"cubic").unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            let reader = std::thread::spawn(move || {
+                let mut got = 0usize;
+                let mut b = vec![0u8; 256 * 1024];
+                loop {
+                    match s.read(&mut b) {
+                        Ok(0) | Err(_) => return got,
+                        Ok(k) => got += k,
+                    }
+                }
+            });
+
+            // A fresh connection has no threshold; 4 MB through a 30 KB buffer set one (by a
+            // loss, or by HyStart leaving slow start as the queue builds).
+            assert_eq!(tcp_info(&c).unwrap().snd_ssthresh, INFINITE_SSTHRESH);
+            send_and_drain(&mut c, 4 << 20);
+            let lossy = tcp_info(&c).unwrap();
+            assert!(
+                lossy.snd_ssthresh < INFINITE_SSTHRESH,
+                "no threshold after 4 MB through 30 KB: {lossy:?}"
+            );
+
+            let mut reset = SsthreshReset::new(&c, true);
+            let mut off = SsthreshReset::new(&c, false);
+            // Idle past the RTO: due; the switched-off one does nothing.
+            std::thread::sleep(Duration::from_micros(lossy.rto as u64) + Duration::from_millis(150));
+            let idle = tcp_info(&c).unwrap();
+            assert!(
+                SsthreshReset::due(&idle),
+                "not due after {} ms idle: {idle:?}",
+                idle.last_data_sent
+            );
+            assert!(!off.before_write(&c, &idle));
+            assert_eq!(tcp_info(&c).unwrap().snd_ssthresh, idle.snd_ssthresh);
+
+            assert!(reset.before_write(&c, &idle));
+            assert_eq!(reset.count, 1);
+            let after = tcp_info(&c).unwrap();
+            assert_eq!(
+                after.snd_ssthresh, INFINITE_SSTHRESH,
+                "threshold left at {}",
+                after.snd_ssthresh
+            );
+            assert_eq!(cc_of(&c), b"cubic", "left on another congestion control");
+            // With the threshold gone nothing is due, and the connection still carries data.
+            assert!(!SsthreshReset::due(&tcp_info(&c).unwrap()));
+            assert!(!reset.before_write(&c, &tcp_info(&c).unwrap()));
+            send_and_drain(&mut c, 1 << 20);
+            drop(c);
+            assert_eq!(reader.join().unwrap(), (4 << 20) + (1 << 20));
+        });
+    });
+}
+
+#[test]
+fn bbr_connections_are_left_alone() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let _s = l.accept().unwrap();
+    if socket2::SockRef::from(&c).set_tcp_congestion(b"bbr").is_err() {
+        eprintln!("SKIP bbr_connections_are_left_alone: bbr not available");
+        return;
+    }
+    let mut r = SsthreshReset::new(&c, true);
+    // Even a state that would be due for CUBIC is not touched on BBR.
+    let mut info = tcp_info(&c).unwrap();
+    info.snd_ssthresh = 7;
+    info.last_data_sent = 10_000;
+    info.unacked = 0;
+    assert!(SsthreshReset::due(&info));
+    assert!(!r.before_write(&c, &info));
+    assert_eq!(cc_of(&c), b"bbr");
+}
