@@ -41,10 +41,11 @@ pub struct Tuning {
     /// bottleneck buffers, e.g. after an idle period). BBR paces anyway.
     pub pacing: bool,
     /// A path that restarts from the initial window after an idle spell (the kernel does
-    /// so when `net.ipv4.tcp_slow_start_after_idle` is on) also drops the slow-start
-    /// threshold an earlier loss left, as a new connection would have none: otherwise one
-    /// keepalive lost while the path idled caps its next burst's slow start at 7 segments.
-    /// Loss-based congestion controls only; needs `bbr` available (see docs/tuning).
+    /// so when `net.ipv4.tcp_slow_start_after_idle` is on) with a slow-start threshold
+    /// below the initial window drops it, as a new connection has none: otherwise one
+    /// keepalive lost while the path idled caps its next bursts' slow start at 7 segments.
+    /// Loss-based congestion controls only; needs `bbr` available (switching to it and
+    /// back resets the threshold).
     pub fresh_ssthresh: bool,
 }
 

@@ -1,7 +1,9 @@
-//! `tuning.fresh_ssthresh` on a real kernel connection: a CUBIC connection that filled a
-//! small droptail buffer keeps a slow-start threshold; once it has idled past
-//! its RTO, the reset gives it a new connection's ("none"), leaves it on CUBIC, and the
-//! connection goes on carrying data. Needs root (a network namespace with `tbf` on lo).
+//! `tuning.fresh_ssthresh` on a real kernel connection: a CUBIC connection keeps the
+//! slow-start threshold a burst through a small droptail buffer left; a keepalive lost
+//! after an idle spell leaves one below the initial window, and once the connection has
+//! idled past its RTO the reset gives it a new connection's ("none"), leaves it on CUBIC,
+//! and the connection goes on carrying data. Needs root (a network namespace with `tbf`
+//! on lo, iptables to drop the keepalive).
 
 mod support;
 
@@ -14,7 +16,10 @@ use std::time::{Duration, Instant};
 use mpflex::tcpinfo::{tcp_info, SsthreshReset, INFINITE_SSTHRESH};
 use support::{require_root, sh};
 
-/// A namespace of its own with a 20 Mbit/s, 30 KB droptail `tbf` on its loopback (MTU
+/// `tcpi_ca_state` after a retransmission timeout (linux/tcp.h `TCP_CA_Loss`).
+const TCP_CA_LOSS: u8 = 4;
+
+/// A namespace of its own with a 100 Mbit/s, 100 KB droptail `tbf` on its loopback (MTU
 /// 1500), removed on drop.
 struct LossyNs(String);
 
@@ -28,10 +33,17 @@ impl LossyNs {
         sh(&["ip", "netns", "add", &name]);
         sh(&["ip", "-n", &name, "link", "set", "lo", "mtu", "1500", "up"]);
         sh(&[
-            "tc", "-n", &name, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "20mbit", "burst", "15k", "limit",
-            "30k",
+            "tc", "-n", &name, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "100mbit", "burst", "15k", "limit",
+            "100k",
         ]);
         LossyNs(name)
+    }
+
+    /// `iptables <op> <rule>` in the namespace.
+    fn iptables(&self, op: &str, rule: &[&str]) {
+        let mut a = vec!["ip", "netns", "exec", &self.0, "iptables", "-w", op];
+        a.extend_from_slice(rule);
+        sh(&a);
     }
 
     /// Moves the calling thread into the namespace.
@@ -72,8 +84,8 @@ fn send_and_drain(c: &mut TcpStream, n: usize) {
 }
 
 #[test]
-fn an_idle_connection_with_an_old_threshold_gets_a_new_connections_one() {
-    if !require_root("an_idle_connection_with_an_old_threshold_gets_a_new_connections_one") {
+fn a_lost_keepalives_threshold_is_dropped_and_a_bursts_is_kept() {
+    if !require_root("a_lost_keepalives_threshold_is_dropped_and_a_bursts_is_kept") {
         return;
     }
     let ns = LossyNs::new();
@@ -95,26 +107,60 @@ fn an_idle_connection_with_an_old_threshold_gets_a_new_connections_one() {
                 }
             });
 
-            // A fresh connection has no threshold; 4 MB through a 30 KB buffer set one (by a
+            // A fresh connection has no threshold; 4 MB through a 100 KB buffer set one (by a
             // loss, or by HyStart leaving slow start as the queue builds).
             assert_eq!(tcp_info(&c).unwrap().snd_ssthresh, INFINITE_SSTHRESH);
             send_and_drain(&mut c, 4 << 20);
             let lossy = tcp_info(&c).unwrap();
             assert!(
                 lossy.snd_ssthresh < INFINITE_SSTHRESH,
-                "no threshold after 4 MB through 30 KB: {lossy:?}"
+                "no threshold after 4 MB through 100 KB: {lossy:?}"
             );
 
             let mut reset = SsthreshReset::new(&c, true);
             let mut off = SsthreshReset::new(&c, false);
-            // Idle past the RTO: due; the switched-off one does nothing.
-            std::thread::sleep(Duration::from_micros(lossy.rto as u64) + Duration::from_millis(150));
-            let idle = tcp_info(&c).unwrap();
+            let idle_past_rto = |c: &TcpStream| {
+                let rto = tcp_info(c).unwrap().rto as u64;
+                std::thread::sleep(Duration::from_micros(rto) + Duration::from_millis(150));
+                tcp_info(c).unwrap()
+            };
+            // A real burst's threshold is the path's memory: kept.
+            let idle = idle_past_rto(&c);
             assert!(
-                SsthreshReset::due(&idle),
-                "not due after {} ms idle: {idle:?}",
-                idle.last_data_sent
+                idle.snd_ssthresh >= 10,
+                "burst left a threshold below the initial window: {idle:?}"
             );
+            assert!(!SsthreshReset::due(&idle));
+            assert!(!reset.before_write(&c, &idle));
+            assert_eq!(tcp_info(&c).unwrap().snd_ssthresh, idle.snd_ssthresh);
+
+            // A "keepalive" after a longer idle spell (the kernel halves the window once per
+            // RTO idle, down to 10) that is lost: its retransmission timeout leaves
+            // 0.7 x 10 = 7.
+            std::thread::sleep(Duration::from_micros(4 * idle.rto as u64));
+            let port = l.local_addr().unwrap().port().to_string();
+            // Dropped on arrival, so that the sender sees an ordinary loss (a local drop in
+            // OUTPUT would fail the send itself).
+            let rule = ["INPUT", "-p", "tcp", "--dport", &port, "-j", "DROP"];
+            ns.iptables("-A", &rule);
+            c.write_all(&[1u8; 100]).unwrap();
+            let t0 = Instant::now();
+            // Until the retransmission timer has fired (a tail-loss probe comes first and
+            // does not touch the threshold).
+            while tcp_info(&c).unwrap().ca_state != TCP_CA_LOSS {
+                assert!(t0.elapsed() < Duration::from_secs(10), "no timeout while dropped");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            ns.iptables("-D", &rule);
+            send_and_drain(&mut c, 0);
+            let idle = idle_past_rto(&c);
+            assert!(
+                idle.snd_ssthresh < 10,
+                "a lost keepalive left {}: {idle:?}",
+                idle.snd_ssthresh
+            );
+            assert!(SsthreshReset::due(&idle), "not due: {idle:?}");
+            // Switched off: nothing happens.
             assert!(!off.before_write(&c, &idle));
             assert_eq!(tcp_info(&c).unwrap().snd_ssthresh, idle.snd_ssthresh);
 
@@ -132,7 +178,7 @@ fn an_idle_connection_with_an_old_threshold_gets_a_new_connections_one() {
             assert!(!reset.before_write(&c, &tcp_info(&c).unwrap()));
             send_and_drain(&mut c, 1 << 20);
             drop(c);
-            assert_eq!(reader.join().unwrap(), (4 << 20) + (1 << 20));
+            assert_eq!(reader.join().unwrap(), (4 << 20) + 100 + (1 << 20));
         });
     });
 }
