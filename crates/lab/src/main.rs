@@ -93,9 +93,12 @@ enum Cmd {
         #[arg(long)]
         keep_mpflex: bool,
     },
-    /// Markdown tables from a results file (median, p10-p90, ratios to mptcp and oracle).
+    /// Markdown tables from results files (median, p10-p90, ratios to mptcp and oracle;
+    /// two-rate families such as bw-grid also as grids). A point (profile, workload,
+    /// variant, cc, mode) found in several files is taken from the last one only.
     Report {
-        results: std::path::PathBuf,
+        #[arg(required = true, num_args = 1..)]
+        results: Vec<std::path::PathBuf>,
         /// Also draw plots (SVG and PNG) into this directory; needs a TrueType font
         /// (/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf or MPFLEX_LAB_FONT).
         #[arg(long)]
@@ -185,12 +188,12 @@ fn real_main() -> Result<()> {
             baseline,
         } => {
             if *by_system {
-                print!("{}", mpflex_lab::report::by_system(results, baseline)?);
+                print!("{}", mpflex_lab::report::by_system_files(results, baseline)?);
             } else {
-                print!("{}", mpflex_lab::report::report(results)?);
+                print!("{}", mpflex_lab::report::report_files(results)?);
             }
             if let Some(dir) = plots {
-                for f in mpflex_lab::report::plots(results, dir)? {
+                for f in mpflex_lab::report::plots_files(results, dir)? {
                     eprintln!("wrote {}", f.display());
                 }
             }

@@ -92,6 +92,48 @@ fn load(path: &Path) -> Result<Vec<Rec>> {
     Ok(recs)
 }
 
+/// The records of several results files. Where a group (profile, workload, variant,
+/// congestion control, mode) has records in more than one file, only the last file's are
+/// kept: a point rerun with newer code replaces the older run, and every ratio the
+/// report takes stays within one run, side by side.
+fn load_files(paths: &[PathBuf]) -> Result<Vec<Rec>> {
+    type Key = (String, String, Option<String>, String, String);
+    let key = |r: &Rec| {
+        (
+            r.profile.clone(),
+            r.workload.clone(),
+            r.variant.clone(),
+            r.cc.clone(),
+            r.mode_label(),
+        )
+    };
+    let mut newest: BTreeMap<Key, usize> = BTreeMap::new();
+    let mut per_file = Vec::new();
+    for (i, p) in paths.iter().enumerate() {
+        let recs = load(p)?;
+        for r in &recs {
+            newest.insert(key(r), i);
+        }
+        per_file.push(recs);
+    }
+    Ok(per_file
+        .into_iter()
+        .enumerate()
+        .flat_map(|(i, recs)| recs.into_iter().map(move |r| (i, r)))
+        .filter(|(i, r)| newest[&key(r)] == *i)
+        .map(|(_, r)| r)
+        .collect())
+}
+
+/// The files' names, for messages.
+fn names(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The oracle as the best *static* split. Each repetition of an oracle point measures
 /// several shares (`oracle_shares`: [share, ms] pairs; from the second repetition on the
 /// first one's best share and its two neighbours). Per cell, among the shares measured in
@@ -654,7 +696,12 @@ fn workload_table(key: &Key, by: &BySystem) -> String {
 /// `baseline`'s median in the same column. With a dozen schedulers the per-mode tables of
 /// [`report`] (a column per system, with spread and shares) are too wide to read.
 pub fn by_system(path: &Path, baseline: &str) -> Result<String> {
-    let recs = load(path)?;
+    by_system_files(&[path.to_path_buf()], baseline)
+}
+
+/// [`by_system`] over several results files (see [`report_files`]).
+pub fn by_system_files(paths: &[PathBuf], baseline: &str) -> Result<String> {
+    let recs = load_files(paths)?;
     // (profile, cc) -> (mode, size) -> system -> samples.
     type Cols = BTreeMap<(String, u64), BTreeMap<String, Vec<f64>>>;
     let mut groups: BTreeMap<(String, String), Cols> = BTreeMap::new();
@@ -671,7 +718,7 @@ pub fn by_system(path: &Path, baseline: &str) -> Result<String> {
         }
     }
     if groups.is_empty() {
-        anyhow::bail!("{}: no chunk results", path.display());
+        anyhow::bail!("{}: no chunk results", names(paths));
     }
     let mut md = String::new();
     for ((profile, cc), cols) in &groups {
@@ -702,9 +749,18 @@ pub fn by_system(path: &Path, baseline: &str) -> Result<String> {
 /// Markdown tables for every workload in the results file at `path`: chunk first (as
 /// before other workloads existed), then bulk, shortflows, video, upload-ping, handover.
 pub fn report(path: &Path) -> Result<String> {
-    let recs = load(path)?;
+    report_files(&[path.to_path_buf()])
+}
+
+/// [`report`] over several results files. A group (profile, workload, variant, congestion
+/// control, mode) found in more than one file is taken from the last of them only, so a
+/// rerun replaces a point and ratios never mix runs. Chunk points of a two-rate family
+/// (`bw-grid:<w>x<l>`, `ecf-asym:<w>x<l>`) are also tabulated as grids ([`grid_tables`]).
+pub fn report_files(paths: &[PathBuf]) -> Result<String> {
+    let recs = load_files(paths)?;
     let chunks: Vec<&Rec> = recs.iter().filter(|r| r.workload == "chunk").collect();
     let mut md = chunk_tables(&chunks);
+    md += &grid_tables(&chunks);
     let others: Vec<&Rec> = recs.iter().filter(|r| r.workload != "chunk").collect();
     for (key, by) in &workload_groups(&others) {
         md += &workload_table(key, by);
@@ -719,6 +775,139 @@ pub fn report(path: &Path) -> Result<String> {
         md += &format!("\n{n} record(s) of unknown workload {w:?} left out.\n");
     }
     Ok(md)
+}
+
+// ---------------------------------------------------------------------------------------
+// Grids of a two-rate family
+
+/// The systems a grid's ratios are against: the lower of their medians.
+const GRID_BASELINES: [&str; 2] = ["mptcp", "oracle"];
+/// The floor a grid cell is counted against.
+const GRID_FLOOR: f64 = 1.05;
+
+/// A point of a two-rate family: (family, first rate, second rate) in kbit/s, from a
+/// profile name such as `bw-grid:12.5x2.5`.
+fn grid_point(profile: &str) -> Option<(&str, u64, u64)> {
+    let (family, rates) = profile.split_once(':')?;
+    let (a, b) = rates.split_once('x')?;
+    let kbit = |s: &str| {
+        let v = s.parse::<f64>().ok()?;
+        (v.is_finite() && v > 0.0).then(|| (v * 1000.0).round() as u64)
+    };
+    (!family.is_empty()).then_some((family, kbit(a)?, kbit(b)?))
+}
+
+fn mbit(kbit: u64) -> String {
+    format!("{}", kbit as f64 / 1000.0)
+}
+
+/// (first rate, second rate) -> a system's median / the lower baseline median.
+type GridCells = BTreeMap<(u64, u64), f64>;
+/// (family, cc, mode) -> system -> size -> cells; families with at least two points.
+type Grids = BTreeMap<Group, BTreeMap<String, BTreeMap<u64, GridCells>>>;
+
+fn grids(chunks: &[&Rec]) -> Grids {
+    let mut out: Grids = BTreeMap::new();
+    let mut points: BTreeMap<Group, std::collections::BTreeSet<(u64, u64)>> = BTreeMap::new();
+    for ((profile, cc, mode), sizes) in &chunk_groups(chunks) {
+        let Some((family, a, b)) = grid_point(profile) else {
+            continue;
+        };
+        let key = (family.to_string(), cc.clone(), mode.clone());
+        for (size, by) in sizes {
+            let med = |name: &str| by.get(name).and_then(|v| Dist::of(v)).map(|d| d.med);
+            let Some(base) = GRID_BASELINES.iter().filter_map(|s| med(s)).reduce(f64::min) else {
+                continue;
+            };
+            if base <= 0.0 {
+                continue;
+            }
+            for system in by.keys().filter(|s| !GRID_BASELINES.contains(&s.as_str())) {
+                if let Some(m) = med(system) {
+                    points.entry(key.clone()).or_default().insert((a, b));
+                    out.entry(key.clone())
+                        .or_default()
+                        .entry(system.clone())
+                        .or_default()
+                        .entry(*size)
+                        .or_default()
+                        .insert((a, b), m / base);
+                }
+            }
+        }
+    }
+    out.retain(|k, _| points.get(k).is_some_and(|p| p.len() >= 2));
+    out
+}
+
+/// The rates of each axis present in some cells: (first path's, second path's).
+fn grid_axes<'a>(cells: impl Iterator<Item = &'a GridCells>) -> (Vec<u64>, Vec<u64>) {
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for c in cells {
+        for &(a, b) in c.keys() {
+            xs.push(a);
+            ys.push(b);
+        }
+    }
+    for v in [&mut xs, &mut ys] {
+        v.sort_unstable();
+        v.dedup();
+    }
+    (xs, ys)
+}
+
+/// Markdown grids for every two-rate family with two or more points: per system and size,
+/// rows = the first path's rate, columns = the second's, each cell the system's median
+/// completion over the lower of `mptcp`'s and `oracle`'s medians of the same point (same
+/// run), with a line counting the cells within [`GRID_FLOOR`].
+fn grid_tables(chunks: &[&Rec]) -> String {
+    let mut md = String::new();
+    for ((family, cc, mode), systems) in &grids(chunks) {
+        let (xs, ys) = grid_axes(systems.values().flat_map(|s| s.values()));
+        md += &format!(
+            "\n### {family} grid, {cc}, {mode} — median chunk completion × min(mptcp, oracle)\n\n\
+             Rows: the first path's rate, columns: the second path's, Mbit/s (`{family}:<row>x<column>`); \
+             – not measured.\n"
+        );
+        for system in order_systems(systems.keys().cloned().collect()) {
+            for (size, cells) in &systems[&system] {
+                let mut v: Vec<f64> = cells.values().copied().collect();
+                v.sort_by(|a, b| a.total_cmp(b));
+                let within = v.iter().filter(|&&r| r <= GRID_FLOOR).count();
+                let ((wa, wb), worst) = cells
+                    .iter()
+                    .max_by(|a, b| a.1.total_cmp(b.1))
+                    .map(|(k, r)| (*k, *r))
+                    .expect("a grid has cells");
+                md += &format!(
+                    "\n**{system}, {}**: {within} of {} cells ≤ {GRID_FLOOR:.2}; median {:.2}, worst {worst:.2} ({} × {})\n\n|  |",
+                    human(*size),
+                    v.len(),
+                    quantile(&v, 0.5),
+                    mbit(wa),
+                    mbit(wb)
+                );
+                for y in &ys {
+                    md += &format!(" {} |", mbit(*y));
+                }
+                md += "\n|---|";
+                md += &"---|".repeat(ys.len());
+                md += "\n";
+                for x in &xs {
+                    md += &format!("| **{}** |", mbit(*x));
+                    for y in &ys {
+                        md += &match cells.get(&(*x, *y)) {
+                            Some(r) if *r > GRID_FLOOR => format!(" **{r:.2}** |"),
+                            Some(r) => format!(" {r:.2} |"),
+                            None => " – |".into(),
+                        };
+                    }
+                    md += "\n";
+                }
+            }
+        }
+    }
+    md
 }
 
 // ---------------------------------------------------------------------------------------
@@ -759,9 +948,30 @@ struct Cdf {
     series: Vec<(String, usize, Vec<f64>)>,
 }
 
+/// Heat maps of ratios over a two-rate grid, one panel per size.
+struct Heat {
+    title: String,
+    /// Rates (kbit/s) of the rows (first path) and columns (second path).
+    rows: Vec<u64>,
+    cols: Vec<u64>,
+    /// (panel title, cells).
+    panels: Vec<(String, GridCells)>,
+}
+
 enum Chart {
     Bars(Bars),
     Cdf(Cdf),
+    Heat(Heat),
+}
+
+impl Chart {
+    /// Pixels: heat maps widen with their panels.
+    fn size(&self) -> (u32, u32) {
+        match self {
+            Chart::Heat(h) => (40 + 460 * h.panels.len().max(1) as u32, 520),
+            _ => PLOT_SIZE,
+        }
+    }
 }
 
 /// A file name from a group key: letters, digits, `.` and `_` kept, runs of anything
@@ -919,6 +1129,20 @@ fn charts(recs: &[Rec]) -> Vec<(String, Chart)> {
         };
         if let Some((n, b)) = chart {
             out.push((n, Chart::Bars(b)));
+        }
+    }
+    for ((family, cc, mode), systems) in &grids(&chunks) {
+        let (rows, cols) = grid_axes(systems.values().flat_map(|s| s.values()));
+        for (system, sizes) in systems {
+            out.push((
+                sanitize(&["grid", family, cc, mode, system]),
+                Chart::Heat(Heat {
+                    title: format!("{family}, {cc}, {mode}: {system} median completion × min(mptcp, oracle)"),
+                    rows: rows.clone(),
+                    cols: cols.clone(),
+                    panels: sizes.iter().map(|(size, c)| (human(*size), c.clone())).collect(),
+                }),
+            ));
         }
     }
     out
@@ -1115,6 +1339,92 @@ where
     Ok(())
 }
 
+/// A ratio's colour: white at 1, greener below (full at 1/1.5), redder above (full at 1.5).
+fn heat_colour(r: f64) -> plotters::style::RGBColor {
+    let t = (r.max(1e-9).ln() / 1.5f64.ln()).clamp(-1.0, 1.0);
+    let (to, t) = if t < 0.0 { (COLOURS[2], -t) } else { (COLOURS[3], t) };
+    let mix = |c: u8| (255.0 + (c as f64 - 255.0) * t).round() as u8;
+    plotters::style::RGBColor(mix(to.0), mix(to.1), mix(to.2))
+}
+
+fn draw_heat<DB: plotters::prelude::DrawingBackend>(
+    root: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    h: &Heat,
+) -> Result<()> {
+    use plotters::prelude::*;
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing: {e}");
+    let body = root.titled(&h.title, ("sans-serif", 20)).map_err(e)?;
+    let panels = body.split_evenly((1, h.panels.len().max(1)));
+    // Cell i is centred on 1000 i (integer axes, labels at the centres).
+    const U: i32 = 1000;
+    let (nc, nr) = (h.cols.len() as i32, h.rows.len() as i32);
+    for (area, (name, cells)) in panels.iter().zip(&h.panels) {
+        let x_range = (-U / 2..nc * U - U / 2).with_key_points((0..nc).map(|i| i * U).collect());
+        let y_range = (-U / 2..nr * U - U / 2).with_key_points((0..nr).map(|i| i * U).collect());
+        let mut chart = ChartBuilder::on(area)
+            .caption(name, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(45)
+            .y_label_area_size(55)
+            .build_cartesian_2d(x_range, y_range)
+            .map_err(e)?;
+        let label = |axis: &[u64], v: &i32| {
+            let i = (*v as f64 / U as f64).round();
+            (i >= 0.0)
+                .then(|| axis.get(i as usize).map(|k| mbit(*k)))
+                .flatten()
+                .unwrap_or_default()
+        };
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_label_formatter(&|v| label(&h.cols, v))
+            .y_label_formatter(&|v| label(&h.rows, v))
+            .x_desc("second path (LTE), Mbit/s")
+            .y_desc("first path (WiFi), Mbit/s")
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 14))
+            .draw()
+            .map_err(e)?;
+        let centred = ("sans-serif", 15)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Center, VPos::Center));
+        for (ri, row) in h.rows.iter().enumerate() {
+            for (ci, col) in h.cols.iter().enumerate() {
+                let (x, y) = (ci as i32 * U, ri as i32 * U);
+                let corners = [(x - U / 2, y - U / 2), (x + U / 2, y + U / 2)];
+                match cells.get(&(*row, *col)) {
+                    Some(r) => {
+                        chart
+                            .draw_series([Rectangle::new(corners, heat_colour(*r).filled())])
+                            .map_err(e)?;
+                        let text = if *r > GRID_FLOOR {
+                            format!("{r:.2}!")
+                        } else {
+                            format!("{r:.2}")
+                        };
+                        chart
+                            .draw_series([Text::new(text, (x, y), centred.clone())])
+                            .map_err(e)?;
+                    }
+                    None => {
+                        chart
+                            .draw_series([Rectangle::new(corners, RGBColor(235, 235, 235).filled())])
+                            .map_err(e)?;
+                    }
+                }
+                chart
+                    .draw_series([Rectangle::new(corners, WHITE.stroke_width(2))])
+                    .map_err(e)?;
+            }
+        }
+    }
+    root.present().map_err(e)?;
+    Ok(())
+}
+
 fn draw<DB: plotters::prelude::DrawingBackend>(
     root: plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
     chart: &Chart,
@@ -1124,6 +1434,7 @@ fn draw<DB: plotters::prelude::DrawingBackend>(
     match chart {
         Chart::Bars(b) => draw_bars(&root, b),
         Chart::Cdf(c) => draw_cdf(&root, c),
+        Chart::Heat(h) => draw_heat(&root, h),
     }
 }
 
@@ -1137,8 +1448,14 @@ fn draw<DB: plotters::prelude::DrawingBackend>(
 /// Text needs a TrueType font: [`DEFAULT_FONT`] (Debian's fonts-dejavu-core) or the file
 /// `MPFLEX_LAB_FONT` names.
 pub fn plots(results: &Path, out_dir: &Path) -> Result<Vec<PathBuf>> {
+    plots_files(&[results.to_path_buf()], out_dir)
+}
+
+/// [`plots`] over several results files (see [`report_files`]); grids of a two-rate
+/// family also as heat maps (`grid-<family>-<cc>-<mode>-<system>`, one panel per size).
+pub fn plots_files(results: &[PathBuf], out_dir: &Path) -> Result<Vec<PathBuf>> {
     use plotters::prelude::{BitMapBackend, IntoDrawingArea, SVGBackend};
-    let recs = load(results)?;
+    let recs = load_files(results)?;
     let charts = charts(&recs);
     std::fs::create_dir_all(out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
     if charts.is_empty() {
@@ -1147,12 +1464,13 @@ pub fn plots(results: &Path, out_dir: &Path) -> Result<Vec<PathBuf>> {
     register_font()?;
     let mut written = Vec::new();
     for (name, chart) in &charts {
+        let size = chart.size();
         let svg = out_dir.join(format!("{name}.svg"));
-        draw(SVGBackend::new(&svg, PLOT_SIZE).into_drawing_area(), chart)
+        draw(SVGBackend::new(&svg, size).into_drawing_area(), chart)
             .with_context(|| format!("plot {}", svg.display()))?;
         written.push(svg);
         let png = out_dir.join(format!("{name}.png"));
-        draw(BitMapBackend::new(&png, PLOT_SIZE).into_drawing_area(), chart)
+        draw(BitMapBackend::new(&png, size).into_drawing_area(), chart)
             .with_context(|| format!("plot {}", png.display()))?;
         written.push(png);
     }
@@ -1534,6 +1852,86 @@ mod tests {
             files.iter().any(|f| f.ends_with("chunk-two-cubic-fresh-ms.svg")),
             "{files:?}"
         );
+    }
+
+    /// A chunk record of `profile` (warm, cubic, 256 KB).
+    fn grid_line(profile: &str, system: &str, ms: f64) -> String {
+        format!(
+            r#"{{"system":"{system}","profile":"{profile}","workload":"chunk","mode":"warm","cc":"cubic","size":262144,"rep":0,"completion_ms":{ms}}}"#
+        ) + "\n"
+    }
+
+    #[test]
+    fn grids_of_a_two_rate_family() {
+        assert_eq!(grid_point("bw-grid:12.5x2.5"), Some(("bw-grid", 12_500, 2_500)));
+        assert_eq!(grid_point("ecf-asym:0.3x8.6"), Some(("ecf-asym", 300, 8_600)));
+        for not in [
+            "seed-default",
+            "trace:../x/TMobile",
+            "bw-grid:12.5",
+            "bw-grid:ax2",
+            ":1x2",
+            "g:0x1",
+        ] {
+            assert_eq!(grid_point(not), None, "{not}");
+        }
+        // Two points; the ratio is against the lower of mptcp's and oracle's medians.
+        let mut text = String::new();
+        for (profile, mptcp, oracle, dems) in [
+            ("bw-grid:2.5x7.5", 200.0, 100.0, 90.0),
+            ("bw-grid:7.5x2.5", 100.0, 150.0, 120.0),
+        ] {
+            text += &grid_line(profile, "mptcp", mptcp);
+            text += &grid_line(profile, "oracle", oracle);
+            text += &grid_line(profile, "mpflex:dems-f", dems);
+        }
+        // A profile of another kind, and a one-point family: no grid.
+        text += &grid_line("seed-default", "mptcp", 100.0);
+        text += &grid_line("seed-default", "mpflex:dems-f", 50.0);
+        text += &grid_line("ecf-asym:1x2", "mptcp", 100.0);
+        text += &grid_line("ecf-asym:1x2", "mpflex:dems-f", 50.0);
+        let path = temp_file("grid", &text);
+        let md = report(&path).unwrap();
+        assert!(
+            md.contains("### bw-grid grid, cubic, warm — median chunk completion × min(mptcp, oracle)"),
+            "{md}"
+        );
+        assert!(!md.contains("ecf-asym grid"), "{md}");
+        assert!(
+            md.contains("**mpflex:dems-f, 256 KB**: 1 of 2 cells ≤ 1.05; median 1.20, worst 1.20 (7.5 × 2.5)"),
+            "{md}"
+        );
+        assert!(md.contains("|  | 2.5 | 7.5 |\n|---|---|---|\n"), "{md}");
+        assert!(
+            md.contains("\n| **2.5** | – | 0.90 |\n| **7.5** | **1.20** | – |\n"),
+            "{md}"
+        );
+
+        // A later file's run of a point replaces the earlier one's, baselines included.
+        let rerun = grid_line("bw-grid:7.5x2.5", "mptcp", 100.0) + &grid_line("bw-grid:7.5x2.5", "mpflex:dems-f", 80.0);
+        let later = temp_file("grid-rerun", &rerun);
+        let md = report_files(&[path.clone(), later.clone()]).unwrap();
+        assert!(md.contains("\n| **7.5** | 0.80 | – |\n"), "{md}");
+        assert!(md.contains("2 of 2 cells ≤ 1.05"), "{md}");
+        let md = report_files(&[later, path.clone()]).unwrap();
+        assert!(md.contains("\n| **7.5** | **1.20** | – |\n"), "{md}");
+
+        // The heat map: one file per system, a panel per size.
+        let files = plots(&path, &path.parent().unwrap().join("heat")).unwrap();
+        let heat: Vec<_> = files
+            .iter()
+            .filter(|f| f.file_stem().unwrap().to_string_lossy() == "grid-bw-grid-cubic-warm-mpflex-dems-f")
+            .collect();
+        assert_eq!(heat.len(), 2, "{files:?}");
+        for f in heat {
+            let bytes = std::fs::read(f).unwrap();
+            if f.extension().unwrap() == "svg" {
+                let s = String::from_utf8(bytes).unwrap();
+                assert!(s.contains("0.90") && s.contains("1.20!") && s.contains("256 KB"), "{s}");
+            } else {
+                assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+            }
+        }
     }
 
     #[test]
