@@ -135,29 +135,34 @@ fn names(paths: &[PathBuf]) -> String {
 }
 
 /// The oracle as the best *static* split. Each repetition of an oracle point measures
-/// several shares (`oracle_shares`: [share, ms] pairs; from the second repetition on the
+/// several shares (`oracle_shares`: [share, ms] pairs, in `warm` mode since 2026-11-25
+/// [share, ms, warm-up ms]; from the second repetition on the
 /// first one's best share and its two neighbours). Per cell, among the shares measured in
 /// every repetition, the one with the lowest median is chosen, and each repetition's
 /// completion and share become that share's: one transfer per repetition at one fixed
 /// split, as every other system is measured. Records without the pairs (written before
 /// 2026-11-24) keep the per-repetition best, a minimum over three noisy transfers, which
-/// is biased low against a single transfer of any other system.
+/// is biased low against a single transfer of any other system. The chosen share's
+/// warm-up time, where recorded, becomes the record's `warmup_ms`.
 fn oracle_static(recs: &mut [Rec]) {
-    /// [share in ‰, ms] pairs of one record; the smallest time if a share repeats.
-    fn pairs(r: &Rec) -> Option<BTreeMap<i64, f64>> {
+    /// Share in ‰ -> (ms, warm-up ms) of one record; the smallest time if a share repeats.
+    fn pairs(r: &Rec) -> Option<BTreeMap<i64, (f64, Option<f64>)>> {
         let list = r.extra.get("oracle_shares")?.as_array()?;
-        let mut m: BTreeMap<i64, f64> = BTreeMap::new();
+        let mut m: BTreeMap<i64, (f64, Option<f64>)> = BTreeMap::new();
         for v in list {
             let (Some(p), Some(ms)) = (v.get(0).and_then(Value::as_f64), v.get(1).and_then(Value::as_f64)) else {
                 continue;
             };
-            let e = m.entry((p * 1000.0).round() as i64).or_insert(ms);
-            *e = e.min(ms);
+            let warm_up = v.get(2).and_then(Value::as_f64);
+            let e = m.entry((p * 1000.0).round() as i64).or_insert((ms, warm_up));
+            if ms < e.0 {
+                *e = (ms, warm_up);
+            }
         }
         (!m.is_empty()).then_some(m)
     }
-    /// Per record (its index): share in ‰ -> ms.
-    type Reps = Vec<(usize, BTreeMap<i64, f64>)>;
+    /// Per record (its index): share in ‰ -> (ms, warm-up ms).
+    type Reps = Vec<(usize, BTreeMap<i64, (f64, Option<f64>)>)>;
     let mut cells: BTreeMap<Cell, Reps> = BTreeMap::new();
     for (i, r) in recs.iter().enumerate() {
         if r.system != "oracle" {
@@ -180,14 +185,18 @@ fn oracle_static(recs: &mut [Rec]) {
             .keys()
             .filter(|k| reps.iter().all(|(_, m)| m.contains_key(k)))
             .map(|&k| {
-                let v: Vec<f64> = reps.iter().map(|(_, m)| m[&k]).collect();
+                let v: Vec<f64> = reps.iter().map(|(_, m)| m[&k].0).collect();
                 (quantile(&v, 0.5), k)
             })
             .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         if let Some((_, k)) = best {
             for (i, m) in reps {
-                recs[*i].completion_ms = Some(m[&k]);
+                let (ms, warm_up) = m[&k];
+                recs[*i].completion_ms = Some(ms);
                 recs[*i].p = Some(k as f64 / 1000.0);
+                if let Some(w) = warm_up {
+                    recs[*i].extra.insert("warmup_ms".into(), w.into());
+                }
             }
         }
     }
@@ -246,6 +255,8 @@ fn chunk_tables(recs: &[&Rec]) -> String {
     let mut bounds: BTreeMap<(String, u64), f64> = BTreeMap::new();
     let mut shares: BTreeMap<Cell, Vec<f64>> = BTreeMap::new();
     let mut dups: BTreeMap<Cell, Vec<f64>> = BTreeMap::new();
+    // Warm mode: the warm-up's time, and warm-up + chunk, per record.
+    let mut warm_ups: BTreeMap<Cell, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     for r in recs {
         if let Some(b) = r.bound_ms {
             bounds.insert((r.profile.clone(), r.size), b);
@@ -259,6 +270,11 @@ fn chunk_tables(recs: &[&Rec]) -> String {
         );
         if let Some(p) = r.p {
             shares.entry(key.clone()).or_default().push(p);
+        }
+        if let (Some(w), Some(ms)) = (r.field("warmup_ms"), r.completion_ms) {
+            let e = warm_ups.entry(key.clone()).or_default();
+            e.0.push(w);
+            e.1.push(w + ms);
         }
         if let Some(b) = &r.bytes_per_path {
             let total: u64 = b.iter().sum();
@@ -330,10 +346,46 @@ fn chunk_tables(recs: &[&Rec]) -> String {
             }
             md += "\n";
         }
+        md += &warm_up_table(profile, cc, mode, sizes, &systems, &warm_ups);
     }
     md += "\n[p=…] is the share of bytes on the first path (oracle: the best static split; mpflex: \
            measured at the client, in `warm` mode including the 1 MB warm-up); dup is the share of \
            bytes the client received twice.\n";
+    md
+}
+
+/// Warm mode, where the records carry `warmup_ms`: per size and system the median time of
+/// the 1 MB warm-up and of warm-up + chunk (empty without warm-up times).
+fn warm_up_table(
+    profile: &str,
+    cc: &str,
+    mode: &str,
+    sizes: &BySize,
+    systems: &[String],
+    warm_ups: &BTreeMap<Cell, (Vec<f64>, Vec<f64>)>,
+) -> String {
+    let cell = |size: u64, s: &str| warm_ups.get(&(profile.into(), cc.into(), mode.into(), size, s.into()));
+    if !sizes.keys().any(|&z| systems.iter().any(|s| cell(z, s).is_some())) {
+        return String::new();
+    }
+    let mut md =
+        format!("\n#### {profile}, {cc}, {mode} — the 1 MB warm-up / warm-up + chunk, ms: median\n\n| chunk |");
+    for s in systems {
+        md += &format!(" {s} |");
+    }
+    md += "\n|---|";
+    md += &"---|".repeat(systems.len());
+    md += "\n";
+    for size in sizes.keys() {
+        md += &format!("| {} |", human(*size));
+        for s in systems {
+            md += &match cell(*size, s) {
+                Some((w, t)) => format!(" {:.0} / {:.0} |", quantile(w, 0.5), quantile(t, 0.5)),
+                None => " – |".into(),
+            };
+        }
+        md += "\n";
+    }
     md
 }
 
@@ -1663,6 +1715,39 @@ mod tests {
             row(&md, "two, cubic, fresh", "256 KB").contains("| 80 (80–80) [p=70%] |"),
             "{md}"
         );
+    }
+
+    /// Warm records with warm-up times get a second table: the warm-up, and warm-up +
+    /// chunk; the oracle's are its chosen share's.
+    #[test]
+    fn warm_up_and_total() {
+        let mut s = String::new();
+        for (rep, (w, ms)) in [(1000.0, 300.0), (1100.0, 310.0), (1200.0, 320.0)].iter().enumerate() {
+            s += &chunk_line("mpflex:dems-f", 262144, *ms, &format!(r#","warmup_ms":{w}"#))
+                .replace(r#""rep":0"#, &format!(r#""rep":{rep}"#))
+                .replace("fresh", "warm");
+            s += "\n";
+            // Shares 0.5 (median 250) and 0.6 (median 280): 0.5 is chosen, with its warm-ups.
+            let pairs = format!(
+                "[[0.5,{},{}],[0.6,280.0,900.0]]",
+                240.0 + 10.0 * rep as f64,
+                1500.0 + *w
+            );
+            s += &chunk_line("oracle", 262144, 1.0, &format!(r#","p":0.5,"oracle_shares":{pairs}"#))
+                .replace(r#""rep":0"#, &format!(r#""rep":{rep}"#))
+                .replace("fresh", "warm");
+            s += "\n";
+        }
+        let md = report(&temp_file("warm-up", &s)).unwrap();
+        assert!(
+            md.contains("#### two, cubic, warm — the 1 MB warm-up / warm-up + chunk, ms: median"),
+            "{md}"
+        );
+        assert!(md.contains("| chunk | oracle | mpflex:dems-f |"), "{md}");
+        assert!(md.contains("\n| 256 KB | 2600 / 2850 | 1100 / 1410 |\n"), "{md}");
+        // Without warm-up times there is no such table.
+        let md = report(&temp_file("no-warm-up", &chunk_jsonl())).unwrap();
+        assert!(!md.contains("warm-up / warm-up + chunk"), "{md}");
     }
 
     /// One row per system, medians and ratios to the chosen baseline; the oracle is the

@@ -1,0 +1,59 @@
+//! `mpflex-lab run` end to end on emulated links, warm mode: single-path TCP and the
+//! oracle's static-split sweep over real namespaces, each result's warm-up time recorded
+//! (the oracle's per share), and `report` printing the warm-up / warm-up + chunk table.
+//! Needs root; skipped (with a message) otherwise.
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_mpflex-lab");
+
+#[test]
+fn warm_chunks_record_their_warm_up() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP warm_chunks_record_their_warm_up: needs root (network namespaces)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("mpflex-lab-warm-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("warm.jsonl");
+    let _ = std::fs::remove_file(&out);
+    let status = Command::new(BIN)
+        .args(["run", "--profile", "seed-default", "--systems", "tcp-wifi,oracle", "--sizes", "64K"])
+        .args(["--modes", "warm", "--cc", "cubic", "--reps", "1", "--oracle-step", "0.5", "--out"])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mpflex-lab run: {status}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let recs: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(recs.len(), 2, "{text}");
+    // 1 MB over WiFi (7.04 Mbit/s, RTT 50 ms) takes at least 1.2 s; a 64 KB chunk on the
+    // warm connection far less.
+    let tcp = &recs[0];
+    assert_eq!(tcp["system"], "tcp-wifi");
+    let w = tcp["warmup_ms"].as_f64().expect("tcp-wifi warm-up recorded");
+    assert!((1150.0..5000.0).contains(&w), "warm-up {w} ms");
+    assert!(tcp["completion_ms"].as_f64().unwrap() < w, "{tcp}");
+    // The oracle's sweep: shares 0 and 1, then 0.5; every one with its warm-up, which the
+    // split (side by side, like the paths of one connection) shortens at 0.5.
+    let oracle = &recs[1];
+    let shares = oracle["oracle_shares"].as_array().unwrap();
+    assert_eq!(shares.len(), 3, "{oracle}");
+    let warm_up = |p: f64| {
+        shares
+            .iter()
+            .find(|s| s[0].as_f64() == Some(p))
+            .and_then(|s| s[2].as_f64())
+            .unwrap_or_else(|| panic!("no warm-up at share {p}: {oracle}"))
+    };
+    assert!(warm_up(0.5) < warm_up(1.0), "{oracle}");
+    let md = Command::new(BIN).arg("report").arg(&out).output().unwrap();
+    assert!(md.status.success());
+    let md = String::from_utf8(md.stdout).unwrap();
+    assert!(
+        md.contains("#### seed-default, cubic, warm — the 1 MB warm-up / warm-up + chunk, ms: median"),
+        "{md}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
