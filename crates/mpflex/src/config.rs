@@ -45,7 +45,9 @@ pub struct Tuning {
     /// below the initial window drops it, as a new connection has none: otherwise one
     /// keepalive lost while the path idled caps its next bursts' slow start at 7 segments.
     /// Loss-based congestion controls only; needs `bbr` available (switching to it and
-    /// back resets the threshold).
+    /// back resets the threshold). BBR's setup also switches the kernel's pacing on, and
+    /// switching back leaves it on: with `pacing = false` a path that had a reset paces
+    /// from then on.
     pub fresh_ssthresh: bool,
 }
 
