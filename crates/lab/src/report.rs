@@ -968,8 +968,10 @@ fn grid_tables(chunks: &[&Rec]) -> String {
 /// The font the plots' text is drawn with, unless `MPFLEX_LAB_FONT` names another.
 pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 const PLOT_SIZE: (u32, u32) = (1024, 640);
-/// Tableau 10: one colour per system, in the file's system order.
-const COLOURS: [(u8, u8, u8); 10] = [
+/// Tableau 20 (the ten strong colours first, then their light partners): one colour per
+/// system, in the file's system order; a file with every system and baseline needs more
+/// than ten.
+const COLOURS: [(u8, u8, u8); 20] = [
     (31, 119, 180),
     (255, 127, 14),
     (44, 160, 44),
@@ -980,6 +982,16 @@ const COLOURS: [(u8, u8, u8); 10] = [
     (127, 127, 127),
     (188, 189, 34),
     (23, 190, 207),
+    (174, 199, 232),
+    (255, 187, 120),
+    (152, 223, 138),
+    (255, 152, 150),
+    (197, 176, 213),
+    (196, 156, 148),
+    (247, 182, 210),
+    (199, 199, 199),
+    (219, 219, 141),
+    (158, 218, 229),
 ];
 
 /// One bar per series in each category, with p10–p90 whiskers, and an optional

@@ -19,8 +19,11 @@ fn warm_chunks_record_their_warm_up() {
     let out = dir.join("warm.jsonl");
     let _ = std::fs::remove_file(&out);
     let status = Command::new(BIN)
-        .args(["run", "--profile", "seed-default", "--systems", "tcp-wifi,oracle", "--sizes", "64K"])
-        .args(["--modes", "warm", "--cc", "cubic", "--reps", "1", "--oracle-step", "0.5", "--out"])
+        .args(
+            "run --profile seed-default --systems tcp-wifi,oracle --sizes 64K --modes warm --cc cubic \
+             --reps 1 --oracle-step 0.5 --out"
+                .split_whitespace(),
+        )
         .arg(&out)
         .status()
         .unwrap();
