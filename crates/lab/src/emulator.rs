@@ -259,6 +259,15 @@ impl Emulator {
         }
     }
 
+    /// Replays every trace-driven link from the beginning of its trace, from now on (see
+    /// [`crate::link::Link::rewind_trace`]); constant-rate links are unaffected.
+    pub fn rewind_traces(&self) {
+        let now = self.start.elapsed();
+        for l in self.links.iter().flatten() {
+            l.update(|m| m.rewind_trace(now));
+        }
+    }
+
     /// Takes a path down or up in both directions now.
     pub fn set_path_up(&self, path: usize, up: bool) {
         for l in &self.links[path] {

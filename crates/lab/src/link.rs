@@ -91,6 +91,9 @@ pub struct Link<P> {
     trace_pos: usize,
     trace_loops: u64,
     opp_left: u64,
+    /// Trace: when its first repetition started (the link's start, or the last
+    /// [`Link::rewind_trace`]).
+    trace_origin: Duration,
     /// In flight on the wire: (delivery time, packet).
     wire: VecDeque<(Duration, P)>,
     last_delivery: Duration,
@@ -109,6 +112,7 @@ impl<P> Link<P> {
             trace_pos: 0,
             trace_loops: 0,
             opp_left: 0,
+            trace_origin: Duration::ZERO,
             wire: VecDeque::new(),
             last_delivery: Duration::ZERO,
             stats: LinkStats::default(),
@@ -122,6 +126,16 @@ impl<P> Link<P> {
     /// Changes parameters from now on (rate or delay change events).
     pub fn set_params(&mut self, params: LinkParams) {
         self.params = params;
+    }
+
+    /// Replays a trace from its beginning, starting at `now` (no effect on other rates):
+    /// transfers that each rewind first meet the same sequence of delivery opportunities,
+    /// wherever in the looped trace the previous one left it.
+    pub fn rewind_trace(&mut self, now: Duration) {
+        self.trace_origin = now;
+        self.trace_pos = 0;
+        self.trace_loops = 0;
+        self.opp_left = 0;
     }
 
     /// Takes the link down (everything queued or on the wire is lost) or up.
@@ -184,7 +198,7 @@ impl<P> Link<P> {
                     let (mut pos, mut loops, mut left) = (self.trace_pos, self.trace_loops, self.opp_left);
                     while need > 0 {
                         if left == 0 {
-                            let at = t.opportunity(pos, loops);
+                            let at = self.trace_origin + t.opportunity(pos, loops);
                             if at > now {
                                 return;
                             }
@@ -230,7 +244,7 @@ impl<P> Link<P> {
         }
         if let Rate::Trace(t) = &self.params.rate {
             self.opp_left = 0;
-            while t.opportunity(self.trace_pos, self.trace_loops) < now {
+            while self.trace_origin + t.opportunity(self.trace_pos, self.trace_loops) < now {
                 self.trace_pos += 1;
                 if self.trace_pos == t.len() {
                     self.trace_pos = 0;
@@ -271,7 +285,7 @@ impl<P> Link<P> {
                 if self.opp_left >= size {
                     Duration::ZERO
                 } else {
-                    t.opportunity(self.trace_pos, self.trace_loops)
+                    self.trace_origin + t.opportunity(self.trace_pos, self.trace_loops)
                 }
             }
         });
@@ -306,8 +320,18 @@ mod tests {
 
     /// Runs the link in 0.1 ms steps until `end`, returning delivery times.
     fn run(link: &mut Link<u32>, arrivals: &[(Duration, u32, u64)], end: Duration) -> Vec<(Duration, u32)> {
+        run_from(link, Duration::ZERO, arrivals, end)
+    }
+
+    /// [`run`] from `start` on (a link used before is not polled back in time).
+    fn run_from(
+        link: &mut Link<u32>,
+        start: Duration,
+        arrivals: &[(Duration, u32, u64)],
+        end: Duration,
+    ) -> Vec<(Duration, u32)> {
         let mut out = Vec::new();
-        let mut t = Duration::ZERO;
+        let mut t = start;
         let mut i = 0;
         let mut buf = Vec::new();
         while t <= end {
@@ -390,6 +414,44 @@ mod tests {
         let got = run(&mut l, &arrivals, ms(10));
         let times: Vec<Duration> = got.iter().map(|g| g.0).collect();
         assert_eq!(times, vec![ms(1), ms(3), ms(3), ms(4), ms(6), ms(6)]);
+    }
+
+    #[test]
+    fn a_rewound_trace_replays_from_its_start() {
+        // Opportunities at 1, 2 and 10 ms, looping every 10 ms.
+        let t = Trace::from_millis(vec![1, 2, 10]).unwrap();
+        let mut p = params(0, 5);
+        p.rate = Rate::Trace(t);
+        let mut l = Link::new(p, 1);
+        // Not rewound, a burst at 33 ms meets the trace in its fourth repetition, where 31
+        // and 32 ms have passed: it leaves at 40, 41 and 42 ms.
+        let got = run(
+            &mut l,
+            &[(ms(33), 0, 1500), (ms(33), 1, 1500), (ms(33), 2, 1500)],
+            ms(60),
+        );
+        let times: Vec<Duration> = got.iter().map(|g| g.0).collect();
+        assert_eq!(times, vec![ms(45), ms(46), ms(47)]);
+        // Rewound at 63 ms: the same burst meets opportunities 1, 2 and 10 ms after it.
+        l.rewind_trace(ms(63));
+        let got = run_from(
+            &mut l,
+            ms(63),
+            &[(ms(63), 3, 1500), (ms(63), 4, 1500), (ms(63), 5, 1500)],
+            ms(100),
+        );
+        let times: Vec<Duration> = got.iter().map(|g| g.0).collect();
+        assert_eq!(times, vec![ms(69), ms(70), ms(78)]);
+        // And again later: the same offsets.
+        l.rewind_trace(ms(200));
+        let got = run_from(
+            &mut l,
+            ms(200),
+            &[(ms(200), 6, 1500), (ms(200), 7, 1500), (ms(200), 8, 1500)],
+            ms(300),
+        );
+        let times: Vec<Duration> = got.iter().map(|g| g.0).collect();
+        assert_eq!(times, vec![ms(206), ms(207), ms(215)]);
     }
 
     #[test]

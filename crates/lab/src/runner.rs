@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::emulator::Emulator;
+use crate::link::Rate;
 use crate::netns::Topology;
 use crate::profile::Profile;
 use crate::workload::Fields;
@@ -358,6 +359,11 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
         eprintln!("oracle is a chunk baseline; left out of {}", cfg.workload);
     }
     let up_rates: f64 = cfg.profile.paths.iter().filter_map(|p| p.up.bytes_per_sec()).sum();
+    let traced = cfg
+        .profile
+        .paths
+        .iter()
+        .any(|p| matches!(p.down.rate, Rate::Trace(_)) || matches!(p.up.rate, Rate::Trace(_)));
     let total = cfg.ccs.len() * items.len() * modes.len() * cfg.reps * systems.len();
     let bar = indicatif::ProgressBar::new(total as u64);
     bar.set_style(
@@ -473,6 +479,12 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
                             let mut settled = Fields::new();
                             if settle >= 2 * QUIET_WINDOW {
                                 settled.insert("settle_ms".into(), (settle.as_millis() as u64).into());
+                            }
+                            // Every transfer meets the same stretch of a trace, not
+                            // wherever the looped trace happens to be by then.
+                            if traced {
+                                emu.rewind_traces();
+                                settled.insert("trace_rewound".into(), true.into());
                             }
                             if chunk {
                                 let mut a = vec!["--size".to_string(), size.to_string(), "--mode".into(), mode.clone()];

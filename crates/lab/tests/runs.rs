@@ -1,7 +1,8 @@
-//! `mpflex-lab run` end to end on emulated links, warm mode: single-path TCP and the
+//! `mpflex-lab run` end to end on emulated links. Warm mode: single-path TCP and the
 //! oracle's static-split sweep over real namespaces, each result's warm-up time recorded
 //! (the oracle's per share), and `report` printing the warm-up / warm-up + chunk table.
-//! Needs root; skipped (with a message) otherwise.
+//! Trace profiles: every transfer starts at the beginning of the trace. Needs root;
+//! skipped (with a message) otherwise.
 
 use std::process::Command;
 
@@ -58,5 +59,65 @@ fn warm_chunks_record_their_warm_up() {
         md.contains("#### seed-default, cubic, warm — the 1 MB warm-up / warm-up + chunk, ms: median"),
         "{md}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn trace_profiles_replay_their_trace_from_the_start_for_every_transfer() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP trace_profiles_replay_their_trace_from_the_start_for_every_transfer: needs root");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("mpflex-lab-trace-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // One 1500-byte opportunity per ms (12 Mbit/s), both directions.
+    let trace: String = (1..=1000).map(|ms| format!("{ms}\n")).collect();
+    std::fs::write(dir.join("flat.down"), &trace).unwrap();
+    std::fs::write(dir.join("flat.up"), &trace).unwrap();
+    let profile = dir.join("flat.toml");
+    std::fs::write(
+        &profile,
+        r#"name = "flat-trace"
+[[paths]]
+name = "wifi"
+down = { rate_kbit = 10000, delay_ms = 10 }
+up = { rate_kbit = 10000, delay_ms = 10 }
+[[paths]]
+name = "lte"
+down = { trace = "flat.down", delay_ms = 20 }
+up = { trace = "flat.up", delay_ms = 20 }
+"#,
+    )
+    .unwrap();
+    let out = dir.join("trace.jsonl");
+    let status = Command::new(BIN)
+        .arg("run")
+        .arg("--profile")
+        .arg(&profile)
+        .args("--systems tcp-wifi,tcp-lte --sizes 64K --modes fresh --cc cubic --reps 1 --out".split_whitespace())
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mpflex-lab run: {status}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let recs: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(recs.len(), 2, "{text}");
+    for r in &recs {
+        assert_eq!(r["trace_rewound"], true, "{r}");
+    }
+    // Constant-rate profiles have nothing to rewind.
+    let out2 = dir.join("constant.jsonl");
+    let status = Command::new(BIN)
+        .args(
+            "run --profile bw-grid:12.5x12.5 --systems tcp-wifi --sizes 64K --modes fresh --cc cubic --reps 1 --out"
+                .split_whitespace(),
+        )
+        .arg(&out2)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&out2).unwrap();
+    assert!(!text.contains("trace_rewound"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
