@@ -8,17 +8,25 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mpflex-lab");
 
-#[test]
-fn warm_chunks_record_their_warm_up() {
+/// A fresh scratch directory for `test`, or None (and a skip message) without root.
+fn root_scratch(test: &str) -> Option<std::path::PathBuf> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP warm_chunks_record_their_warm_up: needs root (network namespaces)");
-        return;
+        eprintln!("SKIP {test}: needs root (network namespaces)");
+        return None;
     }
-    let dir = std::env::temp_dir().join(format!("mpflex-lab-warm-run-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("mpflex-lab-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    Some(dir)
+}
+
+#[test]
+fn warm_chunks_record_their_warm_up() {
+    let Some(dir) = root_scratch("warm_chunks_record_their_warm_up") else {
+        return;
+    };
     let out = dir.join("warm.jsonl");
-    let _ = std::fs::remove_file(&out);
     let status = Command::new(BIN)
         .args(
             "run --profile seed-default --systems tcp-wifi,oracle --sizes 64K --modes warm --cc cubic \
@@ -64,13 +72,9 @@ fn warm_chunks_record_their_warm_up() {
 
 #[test]
 fn trace_profiles_replay_their_trace_from_the_start_for_every_transfer() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP trace_profiles_replay_their_trace_from_the_start_for_every_transfer: needs root");
+    let Some(dir) = root_scratch("trace_profiles_replay_their_trace_from_the_start_for_every_transfer") else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!("mpflex-lab-trace-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    };
     // One 1500-byte opportunity per ms (12 Mbit/s), both directions.
     let trace: String = (1..=1000).map(|ms| format!("{ms}\n")).collect();
     std::fs::write(dir.join("flat.down"), &trace).unwrap();
