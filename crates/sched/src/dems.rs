@@ -64,7 +64,10 @@
 //!   the large-OWD path takes tail bytes only while the window a write now gets has room,
 //!   and at most that room; without room it waits a few ms and the stop rule is applied
 //!   again to what is then left (the paper's kernel scheduler likewise only uses a subflow
-//!   with window space).
+//!   with window space). Beyond the horizon the large path's head bytes are held to its
+//!   window the same way: a chunk on paths that never carried data looks endless (their
+//!   rates are the initial window's), and 36 KB of head bytes behind an 11-segment window
+//!   at 470 ms held a 256 KB chunk back by two round trips.
 
 use std::time::{Duration, Instant};
 
@@ -208,7 +211,11 @@ impl Scheduler for Dems {
                 // nothing.
                 let reach = ((small.rate_estimate() + me.rate_estimate()) * round).max(2.0 * threshold);
                 if q.bytes as f64 > reach {
-                    return Decision::head(budget);
+                    // From the head too only what its window sends now: behind a full
+                    // window head bytes wait a round of the slow path's srtt, and the
+                    // receiver's in-order delivery with them (a chunk on paths that never
+                    // carried data looks endless: their rates are the initial window's).
+                    return send_within_window(now, me, End::Head, budget);
                 }
             }
             let left = q.bytes as f64 - threshold.max(0.0);
@@ -411,7 +418,52 @@ mod tests {
         }
         let mut s = Dems::new(DemsVariant::Basic);
         assert_eq!(s.decide(now, 1, &fast, &queue(193_500), 65536), tail(1448));
-        assert_eq!(s.decide(now, 1, &fast, &queue(193_700), 65536), Decision::head(65536));
+        // Beyond it from the head, and there too only what its window sends now.
+        let head_in_window = Decision::Send {
+            end: End::Head,
+            max_bytes: 1448,
+            duplicate: false,
+        };
+        assert_eq!(s.decide(now, 1, &fast, &queue(193_700), 65536), head_in_window);
+    }
+
+    /// Paths that have never carried data (seed-default-470, traced in the lab: 737 ms for
+    /// 256 KB): no OWD feedback, no delivery rate, initial windows. Their rates are the
+    /// initial window's, 237 and 34 KB/s, so the horizon is about 144 KB and a 256 KB
+    /// chunk counts as endless; the LTE path then takes from the head, but only the room
+    /// its window has (here 3 segments), not the 36 KB that waited two 470 ms rounds in
+    /// its socket, and nothing while the window is full.
+    #[test]
+    fn head_bytes_of_a_new_slow_path_fit_its_window() {
+        let now = Instant::now();
+        let mut wifi = path(0, 61);
+        wifi.in_flight = 6;
+        let mut lte = path(1, 472);
+        lte.cwnd = 11;
+        lte.in_flight = 8;
+        let paths = [wifi.clone(), lte.clone()];
+        for v in [DemsVariant::Basic, DemsVariant::Simple, DemsVariant::Full] {
+            let mut s = Dems::new(v);
+            assert_eq!(
+                s.decide(now, 1, &paths, &queue(196_881), 19_801),
+                Decision::Send {
+                    end: End::Head,
+                    max_bytes: 3 * 1448,
+                    duplicate: false
+                },
+                "{v:?}"
+            );
+            let mut full = lte.clone();
+            full.in_flight = 11;
+            let paths = [wifi.clone(), full];
+            assert!(
+                matches!(
+                    s.decide(now, 1, &paths, &queue(196_881), 19_801),
+                    Decision::Wait { until: Some(_) }
+                ),
+                "{v:?}"
+            );
+        }
     }
 
     /// When δ swallows ΔOWD the large path sends until the queue is empty, and then stops.
