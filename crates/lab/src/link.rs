@@ -423,35 +423,23 @@ mod tests {
         let mut p = params(0, 5);
         p.rate = Rate::Trace(t);
         let mut l = Link::new(p, 1);
+        // Delivery times of three 1500-byte packets arriving together at `at` ms.
+        let burst = |l: &mut Link<u32>, at: u64| -> Vec<Duration> {
+            let arrivals: Vec<_> = (0..3).map(|i| (ms(at), i, 1500)).collect();
+            run_from(l, ms(at), &arrivals, ms(at + 40))
+                .iter()
+                .map(|g| g.0)
+                .collect()
+        };
         // Not rewound, a burst at 33 ms meets the trace in its fourth repetition, where 31
         // and 32 ms have passed: it leaves at 40, 41 and 42 ms.
-        let got = run(
-            &mut l,
-            &[(ms(33), 0, 1500), (ms(33), 1, 1500), (ms(33), 2, 1500)],
-            ms(60),
-        );
-        let times: Vec<Duration> = got.iter().map(|g| g.0).collect();
-        assert_eq!(times, vec![ms(45), ms(46), ms(47)]);
+        assert_eq!(burst(&mut l, 33), vec![ms(45), ms(46), ms(47)]);
         // Rewound at 63 ms: the same burst meets opportunities 1, 2 and 10 ms after it.
         l.rewind_trace(ms(63));
-        let got = run_from(
-            &mut l,
-            ms(63),
-            &[(ms(63), 3, 1500), (ms(63), 4, 1500), (ms(63), 5, 1500)],
-            ms(100),
-        );
-        let times: Vec<Duration> = got.iter().map(|g| g.0).collect();
-        assert_eq!(times, vec![ms(69), ms(70), ms(78)]);
+        assert_eq!(burst(&mut l, 63), vec![ms(69), ms(70), ms(78)]);
         // And again later: the same offsets.
         l.rewind_trace(ms(200));
-        let got = run_from(
-            &mut l,
-            ms(200),
-            &[(ms(200), 6, 1500), (ms(200), 7, 1500), (ms(200), 8, 1500)],
-            ms(300),
-        );
-        let times: Vec<Duration> = got.iter().map(|g| g.0).collect();
-        assert_eq!(times, vec![ms(206), ms(207), ms(215)]);
+        assert_eq!(burst(&mut l, 200), vec![ms(206), ms(207), ms(215)]);
     }
 
     #[test]

@@ -8,6 +8,25 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mpflex-lab");
 
+/// `mpflex-lab run <args> --out <out>`, which must succeed; returns the records written.
+fn run_lab(args: &[&std::ffi::OsStr], out: &std::path::Path) -> Vec<serde_json::Value> {
+    let status = Command::new(BIN)
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mpflex-lab run: {status}");
+    let text = std::fs::read_to_string(out).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Words of a command line, for [`run_lab`].
+fn words(s: &str) -> Vec<&std::ffi::OsStr> {
+    s.split_whitespace().map(std::ffi::OsStr::new).collect()
+}
+
 /// A fresh scratch directory for `test`, or None (and a skip message) without root.
 fn root_scratch(test: &str) -> Option<std::path::PathBuf> {
     // SAFETY: geteuid has no preconditions.
@@ -27,19 +46,14 @@ fn warm_chunks_record_their_warm_up() {
         return;
     };
     let out = dir.join("warm.jsonl");
-    let status = Command::new(BIN)
-        .args(
-            "run --profile seed-default --systems tcp-wifi,oracle --sizes 64K --modes warm --cc cubic \
-             --reps 1 --oracle-step 0.5 --out"
-                .split_whitespace(),
-        )
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(status.success(), "mpflex-lab run: {status}");
-    let text = std::fs::read_to_string(&out).unwrap();
-    let recs: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(recs.len(), 2, "{text}");
+    let recs = run_lab(
+        &words(
+            "--profile seed-default --systems tcp-wifi,oracle --sizes 64K --modes warm --cc cubic \
+             --reps 1 --oracle-step 0.5",
+        ),
+        &out,
+    );
+    assert_eq!(recs.len(), 2, "{recs:?}");
     // 1 MB over WiFi (7.04 Mbit/s, RTT 50 ms) takes at least 1.2 s; a 64 KB chunk on the
     // warm connection far less.
     let tcp = &recs[0];
@@ -95,33 +109,23 @@ up = { trace = "flat.up", delay_ms = 20 }
     )
     .unwrap();
     let out = dir.join("trace.jsonl");
-    let status = Command::new(BIN)
-        .arg("run")
-        .arg("--profile")
-        .arg(&profile)
-        .args("--systems tcp-wifi,tcp-lte --sizes 64K --modes fresh --cc cubic --reps 1 --out".split_whitespace())
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(status.success(), "mpflex-lab run: {status}");
-    let text = std::fs::read_to_string(&out).unwrap();
-    let recs: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(recs.len(), 2, "{text}");
+    let mut args = words("--profile");
+    args.push(profile.as_os_str());
+    args.extend(words(
+        "--systems tcp-wifi,tcp-lte --sizes 64K --modes fresh --cc cubic --reps 1",
+    ));
+    let recs = run_lab(&args, &out);
+    assert_eq!(recs.len(), 2, "{recs:?}");
     for r in &recs {
         assert_eq!(r["trace_rewound"], true, "{r}");
     }
     // Constant-rate profiles have nothing to rewind.
     let out2 = dir.join("constant.jsonl");
-    let status = Command::new(BIN)
-        .args(
-            "run --profile bw-grid:12.5x12.5 --systems tcp-wifi --sizes 64K --modes fresh --cc cubic --reps 1 --out"
-                .split_whitespace(),
-        )
-        .arg(&out2)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let text = std::fs::read_to_string(&out2).unwrap();
-    assert!(!text.contains("trace_rewound"), "{text}");
+    let recs = run_lab(
+        &words("--profile bw-grid:12.5x12.5 --systems tcp-wifi --sizes 64K --modes fresh --cc cubic --reps 1"),
+        &out2,
+    );
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert!(recs[0].get("trace_rewound").is_none(), "{recs:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
