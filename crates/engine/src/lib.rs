@@ -19,7 +19,7 @@ mod stream;
 pub use config::{EngineConfig, Role};
 pub use owd::OwdEstimator;
 pub use path::{PathCounters, PathStatus};
-pub use session::{Event, PollTransmit, ProtocolError, RecvResult, Session, SEQUENCE_AHEAD};
+pub use session::{Event, PollTransmit, ProtocolError, RecvResult, Session, MIN_SPLIT, SEQUENCE_AHEAD};
 
 /// Application stream identifier (chosen by the client, which opens all streams).
 pub type StreamId = u32;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mpflex_sched::{Decision, End, PathSnapshot, QueueView, Scheduler};
-use mpflex_wire::{Frame, TargetAddr};
+use mpflex_wire::{Frame, TargetAddr, RECORD_OVERHEAD};
 
 use crate::config::{EngineConfig, Role};
 use crate::path::{PathCounters, PathEntry, PathStatus};
@@ -103,6 +103,12 @@ const MAX_SENT_LOG: usize = 8192;
 /// stream has queued (its flow-control window, megabytes). Two-ended schedulers (DEMS)
 /// sequence everything before sending from the tail: their chunk is the whole backlog.
 pub const SEQUENCE_AHEAD: u64 = 64 * 1024;
+
+/// The smallest payload either part of a split frame carries (a scheduler's limit cutting
+/// through a frame): a smaller part is not worth its 21-byte header. Where the limit would
+/// leave less behind, the part sent is cut that much shorter; where the limit allows less
+/// than this, the whole frame goes when it is the decision's first, nothing otherwise.
+pub const MIN_SPLIT: usize = 512;
 
 /// Bytes handed to a path's socket and not yet acknowledged by the peer's kernel.
 fn bytes_in_flight(s: &PathSnapshot) -> u64 {
@@ -591,7 +597,7 @@ impl Session {
     /// Gives `frame` the next sequence number and appends it to the unsent queue.
     fn sequence(&mut self, mut frame: Frame) {
         let seq = self.next_seq;
-        self.next_seq += 1;
+        self.next_seq += frame.seq_span();
         match &mut frame {
             Frame::Open { seq: s, .. }
             | Frame::Data { seq: s, .. }
@@ -804,7 +810,7 @@ impl Session {
         self.reorder.insert(seq, frame);
         while let Some(f) = self.reorder.remove(&self.rcv_next) {
             self.reorder_payload -= f.payload_len() as u64;
-            self.rcv_next += 1;
+            self.rcv_next += f.seq_span();
             self.deliver(f)?;
         }
         // Smart reinjection: frames stuck behind a gap fill the receive buffer.
@@ -1049,12 +1055,23 @@ impl Session {
                 max_bytes,
                 duplicate,
             } => {
-                let limit = out.len() + max_bytes.min(budget);
+                // A limit below the record's room is the scheduler's (a path's window room,
+                // a stop rule): it covers the whole record on the wire, the control frames
+                // already in it and the record's own overhead included (bytes beyond a
+                // path's window wait a round trip in its socket), and a frame larger than
+                // what is left of it is split to fit.
+                let exact = max_bytes < budget;
+                let limit = if exact {
+                    (start + max_bytes).saturating_sub(RECORD_OVERHEAD)
+                } else {
+                    out.len() + budget
+                };
                 if end == End::Tail {
                     self.promote(u64::MAX);
                 }
                 // Always make progress: at least one frame goes out if it fits the record.
                 let mut first = true;
+                let before = out.len();
                 loop {
                     if end == End::Head && self.unsent.is_empty() {
                         self.promote(SEQUENCE_AHEAD);
@@ -1064,9 +1081,22 @@ impl Session {
                         End::Tail => self.unsent.back(),
                     };
                     let Some(&seq) = seq else { break };
+                    let room = limit.saturating_sub(out.len());
+                    if exact && self.outgoing[&seq].frame.encoded_len() > room {
+                        self.split_unsent(seq, end, room);
+                    }
+                    let seq = match end {
+                        End::Head => self.unsent.front(),
+                        End::Tail => self.unsent.back(),
+                    };
+                    let Some(&seq) = seq else { break };
                     let o = self.outgoing.get_mut(&seq).expect("unsent frames are outgoing");
                     let len = o.frame.encoded_len();
-                    if out.len() - start + len > max || (!first && out.len() + len > limit) {
+                    // Beyond the limit only a decision's first frame, and under a
+                    // scheduler's limit only into an otherwise empty record: a record of
+                    // control frames goes alone, and the next decision sees their bytes.
+                    let over = out.len() + len > limit && (!first || (exact && out.len() > start));
+                    if out.len() - start + len > max || over {
                         break;
                     }
                     first = false;
@@ -1085,6 +1115,20 @@ impl Session {
                             }
                         }
                     }
+                }
+                if tracing::enabled!(tracing::Level::DEBUG) {
+                    let p = &snaps[path];
+                    tracing::debug!(
+                        path,
+                        ?end,
+                        max_bytes,
+                        budget,
+                        sent = out.len() - before,
+                        cwnd = p.send_cwnd(),
+                        inflight = p.in_flight,
+                        notsent = p.notsent,
+                        "send"
+                    );
                 }
                 self.waiting &= !bit;
                 // Paths told to wait (for this one, say) must look again now.
@@ -1188,6 +1232,58 @@ impl Session {
         }
     }
 
+    /// Splits the never-sent Data frame `seq` (at the `end` of the unsent queue) so that the
+    /// part at that end takes at most `room` bytes on the wire; both parts keep the frame's
+    /// sequence numbers between them (a frame takes one per payload byte), so the peer
+    /// sees two ordinary frames. Neither part carries less than [`MIN_SPLIT`] payload bytes
+    /// (the part sent is cut shorter if need be); other frames are never split.
+    fn split_unsent(&mut self, seq: u64, end: End, room: usize) {
+        let o = self.outgoing.get_mut(&seq).expect("unsent frames are outgoing");
+        debug_assert!(!o.sent && o.on_paths == 0);
+        if !matches!(o.frame, Frame::Data { .. }) {
+            return;
+        }
+        let header = o.frame.encoded_len() - o.frame.payload_len();
+        let Frame::Data { stream, ts, data, .. } = &mut o.frame else {
+            unreachable!()
+        };
+        // Leave at least MIN_SPLIT behind: a few hundred bytes short of the limit cost
+        // nothing, a few hundred beyond it may cost a round trip.
+        let part = room.saturating_sub(header).min(data.len().saturating_sub(MIN_SPLIT));
+        if part < MIN_SPLIT {
+            return;
+        }
+        // Head: this frame keeps the first `part` bytes; tail: the new frame takes the last.
+        let keep = match end {
+            End::Head => part,
+            End::Tail => data.len() - part,
+        };
+        let rest = data.split_off(keep);
+        let (stream, ts) = (*stream, *ts);
+        let second = seq + keep as u64;
+        self.outgoing.insert(
+            second,
+            Outgoing {
+                frame: Frame::Data {
+                    seq: second,
+                    stream,
+                    ts,
+                    data: rest,
+                },
+                on_paths: 0,
+                sent: false,
+                last_sent: None,
+                received: false,
+                eta_us: None,
+            },
+        );
+        self.unsent_bytes += header as u64;
+        match end {
+            End::Head => self.unsent.insert(1, second),
+            End::Tail => self.unsent.push_back(second),
+        }
+    }
+
     /// Encodes outgoing frame `seq` onto `path`, stamped with the send time, and books the
     /// copy. Returns its payload length.
     fn put(&mut self, path: usize, seq: u64, out: &mut Vec<u8>, start: usize, now: Instant, ts: u32) -> u64 {
@@ -1226,9 +1322,10 @@ impl Session {
         p.counters.bytes_sent += n as u64;
         p.last_send = p.last_send.max(self.last_now);
         // Until the driver reports the socket again, count what was just handed over as
-        // unsent in it: decisions on other paths in the meantime (is this one the faster
-        // path with window space?) must not see it as empty.
-        p.snap.notsent = p.snap.notsent.saturating_add(n as u32);
+        // unsent in it, record overhead included: decisions in the meantime (is this the
+        // faster path with window space? how much room is left in its window?) must not
+        // see it as empty.
+        p.snap.notsent = p.snap.notsent.saturating_add((n + RECORD_OVERHEAD) as u32);
         PollTransmit::Sent(n)
     }
 

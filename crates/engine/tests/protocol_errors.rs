@@ -79,7 +79,7 @@ fn feed_until_error(
             },
             now,
         );
-        seq += 1;
+        seq += chunk_len as u64;
         fed += chunk_len;
         if r.is_err() || fed > give_up {
             return (r, fed);

@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use mpflex_engine::{EngineConfig, Event, PollTransmit, RecvResult, Role, Session, SEQUENCE_AHEAD};
+use mpflex_engine::{EngineConfig, Event, PollTransmit, RecvResult, Role, Session, MIN_SPLIT, SEQUENCE_AHEAD};
 use mpflex_sched::{by_name, Decision, End, PathSnapshot, QueueView, Scheduler};
-use mpflex_wire::{decode_all, TargetAddr, MAX_RECORD};
+use mpflex_wire::{decode_all, Frame, TargetAddr, MAX_RECORD, RECORD_OVERHEAD};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 struct Link {
@@ -939,7 +939,118 @@ fn handed_bytes_count_as_unsent_until_the_next_report() {
         panic!("nothing sent");
     };
     assert!(n > 30_000, "{n}");
-    assert_eq!(s.path_counters(0).unwrap().1.notsent as usize, n);
+    assert_eq!(s.path_counters(0).unwrap().1.notsent as usize, n + RECORD_OVERHEAD);
     s.set_path_stats(0, snapshot(0, 10), now);
     assert_eq!(s.path_counters(0).unwrap().1.notsent, 0);
+}
+
+/// Path 0 takes the queue from its head and path 1 from its tail, `limit` bytes a decision
+/// (as a window-gated scheduler asks when a path has that much window room).
+struct TwoEnds {
+    limit: usize,
+}
+
+impl Scheduler for TwoEnds {
+    fn name(&self) -> &'static str {
+        "two-ends"
+    }
+
+    fn decide(&mut self, _: Instant, path: usize, _: &[PathSnapshot], q: &QueueView, _: usize) -> Decision {
+        if q.bytes == 0 {
+            return Decision::Wait { until: None };
+        }
+        Decision::Send {
+            end: if path == 0 { End::Head } else { End::Tail },
+            max_bytes: self.limit,
+            duplicate: false,
+        }
+    }
+}
+
+/// A decision's limit covers the whole record on the wire (control frames and the record's
+/// overhead included), and a frame larger than what is left is split to the byte rather
+/// than sent whole (bytes beyond a path's window wait a round trip in its socket); both
+/// parts keep the frame's sequence numbers, so the receiver reassembles the stream
+/// whatever order the parts arrive in, and its acknowledgements cover exactly what was
+/// sent.
+#[test]
+fn frames_are_split_to_a_decisions_limit() {
+    let now = Instant::now();
+    let limit = 5000;
+    let mut client = Session::new(EngineConfig::new(Role::Client), by_name("minrtt").unwrap(), now);
+    let mut server = Session::new(EngineConfig::new(Role::Server), Box::new(TwoEnds { limit }), now);
+    for s in [&mut client, &mut server] {
+        for p in 0..2 {
+            s.path_up(p, now);
+            s.set_path_stats(p, snapshot(p, 10), now);
+            s.set_path_ready(p, true);
+        }
+    }
+    let id = client.open_stream(addr(), Bytes::from_static(b"GET"), now).0;
+    let mut buf = Vec::new();
+    assert!(matches!(
+        client.poll_transmit(0, now, &mut buf, MAX_RECORD),
+        PollTransmit::Sent(_)
+    ));
+    for f in decode_all(Bytes::from(buf)).unwrap() {
+        server.handle_frame(0, f, now).unwrap();
+    }
+    while server.poll_event().is_some() {}
+    // Three full frames and a short one.
+    let size = 3 * 16_384 + 100;
+    let body = pattern(11, size);
+    assert_eq!(server.stream_send(id, Bytes::from(body.clone()), now), size);
+    server.stream_finish(id);
+    let mut records: [Vec<Bytes>; 2] = [Vec::new(), Vec::new()];
+    let mut idle = 0;
+    while idle < 2 {
+        idle = 0;
+        for (p, got) in records.iter_mut().enumerate() {
+            let mut out = Vec::new();
+            match server.poll_transmit(p, now, &mut out, MAX_RECORD) {
+                PollTransmit::Sent(_) => got.push(Bytes::from(out)),
+                _ => idle += 1,
+            }
+        }
+    }
+    // What each record takes on the wire: its frames (acknowledgements may ride in front
+    // of the data) and the record's own overhead.
+    let lens: Vec<Vec<usize>> = records
+        .iter()
+        .map(|r| r.iter().map(|b| b.len() + RECORD_OVERHEAD).collect())
+        .collect();
+    println!("record bytes on the wire, per path: {lens:?}");
+    // Every record within the limit, most exactly at it; no part below MIN_SPLIT.
+    let all: Vec<usize> = lens.concat();
+    assert!(all.iter().all(|&n| n <= limit), "{lens:?}");
+    assert!(all.iter().filter(|&&n| n == limit).count() >= 6, "{lens:?}");
+    assert!(!records[1].is_empty(), "the tail end sent nothing");
+    // The tail's records arrive first, then the head's.
+    let mut frames = 0;
+    for r in records[1].iter().chain(records[0].iter()) {
+        for f in decode_all(r.clone()).unwrap() {
+            if let Frame::Data { data, .. } = &f {
+                frames += 1;
+                assert!(
+                    data.len() >= MIN_SPLIT || data.len() == 100,
+                    "a {} byte part",
+                    data.len()
+                );
+            }
+            client.handle_frame(0, f, now).unwrap();
+        }
+    }
+    assert!(frames > 4, "nothing was split: {frames} frames");
+    assert_eq!(client.reorder_frames(), 0);
+    let mut got = Vec::new();
+    while let RecvResult::Data(b) = client.stream_recv(id, 1 << 20) {
+        got.extend_from_slice(&b);
+    }
+    assert_eq!(got, body);
+    // The client's cumulative acknowledgement covers everything, and nothing beyond it.
+    let mut acks = Vec::new();
+    let _ = client.poll_transmit(0, now, &mut acks, MAX_RECORD);
+    for f in decode_all(Bytes::from(acks)).unwrap() {
+        server.handle_frame(0, f, now).unwrap();
+    }
 }

@@ -416,6 +416,8 @@ mod tests {
         let (mut wire, mut nonce) = (Vec::new(), 7u64);
         seal(&ours_i, &mut nonce, &msg, &mut wire).unwrap();
         assert_eq!(nonce, 8);
+        // What the engine counts against a path's window for each record.
+        assert_eq!(wire.len(), msg.len() + mpflex_wire::RECORD_OVERHEAD);
         let mut out = vec![0u8; MAX_NOISE_MSG];
         let k = snow_r.read_message(7, &wire[2..], &mut out).unwrap();
         assert_eq!(&out[..k], &msg[..]);

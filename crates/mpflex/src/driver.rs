@@ -908,8 +908,9 @@ mod tests {
         let mut got = [0u8; 5];
         app.read_exact(&mut got).await.unwrap();
         assert_eq!(&got, b"hello");
+        // Sequence numbers count payload bytes: the reset follows the 5 bytes of data.
         let reset = Frame::Reset {
-            seq: 1,
+            seq: 5,
             stream: id,
             code: 1,
         };

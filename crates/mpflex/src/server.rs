@@ -142,6 +142,14 @@ async fn serve_path(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) -> 
             session,
             path,
         }] if (*path as usize) < mpflex_engine::MAX_PATHS => (*session, *path as usize),
+        [Frame::Hello { version, .. }] if *version != VERSION => {
+            // An operator's problem (an authenticated client of another release), not noise.
+            let msg = format!(
+                "client speaks protocol version {version}, this server {VERSION}: run the same mpflex release on both ends"
+            );
+            warn!(%peer, client = %name, "path refused: {msg}");
+            bail!(msg)
+        }
         _ => bail!("first record is not a valid Hello: {hello:?}"),
     };
     let (h, fresh) = srv.session(client, token, &name);

@@ -101,13 +101,36 @@ fn hostile_peers_get_nothing_and_service_continues() {
     assert!(log.contains("is not authorised"), "unknown key not recognised");
 
     // 5. An authenticated peer sending a malformed frame loses only its own connection.
+    // A record whose frame has an unknown type where Hello must be.
+    let unknown = vec![0xee, 0, 0, 0, 1, 0];
     let (got, closed) = in_ns(&cns, move || {
-        malformed_frame_after_handshake(server, client_priv, server_pub)
+        record_after_handshake(server, client_priv, server_pub, unknown)
     });
     assert!(
         closed,
         "malformed frame did not close the connection (got {} bytes)",
         got.len()
+    );
+    // 5b. So does a peer of another protocol version, with a log line that says so.
+    let mut old = Vec::new();
+    mpflex_wire::Frame::Hello {
+        version: 1,
+        session: [7; 16],
+        path: 0,
+    }
+    .encode(&mut old);
+    let (got, closed) = in_ns(&cns, move || {
+        record_after_handshake(server, client_priv, server_pub, old)
+    });
+    assert!(
+        closed && got.is_empty(),
+        "version 1 Hello: got {} bytes, closed {closed}",
+        got.len()
+    );
+    let log = lab.log("server");
+    assert!(
+        log.contains("client speaks protocol version 1, this server 2"),
+        "version mismatch not reported:\n{log}"
     );
 
     // 6. Garbage on the SOCKS port.
@@ -125,7 +148,14 @@ fn hostile_peers_get_nothing_and_service_continues() {
     assert_eq!(lab.paths_up(), 2);
 }
 
-fn malformed_frame_after_handshake(server: SocketAddr, client_priv: [u8; 32], server_pub: [u8; 32]) -> (Vec<u8>, bool) {
+/// Completes the handshake as the real client, sends one record of `plaintext` where the
+/// Hello must be, and returns what the server answered and whether it closed the connection.
+fn record_after_handshake(
+    server: SocketAddr,
+    client_priv: [u8; 32],
+    server_pub: [u8; 32],
+    plaintext: Vec<u8>,
+) -> (Vec<u8>, bool) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -136,10 +166,9 @@ fn malformed_frame_after_handshake(server: SocketAddr, client_priv: [u8; 32], se
         let t = mpflex::crypto::client_handshake(&mut s, &client_priv, &server_pub)
             .await
             .unwrap();
-        // A record whose frame has an unknown type where Hello must be.
         let mut wire = Vec::new();
         let mut nonce = 0;
-        mpflex::crypto::seal(&t, &mut nonce, &[0xee, 0, 0, 0, 1, 0], &mut wire).unwrap();
+        mpflex::crypto::seal(&t, &mut nonce, &plaintext, &mut wire).unwrap();
         s.write_all(&wire).await.unwrap();
         let mut got = Vec::new();
         let r = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut got)).await;

@@ -163,6 +163,8 @@ pub(crate) fn within_one_round(bytes: u64, a: &PathSnapshot, b: &PathSnapshot) -
 /// one srtt later than the path's delay says; the kernel's MPTCP schedulers likewise only
 /// consider a subflow with window space. Without room: ask again shortly, when
 /// acknowledgements will have opened the window (nothing signals that to user space).
+/// The engine keeps the whole record within the limit on the wire (its control frames and
+/// overhead included), cutting a frame that does not fit.
 pub(crate) fn send_within_window(now: Instant, p: &PathSnapshot, end: End, budget: usize) -> Decision {
     if !p.has_cwnd_space() {
         return Decision::Wait {

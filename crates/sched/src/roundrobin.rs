@@ -5,8 +5,9 @@ use std::time::Instant;
 
 use crate::{backups_allowed, Decision, PathSnapshot, QueueView, Scheduler};
 
-/// Bytes a path sends per turn.
-pub const QUANTUM: usize = 16 * 1024;
+/// Bytes a path sends per turn: one full data frame (16 KB of payload) with its header.
+/// A smaller quantum would have the engine split every frame to fit it.
+pub const QUANTUM: usize = 16 * 1024 + 64;
 
 #[derive(Debug, Default)]
 pub struct RoundRobin {

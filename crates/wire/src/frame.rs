@@ -90,7 +90,8 @@ pub enum Frame {
         stream: u32,
         code: u8,
     },
-    /// Every sequenced frame below `cum` has been received.
+    /// Every sequence number below `cum` has been received (each sequenced frame takes
+    /// [`Frame::seq_span`] of them).
     Ack {
         cum: u64,
     },
@@ -166,7 +167,8 @@ impl Frame {
         }
     }
 
-    /// The session sequence number of a sequenced frame.
+    /// The session sequence number of a sequenced frame: the first of the
+    /// [`Frame::seq_span`] numbers it takes.
     pub fn seq(&self) -> Option<u64> {
         match self {
             Frame::Open { seq, .. } | Frame::Data { seq, .. } | Frame::Fin { seq, .. } | Frame::Reset { seq, .. } => {
@@ -174,6 +176,14 @@ impl Frame {
             }
             _ => None,
         }
+    }
+
+    /// How many session sequence numbers a sequenced frame takes: one per payload byte, and
+    /// one for a frame without payload (a Fin, a Reset, an Open with no data). The next
+    /// frame's `seq` is this frame's plus its span, so a frame never sent yet can be split
+    /// into two that cover the same numbers (see the engine's sending).
+    pub fn seq_span(&self) -> u64 {
+        (self.payload_len() as u64).max(1)
     }
 
     /// Stream payload bytes carried (counted by flow control).

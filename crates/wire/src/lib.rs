@@ -7,7 +7,9 @@
 //! allocates anything.
 //!
 //! Sequenced frames (`Open`, `Data`, `Fin`, `Reset`) carry a session-level sequence number
-//! and are delivered to the peer's streams in that order, whatever path carried them.
+//! and are delivered to the peer's streams in that order, whatever path carried them. A
+//! frame takes one number per payload byte (one if it has none, [`Frame::seq_span`]), so a
+//! sender may cut a frame it has not sent yet into two that take the same numbers.
 //! The others (`Ack`, `Window`, `MaxData`, `Ping`, `Pong`, `Hello`, `HelloAck`, `Close`,
 //! `Owd`, `Stall`) are idempotent control frames.
 
@@ -17,11 +19,15 @@ mod frame;
 pub use addr::TargetAddr;
 pub use frame::{decode_all, Frame, FrameType, HEADER_LEN};
 
-/// Protocol version carried in `Hello`.
-pub const VERSION: u8 = 1;
+/// Protocol version carried in `Hello`. 2: sequence numbers count payload bytes (1 counted
+/// frames).
+pub const VERSION: u8 = 2;
 /// Largest plaintext a record may carry (a Noise message is at most 65535 bytes, 16 of
 /// which are the authentication tag).
 pub const MAX_RECORD: usize = 65535 - 16;
+/// Bytes a record takes on the wire beyond its plaintext: the 2-byte length and the 16-byte
+/// authentication tag. A path's congestion window carries them too.
+pub const RECORD_OVERHEAD: usize = 2 + 16;
 /// Largest frame body a decoder accepts. Frames never span records, so nothing larger
 /// than a record can be legitimate.
 pub const MAX_FRAME_BODY: usize = MAX_RECORD - HEADER_LEN;
