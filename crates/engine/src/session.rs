@@ -812,6 +812,17 @@ impl Session {
             self.reorder_payload -= f.payload_len() as u64;
             self.rcv_next += f.seq_span();
             self.deliver(f)?;
+            // A frame starting inside one just delivered overlaps it: no sender of ours
+            // cuts a frame it has sent, so it can only come from a broken peer, and it
+            // must not sit in the buffer for ever.
+            while let Some(entry) = self.reorder.first_entry() {
+                if *entry.key() >= self.rcv_next {
+                    break;
+                }
+                let f = entry.remove();
+                self.reorder_payload -= f.payload_len() as u64;
+                self.paths[path].counters.duplicate_received += f.payload_len() as u64;
+            }
         }
         // Smart reinjection: frames stuck behind a gap fill the receive buffer.
         if !self.reorder.is_empty() && self.stall_sent_for != Some(self.rcv_next) {
