@@ -1065,17 +1065,18 @@ impl Session {
                 end,
                 max_bytes,
                 duplicate,
+                exact,
             } => {
-                // A limit below the record's room is the scheduler's (a path's window room,
-                // a stop rule): it covers the whole record on the wire, the control frames
-                // already in it and the record's own overhead included (bytes beyond a
-                // path's window wait a round trip in its socket), and a frame larger than
-                // what is left of it is split to fit.
-                let exact = max_bytes < budget;
+                // An exact limit (a path's window room) covers the whole record on the
+                // wire, the control frames already in it and the record's own overhead
+                // included (bytes beyond a path's window wait a round trip in its socket),
+                // and a frame larger than what is left of it is cut to fit.
+                // A limit the record's room already keeps is no window: whole frames then.
+                let exact = exact && max_bytes < budget;
                 let limit = if exact {
                     (start + max_bytes).saturating_sub(RECORD_OVERHEAD)
                 } else {
-                    out.len() + budget
+                    out.len() + max_bytes.min(budget)
                 };
                 if end == End::Tail {
                     self.promote(u64::MAX);

@@ -963,6 +963,7 @@ impl Scheduler for TwoEnds {
             end: if path == 0 { End::Head } else { End::Tail },
             max_bytes: self.limit,
             duplicate: false,
+            exact: true,
         }
     }
 }

@@ -215,7 +215,7 @@ impl Scheduler for Dems {
                     // window head bytes wait a round of the slow path's srtt, and the
                     // receiver's in-order delivery with them (a chunk on paths that never
                     // carried data looks endless: their rates are the initial window's).
-                    return send_within_window(now, me, End::Head, budget);
+                    return send_within_window(now, me, End::Head, budget, true);
                 }
             }
             let left = q.bytes as f64 - threshold.max(0.0);
@@ -227,7 +227,7 @@ impl Scheduler for Dems {
                 };
                 // Only what its window sends now: a byte behind a full window leaves a
                 // round later and arrives a whole srtt after ΔOWD says.
-                return send_within_window(now, me, End::Tail, max_bytes);
+                return send_within_window(now, me, End::Tail, max_bytes, true);
             }
             return wait;
         }
@@ -271,6 +271,7 @@ mod tests {
             end: End::Tail,
             max_bytes,
             duplicate: false,
+            exact: true,
         }
     }
 
@@ -391,8 +392,9 @@ mod tests {
         let paths = seed_270();
         for v in [DemsVariant::Basic, DemsVariant::Simple, DemsVariant::Full] {
             let mut s = Dems::new(v);
-            assert_eq!(s.decide(now, 1, &paths, &queue(649_001), 65536), Decision::head(65536));
-            assert_eq!(s.decide(now, 1, &paths, &queue(4 << 20), 65536), Decision::head(65536));
+            let head = Decision::in_window(End::Head, 65536);
+            assert_eq!(s.decide(now, 1, &paths, &queue(649_001), 65536), head);
+            assert_eq!(s.decide(now, 1, &paths, &queue(4 << 20), 65536), head);
             assert_eq!(s.decide(now, 1, &paths, &queue(649_000), 65536), tail(65536));
             s.horizon = false;
             assert_eq!(s.decide(now, 1, &paths, &queue(4 << 20), 65536), tail(65536));
@@ -407,7 +409,10 @@ mod tests {
         }
         let mut s = Dems::new(DemsVariant::Basic);
         assert_eq!(s.decide(now, 1, &idle, &queue(1_098_000), 65536), tail(65536));
-        assert_eq!(s.decide(now, 1, &idle, &queue(1_099_000), 65536), Decision::head(65536));
+        assert_eq!(
+            s.decide(now, 1, &idle, &queue(1_099_000), 65536),
+            Decision::in_window(End::Head, 65536)
+        );
         // The horizon never falls below twice the stop threshold: with 1 ms RTTs the round
         // is tiny, but the LTE path still works from the tail up to 2 × 96,800 bytes (one
         // segment at a time: its window is one segment).
@@ -423,6 +428,7 @@ mod tests {
             end: End::Head,
             max_bytes: 1448,
             duplicate: false,
+            exact: true,
         };
         assert_eq!(s.decide(now, 1, &fast, &queue(193_700), 65536), head_in_window);
     }
@@ -449,7 +455,8 @@ mod tests {
                 Decision::Send {
                     end: End::Head,
                     max_bytes: 3 * 1448,
-                    duplicate: false
+                    duplicate: false,
+                    exact: true,
                 },
                 "{v:?}"
             );

@@ -423,7 +423,7 @@ impl Scheduler for Ecf {
         let slow = |ecf: &mut Ecf| {
             ecf.wait_since = None;
             if near_end {
-                send_within_window(now, me, End::Head, budget)
+                send_within_window(now, me, End::Head, budget, true)
             } else {
                 Decision::head(slow_chunk)
             }
@@ -695,7 +695,7 @@ mod tests {
         // One past the boundary: the slow path sends its window space.
         assert_eq!(
             fixed(81).decide(now, 1, &paths, &queue(MSS), 65536),
-            Decision::head(10 * MSS as usize)
+            Decision::in_window(End::Head, 10 * MSS as usize)
         );
         // Kernel-like δ is ≥ 100 ms: does not wait (ecf.md §7.4).
         let mut k = Ecf::new(EcfConfig {
@@ -716,7 +716,7 @@ mod tests {
             ..EcfConfig::default()
         });
         let d = s.decide(now, 1, &fast_full(10, 100), &queue(MSS), 65536);
-        assert_eq!(d, Decision::head(10 * MSS as usize));
+        assert_eq!(d, Decision::in_window(End::Head, 10 * MSS as usize));
     }
 
     #[test]
@@ -730,7 +730,7 @@ mod tests {
         let mut s = fixed(0);
         assert_eq!(
             s.decide(now, 1, &paths, &queue(9 * cw), 1 << 20),
-            Decision::head(cw as usize)
+            Decision::in_window(End::Head, cw as usize)
         );
         assert!(!s.waiting);
         // The slow path's chunk is its free window space, and never more than the budget.
@@ -877,7 +877,7 @@ mod tests {
         let t2 = t0 + Duration::from_millis(125);
         assert_eq!(
             s.decide(t2, 1, &paths, &queue(MSS), 4096),
-            Decision::head(4096.min(10 * MSS as usize))
+            Decision::in_window(End::Head, 4096.min(10 * MSS as usize))
         );
         // A send (here the fast path's) ends the wait; the next one starts afresh.
         assert!(is_wait(s.decide(t2, 1, &paths, &queue(MSS), 4096)));
@@ -998,7 +998,7 @@ mod tests {
         paths[1].in_flight = 4;
         assert_eq!(
             fixed(0).decide(now, 1, &paths, &near, 1 << 20),
-            Decision::head(6 * MSS as usize)
+            Decision::in_window(End::Head, 6 * MSS as usize)
         );
         paths[1].in_flight = 10;
         assert_eq!(

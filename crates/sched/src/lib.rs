@@ -163,9 +163,10 @@ pub(crate) fn within_one_round(bytes: u64, a: &PathSnapshot, b: &PathSnapshot) -
 /// one srtt later than the path's delay says; the kernel's MPTCP schedulers likewise only
 /// consider a subflow with window space. Without room: ask again shortly, when
 /// acknowledgements will have opened the window (nothing signals that to user space).
-/// The engine keeps the whole record within the limit on the wire (its control frames and
-/// overhead included), cutting a frame that does not fit.
-pub(crate) fn send_within_window(now: Instant, p: &PathSnapshot, end: End, budget: usize) -> Decision {
+/// With `exact` the engine keeps the whole record within the room on the wire (its control
+/// frames and overhead included), cutting a frame that does not fit; without, whole frames
+/// go, the first even if it reaches beyond the room (see [`Decision::Send`]).
+pub(crate) fn send_within_window(now: Instant, p: &PathSnapshot, end: End, budget: usize, exact: bool) -> Decision {
     if !p.has_cwnd_space() {
         return Decision::Wait {
             until: Some(now + window_poll(p)),
@@ -175,6 +176,7 @@ pub(crate) fn send_within_window(now: Instant, p: &PathSnapshot, end: End, budge
         end,
         max_bytes: cwnd_room(p, p.send_cwnd()).min(budget),
         duplicate: false,
+        exact,
     }
 }
 
@@ -221,10 +223,16 @@ pub enum End {
 pub enum Decision {
     /// Send up to `max_bytes` from `end` of the queue on the asking path. With
     /// `duplicate`, the same frames are also sent on every other usable path.
+    ///
+    /// With `exact`, `max_bytes` is a hard limit on the wire (a path's window room): the
+    /// engine keeps the whole record within it, control frames and record overhead
+    /// included, and cuts a frame that does not fit. Without, it is a target: whole frames
+    /// go, the decision's first even if it is larger.
     Send {
         end: End,
         max_bytes: usize,
         duplicate: bool,
+        exact: bool,
     },
     /// Send nothing now; ask again when something changes or at `until`.
     Wait { until: Option<Instant> },
@@ -248,11 +256,22 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// Send from `end` at most `max_bytes` on the wire, exactly (a path's window room).
+    pub fn in_window(end: End, max_bytes: usize) -> Self {
+        Decision::Send {
+            end,
+            max_bytes,
+            duplicate: false,
+            exact: true,
+        }
+    }
+
     pub fn head(max_bytes: usize) -> Self {
         Decision::Send {
             end: End::Head,
             max_bytes,
             duplicate: false,
+            exact: false,
         }
     }
 }

@@ -28,6 +28,7 @@ impl Scheduler for Redundant {
             end: End::Head,
             max_bytes: budget,
             duplicate: true,
+            exact: false,
         }
     }
 }
@@ -47,7 +48,8 @@ mod tests {
             Decision::Send {
                 end: End::Head,
                 max_bytes: 10,
-                duplicate: true
+                duplicate: true,
+                exact: false,
             }
         );
         paths[1].alive = false;
