@@ -1088,20 +1088,12 @@ impl Session {
                     if end == End::Head && self.unsent.is_empty() {
                         self.promote(SEQUENCE_AHEAD);
                     }
-                    let seq = match end {
-                        End::Head => self.unsent.front(),
-                        End::Tail => self.unsent.back(),
-                    };
-                    let Some(&seq) = seq else { break };
+                    let Some(mut seq) = self.unsent_end(end) else { break };
                     let room = limit.saturating_sub(out.len());
                     if exact && self.outgoing[&seq].frame.encoded_len() > room {
                         self.split_unsent(seq, end, room);
+                        seq = self.unsent_end(end).expect("a split leaves frames unsent");
                     }
-                    let seq = match end {
-                        End::Head => self.unsent.front(),
-                        End::Tail => self.unsent.back(),
-                    };
-                    let Some(&seq) = seq else { break };
                     let o = self.outgoing.get_mut(&seq).expect("unsent frames are outgoing");
                     let len = o.frame.encoded_len();
                     // Beyond the limit only a decision's first frame, and under a
@@ -1244,6 +1236,14 @@ impl Session {
         }
     }
 
+    /// The never-sent frame a send from `end` takes next.
+    fn unsent_end(&self, end: End) -> Option<u64> {
+        match end {
+            End::Head => self.unsent.front().copied(),
+            End::Tail => self.unsent.back().copied(),
+        }
+    }
+
     /// Splits the never-sent Data frame `seq` (at the `end` of the unsent queue) so that the
     /// part at that end takes at most `room` bytes on the wire; both parts keep the frame's
     /// sequence numbers between them (a frame takes one per payload byte), so the peer
@@ -1252,12 +1252,9 @@ impl Session {
     fn split_unsent(&mut self, seq: u64, end: End, room: usize) {
         let o = self.outgoing.get_mut(&seq).expect("unsent frames are outgoing");
         debug_assert!(!o.sent && o.on_paths == 0);
-        if !matches!(o.frame, Frame::Data { .. }) {
-            return;
-        }
         let header = o.frame.encoded_len() - o.frame.payload_len();
         let Frame::Data { stream, ts, data, .. } = &mut o.frame else {
-            unreachable!()
+            return;
         };
         // Leave at least MIN_SPLIT behind: a few hundred bytes short of the limit cost
         // nothing, a few hundred beyond it may cost a round trip.

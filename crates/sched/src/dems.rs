@@ -215,7 +215,7 @@ impl Scheduler for Dems {
                     // window head bytes wait a round of the slow path's srtt, and the
                     // receiver's in-order delivery with them (a chunk on paths that never
                     // carried data looks endless: their rates are the initial window's).
-                    return send_within_window(now, me, End::Head, budget, true);
+                    return send_within_window(now, me, End::Head, budget);
                 }
             }
             let left = q.bytes as f64 - threshold.max(0.0);
@@ -227,7 +227,7 @@ impl Scheduler for Dems {
                 };
                 // Only what its window sends now: a byte behind a full window leaves a
                 // round later and arrives a whole srtt after ΔOWD says.
-                return send_within_window(now, me, End::Tail, max_bytes, true);
+                return send_within_window(now, me, End::Tail, max_bytes);
             }
             return wait;
         }
@@ -267,12 +267,7 @@ mod tests {
     }
 
     fn tail(max_bytes: usize) -> Decision {
-        Decision::Send {
-            end: End::Tail,
-            max_bytes,
-            duplicate: false,
-            exact: true,
-        }
+        Decision::in_window(End::Tail, max_bytes)
     }
 
     #[test]
@@ -424,13 +419,10 @@ mod tests {
         let mut s = Dems::new(DemsVariant::Basic);
         assert_eq!(s.decide(now, 1, &fast, &queue(193_500), 65536), tail(1448));
         // Beyond it from the head, and there too only what its window sends now.
-        let head_in_window = Decision::Send {
-            end: End::Head,
-            max_bytes: 1448,
-            duplicate: false,
-            exact: true,
-        };
-        assert_eq!(s.decide(now, 1, &fast, &queue(193_700), 65536), head_in_window);
+        assert_eq!(
+            s.decide(now, 1, &fast, &queue(193_700), 65536),
+            Decision::in_window(End::Head, 1448)
+        );
     }
 
     /// Paths that have never carried data (seed-default-470, traced in the lab: 737 ms for
@@ -452,12 +444,7 @@ mod tests {
             let mut s = Dems::new(v);
             assert_eq!(
                 s.decide(now, 1, &paths, &queue(196_881), 19_801),
-                Decision::Send {
-                    end: End::Head,
-                    max_bytes: 3 * 1448,
-                    duplicate: false,
-                    exact: true,
-                },
+                Decision::in_window(End::Head, 3 * 1448),
                 "{v:?}"
             );
             let mut full = lte.clone();

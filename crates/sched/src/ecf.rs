@@ -423,7 +423,7 @@ impl Scheduler for Ecf {
         let slow = |ecf: &mut Ecf| {
             ecf.wait_since = None;
             if near_end {
-                send_within_window(now, me, End::Head, budget, true)
+                send_within_window(now, me, End::Head, budget)
             } else {
                 Decision::head(slow_chunk)
             }

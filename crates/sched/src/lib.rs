@@ -163,21 +163,15 @@ pub(crate) fn within_one_round(bytes: u64, a: &PathSnapshot, b: &PathSnapshot) -
 /// one srtt later than the path's delay says; the kernel's MPTCP schedulers likewise only
 /// consider a subflow with window space. Without room: ask again shortly, when
 /// acknowledgements will have opened the window (nothing signals that to user space).
-/// With `exact` the engine keeps the whole record within the room on the wire (its control
-/// frames and overhead included), cutting a frame that does not fit; without, whole frames
-/// go, the first even if it reaches beyond the room (see [`Decision::Send`]).
-pub(crate) fn send_within_window(now: Instant, p: &PathSnapshot, end: End, budget: usize, exact: bool) -> Decision {
+/// The engine keeps the whole record within the room on the wire (its control frames and
+/// overhead included), cutting a frame that does not fit ([`Decision::in_window`]).
+pub(crate) fn send_within_window(now: Instant, p: &PathSnapshot, end: End, budget: usize) -> Decision {
     if !p.has_cwnd_space() {
         return Decision::Wait {
             until: Some(now + window_poll(p)),
         };
     }
-    Decision::Send {
-        end,
-        max_bytes: cwnd_room(p, p.send_cwnd()).min(budget),
-        duplicate: false,
-        exact,
-    }
+    Decision::in_window(end, cwnd_room(p, p.send_cwnd()).min(budget))
 }
 
 /// How soon to look again at a path waiting for window room: a sixteenth of its srtt
