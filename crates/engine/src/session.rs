@@ -1430,6 +1430,17 @@ impl Session {
         self.outgoing.len()
     }
 
+    /// Stream bytes this session holds in memory: (send side: queued or sent and not yet
+    /// acknowledged by the peer, framing included; receive side: arrived and not yet read
+    /// by the applications, out-of-order frames included). Both stay within the session
+    /// window; the process's memory follows them.
+    pub fn held_bytes(&self) -> (u64, u64) {
+        (
+            (self.next_seq - self.peer_cum) + self.staged_bytes,
+            self.reorder_payload + (self.rx_data - self.rx_consumed),
+        )
+    }
+
     /// Frames received out of order, waiting for a gap to fill.
     pub fn reorder_frames(&self) -> usize {
         self.reorder.len()

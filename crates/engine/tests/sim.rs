@@ -1055,3 +1055,51 @@ fn frames_are_split_to_a_decisions_limit() {
         server.handle_frame(0, f, now).unwrap();
     }
 }
+
+#[test]
+fn held_bytes_follow_the_data_from_queue_to_reader() {
+    // What `held_bytes` reports is what the process keeps in memory for the session: the
+    // sender's queue until the peer acknowledges it, then the receiver's buffer until its
+    // application reads.
+    const WINDOW: usize = 1 << 20;
+    let mut sim = Sim::with("minrtt", &[(10, 5000), (20, 5000)], |c| {
+        c.stream_window = WINDOW as u64;
+        c.session_window = 2 * WINDOW as u64;
+    });
+    let now = sim.now;
+    let a = sim.client.open_stream(addr(), Bytes::from_static(b"a"), now).0;
+    for _ in 0..50 {
+        sim.step();
+    }
+    assert_eq!(sim.client.held_bytes(), (0, 0));
+    assert_eq!(sim.server.held_bytes(), (0, 0));
+    assert_eq!(
+        sim.server.stream_send(a, Bytes::from(vec![3u8; 3 * WINDOW]), sim.now),
+        WINDOW
+    );
+    let (queued, _) = sim.server.held_bytes();
+    // Payload plus at most a frame header per 16 KB frame.
+    assert!(
+        (WINDOW as u64..WINDOW as u64 + 64 * 64).contains(&queued),
+        "held {queued} after queueing {WINDOW}"
+    );
+    for _ in 0..2000 {
+        sim.step_no_drain();
+        if sim.server.held_bytes().0 == 0 {
+            break;
+        }
+    }
+    assert_eq!(
+        sim.server.held_bytes(),
+        (0, 0),
+        "acknowledged data still held by the sender"
+    );
+    assert_eq!(
+        sim.client.held_bytes(),
+        (0, WINDOW as u64),
+        "the unread window is held by the receiver"
+    );
+    sim.step();
+    assert_eq!(sim.client.held_bytes(), (0, 0), "read data still held");
+    assert_eq!(sim.client_rx[&a].len(), WINDOW);
+}

@@ -16,7 +16,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use mpflex_engine::{Event, PollTransmit, RecvResult, Session, StreamId};
 use mpflex_sched::PathSnapshot;
 use mpflex_wire::{decode_all, TargetAddr};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
@@ -300,10 +300,12 @@ impl SessionHandle {
                     }
                 })
                 .collect();
+            let held = sh.sess.held_bytes();
             serde_json::json!({
                 "scheduler": sh.sess.scheduler_name(),
                 "streams": sh.sess.num_streams(),
                 "buffered_frames": sh.sess.buffered_frames(),
+                "held_bytes": {"send": held.0, "receive": held.1},
                 "paths": paths,
             })
         })
@@ -550,15 +552,25 @@ pub async fn run_stream(h: SessionHandle, id: StreamId, app: TcpStream, signals:
     });
 }
 
-/// Application -> session.
-async fn uplink(h: SessionHandle, id: StreamId, mut rd: OwnedReadHalf, sig: Arc<StreamSignals>, pending: Bytes) {
+/// Most bytes one application read takes.
+const READ_MAX: usize = 256 * 1024;
+
+thread_local! {
+    /// Where application reads land before they are copied out at their size: one per
+    /// runtime thread, shared by every stream (see [`uplink`]).
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; READ_MAX]);
+}
+
+/// Application -> session. A read lands in the thread's scratch buffer and is copied out
+/// at its exact size, because frames hold their payload until the peer acknowledges it: a
+/// stream then keeps only what it has queued, never a read buffer of its own nor a big
+/// allocation pinned by a short read. (With a growing buffer per stream, a thousand
+/// concurrent 200 KB downloads held 50-75 MB more in the server than the data queued,
+/// 2026-11-25.) The copy costs far less than the record's encryption.
+async fn uplink(h: SessionHandle, id: StreamId, rd: OwnedReadHalf, sig: Arc<StreamSignals>, pending: Bytes) {
     if !offer(&h, id, &sig, pending).await {
         return;
     }
-    // Start small (a thousand idle streams should not hold a thousand big buffers) and
-    // grow while reads fill the buffer.
-    let mut size = 16 * 1024;
-    let mut buf = BytesMut::new();
     loop {
         let (cap, exists) = h.with(|sh| (sh.sess.send_capacity(id), sh.sess.stream_exists(id)));
         if !exists {
@@ -571,27 +583,26 @@ async fn uplink(h: SessionHandle, id: StreamId, mut rd: OwnedReadHalf, sig: Arc<
             }
             continue;
         }
-        let want = (cap as usize).min(size);
-        buf.reserve(want);
-        let mut limited = (&mut rd).take(want as u64);
-        let r = tokio::select! {
-            r = limited.read_buf(&mut buf) => r,
-            _ = sig.writable.notified() => continue, // reset while reading
+        let want = (cap as usize).min(READ_MAX);
+        let ready = tokio::select! {
+            r = rd.readable() => r,
+            _ = sig.writable.notified() => continue, // reset while waiting
             _ = h.closed.cancelled() => return,
         };
+        let r = ready.and_then(|()| {
+            SCRATCH.with_borrow_mut(|s| rd.try_read(&mut s[..want]).map(|n| Bytes::copy_from_slice(&s[..n])))
+        });
         match r {
-            Ok(0) => {
+            Ok(data) if data.is_empty() => {
                 h.with(|sh| sh.sess.stream_finish(id));
                 return;
             }
-            Ok(n) => {
-                if n == size && size < 256 * 1024 {
-                    size *= 2;
-                }
-                if !offer(&h, id, &sig, buf.split().freeze()).await {
+            Ok(data) => {
+                if !offer(&h, id, &sig, data).await {
                     return;
                 }
             }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => {
                 debug!(stream = id, "application read failed: {e}");
                 h.with(|sh| sh.sess.stream_reset(id, RESET_APP));

@@ -247,6 +247,11 @@ async fn egress_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::Unbounded
 async fn connect(srv: &Server, addr: &TargetAddr) -> Result<TcpStream, (u8, anyhow::Error)> {
     let candidates: Vec<SocketAddr> = match addr {
         TargetAddr::Ip(a) => vec![*a],
+        // An address written out as a name (SOCKS clients resolving remotely send what
+        // they were given) needs no resolver thread.
+        TargetAddr::Domain(d, port) if d.parse::<std::net::IpAddr>().is_ok() => {
+            vec![SocketAddr::new(d.parse().expect("checked"), *port)]
+        }
         TargetAddr::Domain(d, port) => tokio::net::lookup_host((d.as_str(), *port))
             .await
             .map_err(|e| (RESET_UNREACHABLE, anyhow::anyhow!("cannot resolve {d}: {e}")))?
