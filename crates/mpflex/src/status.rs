@@ -63,8 +63,12 @@ pub fn render_table(v: &serde_json::Value) -> String {
         None => vec![v],
     };
     for s in sessions {
+        let held = match (s["held_bytes"]["send"].as_u64(), s["held_bytes"]["receive"].as_u64()) {
+            (Some(tx), Some(rx)) => format!(", holding {} to send, {} unread", kib(tx), kib(rx)),
+            _ => String::new(),
+        };
         out += &format!(
-            "{} session{}: scheduler {}, {} streams\n",
+            "{} session{}: scheduler {}, {} streams{held}\n",
             v["role"].as_str().unwrap_or("?"),
             s.get("client")
                 .and_then(|c| c.as_str())
@@ -92,4 +96,52 @@ pub fn render_table(v: &serde_json::Value) -> String {
         }
     }
     out
+}
+
+/// A byte count for people: whole KiB from 1 KiB on, MiB with one decimal from 10 MiB on.
+fn kib(n: u64) -> String {
+    if n >= 10 << 20 {
+        format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64)
+    } else if n >= 1024 {
+        format!("{} KiB", n / 1024)
+    } else {
+        format!("{n} B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_shows_sessions_paths_and_held_bytes() {
+        let v = serde_json::json!({
+            "role": "server",
+            "sessions": [{
+                "client": "laptop",
+                "scheduler": "dems-f",
+                "streams": 3,
+                "held_bytes": {"send": 5 * 1024 * 1024, "receive": 300},
+                "paths": [{"name": "wifi", "up": true, "bytes_sent": 1234, "bytes_received": 99,
+                           "payload_resent": 0, "srtt_us": 51_500, "cwnd": 40, "failures": 1}],
+            }],
+        });
+        let t = render_table(&v);
+        assert!(
+            t.starts_with(
+                "server session of laptop: scheduler dems-f, 3 streams, holding 5120 KiB to send, 300 B unread\n"
+            ),
+            "{t}"
+        );
+        let row = t.lines().nth(2).unwrap();
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols, ["wifi", "yes", "1234", "99", "0", "51.5", "40", "1"]);
+        // An older peer's JSON without held_bytes still renders.
+        let old = serde_json::json!({"role": "client", "scheduler": "minrtt", "streams": 0, "paths": []});
+        assert_eq!(
+            render_table(&old).lines().next(),
+            Some("client session: scheduler minrtt, 0 streams")
+        );
+        assert_eq!(kib(20 << 20), "20.0 MiB");
+    }
 }
