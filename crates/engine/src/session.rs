@@ -48,6 +48,17 @@ pub enum ProtocolError {
     UnexpectedOpen,
     #[error("unexpected {0} frame on an established path")]
     Unexpected(&'static str),
+    #[error("peer sent stream {0} bytes out of place (a gap or an overlap in the stream)")]
+    StreamOffset(StreamId),
+}
+
+/// A sequenced frame in the receiver's reorder buffer.
+#[derive(Debug)]
+enum Arrived {
+    /// Waits for the frames before it.
+    Waiting(Frame),
+    /// Already handed to its stream; only its place in the sequence is left.
+    Delivered { span: u64 },
 }
 
 /// Result of [`Session::poll_transmit`].
@@ -148,8 +159,17 @@ pub struct Session {
 
     // Receive side.
     rcv_next: u64,
-    reorder: BTreeMap<u64, Frame>,
+    /// Sequenced frames above `rcv_next`, by sequence number: waiting for a gap to fill, or
+    /// already handed to their stream (a stream takes its frames as soon as its own earlier
+    /// bytes are in, whatever other streams' frames are still missing).
+    reorder: BTreeMap<u64, Arrived>,
     reorder_payload: u64,
+    /// Frames waiting in `reorder` that a stream could take out of session order: per
+    /// stream, the stream offset each starts at (a `Fin`'s is the stream's length) and its
+    /// sequence number.
+    waiting_at: HashMap<StreamId, BTreeMap<u64, u64>>,
+    /// Frames handed to their stream ahead of the session's order.
+    early_delivered: u64,
     rx_data: u64,
     rx_consumed: u64,
     rx_data_max: u64,
@@ -195,6 +215,8 @@ impl Session {
             rcv_next: 0,
             reorder: BTreeMap::new(),
             reorder_payload: 0,
+            waiting_at: HashMap::new(),
+            early_delivered: 0,
             rx_data: 0,
             rx_consumed: 0,
             rx_data_max: cfg.session_window,
@@ -433,14 +455,18 @@ impl Session {
         let n = data.len().min(cap);
         data.truncate(n);
         let ts = self.ts(now);
+        let mut offset = self.streams.get(&stream).map_or(0, |s| s.tx_offset);
         while !data.is_empty() {
             let chunk = data.split_to(data.len().min(self.cfg.max_frame_data));
+            let len = chunk.len() as u64;
             self.queue(Frame::Data {
                 seq: 0,
                 stream,
+                offset,
                 ts,
                 data: chunk,
             });
+            offset += len;
         }
         if let Some(s) = self.streams.get_mut(&stream) {
             s.tx_offset += n as u64;
@@ -459,8 +485,9 @@ impl Session {
             return;
         }
         s.tx_done = true;
+        let offset = s.tx_offset;
         self.blocked.remove(&stream);
-        self.queue(Frame::Fin { seq: 0, stream });
+        self.queue(Frame::Fin { seq: 0, stream, offset });
         self.maybe_forget(stream);
         self.events.push_back(Event::WakePaths);
     }
@@ -807,10 +834,51 @@ impl Session {
             return Err(ProtocolError::SessionWindow);
         }
         self.reorder_payload += payload;
-        self.reorder.insert(seq, frame);
-        while let Some(f) = self.reorder.remove(&self.rcv_next) {
+        let early = match &frame {
+            Frame::Data {
+                stream, offset, data, ..
+            } if !data.is_empty() => Some((*stream, *offset)),
+            Frame::Fin { stream, offset, .. } => Some((*stream, *offset)),
+            _ => None,
+        };
+        // Streams that took bytes may now take frames waiting further on.
+        let mut touched: Vec<StreamId> = early.map(|e| e.0).into_iter().collect();
+        match frame {
+            // A new stream opens at once: its frames follow its Open in the sequence, so
+            // none of them can have been mistaken for a closed stream's before it.
+            Frame::Open { stream, .. } if !self.streams.contains_key(&stream) => {
+                self.reorder_payload -= payload;
+                self.reorder.insert(seq, Arrived::Delivered { span: frame.seq_span() });
+                if seq != self.rcv_next {
+                    self.early_delivered += 1;
+                }
+                self.deliver(frame)?;
+                touched.push(stream);
+            }
+            frame => {
+                if let Some((stream, offset)) = early {
+                    self.waiting_at.entry(stream).or_default().insert(offset, seq);
+                }
+                self.reorder.insert(seq, Arrived::Waiting(frame));
+            }
+        }
+        while let Some(a) = self.reorder.remove(&self.rcv_next) {
+            let f = match a {
+                Arrived::Delivered { span } => {
+                    self.rcv_next += span;
+                    continue;
+                }
+                Arrived::Waiting(f) => f,
+            };
             self.reorder_payload -= f.payload_len() as u64;
+            self.unindex(&f);
             self.rcv_next += f.seq_span();
+            if let Frame::Open { stream, .. } | Frame::Data { stream, .. } = &f {
+                let stream = *stream;
+                if touched.last() != Some(&stream) {
+                    touched.push(stream);
+                }
+            }
             self.deliver(f)?;
             // A frame starting inside one just delivered overlaps it: no sender of ours
             // cuts a frame it has sent, so it can only come from a broken peer, and it
@@ -819,10 +887,17 @@ impl Session {
                 if *entry.key() >= self.rcv_next {
                     break;
                 }
-                let f = entry.remove();
-                self.reorder_payload -= f.payload_len() as u64;
-                self.paths[path].counters.duplicate_received += f.payload_len() as u64;
+                if let Arrived::Waiting(f) = entry.remove() {
+                    self.reorder_payload -= f.payload_len() as u64;
+                    self.unindex(&f);
+                    self.paths[path].counters.duplicate_received += f.payload_len() as u64;
+                }
             }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for stream in touched {
+            self.deliver_early(stream)?;
         }
         // Smart reinjection: frames stuck behind a gap fill the receive buffer.
         if !self.reorder.is_empty() && self.stall_sent_for != Some(self.rcv_next) {
@@ -844,6 +919,52 @@ impl Session {
         Ok(())
     }
 
+    /// Hands `stream` the frames waiting in the reorder buffer that continue it, ahead of
+    /// the session's order; each leaves a marker so that the session sequence still
+    /// advances over it.
+    fn deliver_early(&mut self, stream: StreamId) -> Result<(), ProtocolError> {
+        loop {
+            let Some(next) = self.streams.get(&stream).map(|s| s.rx_offset) else {
+                return Ok(());
+            };
+            let Some(index) = self.waiting_at.get_mut(&stream) else {
+                return Ok(());
+            };
+            let Some(seq) = index.remove(&next) else {
+                return Ok(());
+            };
+            if index.is_empty() {
+                self.waiting_at.remove(&stream);
+            }
+            let Some(Arrived::Waiting(f)) = self.reorder.remove(&seq) else {
+                unreachable!("indexed frames wait in the reorder buffer");
+            };
+            self.reorder_payload -= f.payload_len() as u64;
+            self.reorder.insert(seq, Arrived::Delivered { span: f.seq_span() });
+            self.early_delivered += 1;
+            self.deliver(f)?;
+        }
+    }
+
+    /// Drops a frame leaving the reorder buffer from the index of early deliveries.
+    fn unindex(&mut self, f: &Frame) {
+        let (Frame::Data {
+            stream, offset, seq, ..
+        }
+        | Frame::Fin { stream, offset, seq }) = f
+        else {
+            return;
+        };
+        if let Some(index) = self.waiting_at.get_mut(stream) {
+            if index.get(offset) == Some(seq) {
+                index.remove(offset);
+                if index.is_empty() {
+                    self.waiting_at.remove(stream);
+                }
+            }
+        }
+    }
+
     fn deliver(&mut self, frame: Frame) -> Result<(), ProtocolError> {
         match frame {
             Frame::Open { stream, addr, data, .. } => {
@@ -860,9 +981,19 @@ impl Session {
                 self.events.push_back(Event::StreamOpened { stream, addr });
                 self.deliver_data(stream, data)?;
             }
-            Frame::Data { stream, data, .. } => self.deliver_data(stream, data)?,
-            Frame::Fin { stream, .. } => {
+            Frame::Data {
+                stream, offset, data, ..
+            } => {
+                if self.streams.get(&stream).is_some_and(|s| s.rx_offset != offset) {
+                    return Err(ProtocolError::StreamOffset(stream));
+                }
+                self.deliver_data(stream, data)?
+            }
+            Frame::Fin { stream, offset, .. } => {
                 if let Some(s) = self.streams.get_mut(&stream) {
+                    if s.rx_offset != offset {
+                        return Err(ProtocolError::StreamOffset(stream));
+                    }
                     s.rx_fin = true;
                     self.windows_needed.remove(&stream);
                     self.events.push_back(Event::StreamReadable(stream));
@@ -1253,7 +1384,14 @@ impl Session {
         let o = self.outgoing.get_mut(&seq).expect("unsent frames are outgoing");
         debug_assert!(!o.sent && o.on_paths == 0);
         let header = o.frame.encoded_len() - o.frame.payload_len();
-        let Frame::Data { stream, ts, data, .. } = &mut o.frame else {
+        let Frame::Data {
+            stream,
+            offset,
+            ts,
+            data,
+            ..
+        } = &mut o.frame
+        else {
             return;
         };
         // Leave at least MIN_SPLIT behind: a few hundred bytes short of the limit cost
@@ -1270,12 +1408,14 @@ impl Session {
         let rest = data.split_off(keep);
         let (stream, ts) = (*stream, *ts);
         let second = seq + keep as u64;
+        let second_offset = *offset + keep as u64;
         self.outgoing.insert(
             second,
             Outgoing {
                 frame: Frame::Data {
                     seq: second,
                     stream,
+                    offset: second_offset,
                     ts,
                     data: rest,
                 },
@@ -1441,9 +1581,18 @@ impl Session {
         )
     }
 
+    /// Frames a stream took ahead of the session's order (another stream's frame before
+    /// them was still missing), since the session began.
+    pub fn early_delivered(&self) -> u64 {
+        self.early_delivered
+    }
+
     /// Frames received out of order, waiting for a gap to fill.
     pub fn reorder_frames(&self) -> usize {
-        self.reorder.len()
+        self.reorder
+            .values()
+            .filter(|a| matches!(a, Arrived::Waiting(_)))
+            .count()
     }
 
     /// Streams still open.
@@ -1475,6 +1624,7 @@ impl Session {
         self.rcv_next = 0;
         self.reorder.clear();
         self.reorder_payload = 0;
+        self.waiting_at.clear();
         self.rx_data = 0;
         self.rx_consumed = 0;
         self.rx_data_max = self.cfg.session_window;

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::Bytes;
-use mpflex_engine::{EngineConfig, Event, ProtocolError, Role, Session};
+use mpflex_engine::{EngineConfig, Event, ProtocolError, RecvResult, Role, Session};
 use mpflex_sched::MinRtt;
 use mpflex_wire::{Frame, TargetAddr};
 
@@ -74,6 +74,7 @@ fn feed_until_error(
             Frame::Data {
                 seq,
                 stream: 1,
+                offset: seq - first_seq,
                 ts: 0,
                 data: chunk.clone(),
             },
@@ -145,6 +146,7 @@ fn overlapping_frames_leave_nothing_behind() {
     let data = |seq: u64, bytes: &'static [u8]| Frame::Data {
         seq,
         stream: 1,
+        offset: seq - 1,
         ts: 0,
         data: Bytes::from_static(bytes),
     };
@@ -157,4 +159,89 @@ fn overlapping_frames_leave_nothing_behind() {
     while s.poll_event().is_some() {}
     assert_eq!(s.stream_buffered(1), 6);
     assert_eq!(s.path_counters(0).unwrap().0.duplicate_received, 4);
+}
+
+fn data(seq: u64, stream: u32, offset: u64, bytes: &'static [u8]) -> Frame {
+    Frame::Data {
+        seq,
+        stream,
+        offset,
+        ts: 0,
+        data: Bytes::from_static(bytes),
+    }
+}
+
+/// A stream takes its frames as soon as its own earlier bytes are in, while another
+/// stream's frame before them in the session is still missing; the session's sequence
+/// (its acknowledgements) still waits for the gap, and nothing is delivered twice when the
+/// gap fills. Fins follow the same rule.
+#[test]
+fn a_stream_is_not_held_behind_another_streams_gap() {
+    let (mut s, now) = server();
+    s.handle_frame(0, open(0, 1, b""), now).unwrap();
+    s.handle_frame(0, open(1, 2, b""), now).unwrap();
+    // Stream 1 "abc" at 2..5 is missing; stream 2 "xy" at 5..7 and its Fin at 7 arrive.
+    s.handle_frame(0, data(5, 2, 0, b"xy"), now).unwrap();
+    s.handle_frame(
+        0,
+        Frame::Fin {
+            seq: 7,
+            stream: 2,
+            offset: 2,
+        },
+        now,
+    )
+    .unwrap();
+    while s.poll_event().is_some() {}
+    assert_eq!(s.stream_recv(2, 100), RecvResult::Data(Bytes::from_static(b"xy")));
+    assert_eq!(s.stream_recv(2, 100), RecvResult::Fin);
+    assert_eq!(s.stream_recv(1, 100), RecvResult::Blocked);
+    assert_eq!(s.early_delivered(), 2);
+    assert_eq!(s.reorder_frames(), 0, "frames handed over early are not waiting");
+    // Stream 1's own order still holds: "def" (offset 3) waits for "abc".
+    s.handle_frame(0, data(8, 1, 3, b"def"), now).unwrap();
+    assert_eq!(s.reorder_frames(), 1);
+    assert_eq!(s.stream_recv(1, 100), RecvResult::Blocked);
+    s.handle_frame(0, data(2, 1, 0, b"abc"), now).unwrap();
+    assert_eq!(s.reorder_frames(), 0);
+    let mut got = Vec::new();
+    while let RecvResult::Data(b) = s.stream_recv(1, 100) {
+        got.extend_from_slice(&b);
+    }
+    assert_eq!(got, b"abcdef");
+    assert_eq!(
+        s.stream_recv(2, 100),
+        RecvResult::Gone,
+        "stream 2's end is reported once"
+    );
+    // The session sequence is whole up to 11: a repeat of stream 2's frame is a duplicate.
+    s.handle_frame(0, data(5, 2, 0, b"xy"), now).unwrap();
+    assert_eq!(s.path_counters(0).unwrap().0.duplicate_received, 2);
+    assert_eq!(s.held_bytes().1, 0);
+}
+
+#[test]
+fn stream_bytes_out_of_place_are_refused() {
+    let (mut s, now) = server();
+    s.handle_frame(0, open(0, 1, b""), now).unwrap();
+    // In session order, but leaving a hole in the stream.
+    assert_eq!(
+        s.handle_frame(0, data(1, 1, 5, b"abc"), now),
+        Err(ProtocolError::StreamOffset(1))
+    );
+    let (mut s, now) = server();
+    s.handle_frame(0, open(0, 1, b"abc"), now).unwrap();
+    // A Fin claiming a length the stream does not have.
+    assert_eq!(
+        s.handle_frame(
+            0,
+            Frame::Fin {
+                seq: 3,
+                stream: 1,
+                offset: 2
+            },
+            now
+        ),
+        Err(ProtocolError::StreamOffset(1))
+    );
 }

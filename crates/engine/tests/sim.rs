@@ -1103,3 +1103,65 @@ fn held_bytes_follow_the_data_from_queue_to_reader() {
     assert_eq!(sim.client.held_bytes(), (0, 0), "read data still held");
     assert_eq!(sim.client_rx[&a].len(), WINDOW);
 }
+
+#[test]
+fn a_stream_is_not_held_behind_another_streams_frames_on_a_slow_path() {
+    // Paths of 10 ms and 300 ms each way, 1 MB/s each. Stream A uploads at the two paths'
+    // capacity for 400 ms, then pauses: its last 300 ms of frames on the slow path are
+    // still crossing it. Stream B opens with a 1 KB request and sends four more messages:
+    // each must reach the server's application as fast as the 10 ms path carries it, not
+    // after A's frames before it in the session's order (up to 300 ms later).
+    let mut sim = Sim::new("minrtt", &[(10, 1000), (300, 1000)]);
+    let now = sim.now;
+    let a = sim.client.open_stream(addr(), Bytes::from_static(b"a"), now).0;
+    let bulk = pattern(4, 800_000);
+    let mut off = 0;
+    for _ in 0..400 {
+        let n = (bulk.len() - off).min(2000);
+        off += sim
+            .client
+            .stream_send(a, Bytes::copy_from_slice(&bulk[off..off + n]), sim.now);
+        sim.step();
+    }
+    assert_eq!(off, bulk.len());
+    let before = sim.server.early_delivered();
+    let b = sim.client.open_stream(addr(), Bytes::from(pattern(5, 1000)), sim.now).0;
+    let mut took = Vec::new();
+    let mut want = 1000;
+    for i in 0..5 {
+        if i > 0 {
+            want += 100;
+            assert_eq!(sim.client.stream_send(b, Bytes::from(vec![i as u8; 100]), sim.now), 100);
+        }
+        let sent_at = sim.now;
+        for _ in 0..1000 {
+            sim.step();
+            if sim.server_rx.get(&b).is_some_and(|r| r.len() == want) {
+                break;
+            }
+        }
+        assert_eq!(
+            sim.server_rx.get(&b).map_or(0, Vec::len),
+            want,
+            "message {i} never arrived"
+        );
+        took.push((sim.now - sent_at).as_millis());
+    }
+    assert!(took.iter().all(|&t| t < 50), "B's messages took {took:?} ms");
+    assert!(
+        sim.server.early_delivered() > before,
+        "nothing was delivered ahead of the session order"
+    );
+    // A's tail was still crossing the slow path meanwhile; all of it arrives, in order.
+    assert!(
+        sim.server_rx[&a].len() < bulk.len() + 1,
+        "A had already arrived: the test shows nothing"
+    );
+    for _ in 0..2000 {
+        sim.step();
+        if sim.server_rx[&a].len() == bulk.len() + 1 {
+            break;
+        }
+    }
+    assert_eq!(&sim.server_rx[&a][1..], &bulk[..]);
+}

@@ -306,6 +306,7 @@ impl SessionHandle {
                 "streams": sh.sess.num_streams(),
                 "buffered_frames": sh.sess.buffered_frames(),
                 "held_bytes": {"send": held.0, "receive": held.1},
+                "early_delivered": sh.sess.early_delivered(),
                 "paths": paths,
             })
         })
@@ -912,6 +913,7 @@ mod tests {
         let data = Frame::Data {
             seq: 0,
             stream: id,
+            offset: 0,
             ts: 0,
             data: Bytes::from_static(b"hello"),
         };

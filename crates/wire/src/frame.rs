@@ -75,14 +75,20 @@ pub enum Frame {
     Data {
         seq: u64,
         stream: u32,
+        /// Where `data` starts in the stream (an `Open`'s bytes start at 0): the receiver
+        /// hands a frame to its stream as soon as the stream's earlier bytes are in, even
+        /// while other streams' frames before it in the session are still missing.
+        offset: u64,
         /// Sender's clock in microseconds (wrapping), for one-way-delay estimation.
         ts: u32,
         data: Bytes,
     },
-    /// The sender will write no more on `stream` (half-close).
+    /// The sender will write no more on `stream` (half-close); `offset` is the stream's
+    /// final length.
     Fin {
         seq: u64,
         stream: u32,
+        offset: u64,
     },
     /// Abort `stream` in both directions.
     Reset {
@@ -199,8 +205,8 @@ impl Frame {
             Frame::Hello { .. } => 1 + 16 + 1,
             Frame::HelloAck { .. } => 16 + 1,
             Frame::Open { addr, data, .. } => 8 + 4 + 4 + addr.encoded_len() + data.len(),
-            Frame::Data { data, .. } => 8 + 4 + 4 + data.len(),
-            Frame::Fin { .. } => 8 + 4,
+            Frame::Data { data, .. } => 8 + 4 + 8 + 4 + data.len(),
+            Frame::Fin { .. } => 8 + 4 + 8,
             Frame::Reset { .. } => 8 + 4 + 1,
             Frame::Ack { .. }
             | Frame::MaxData { .. }
@@ -245,15 +251,23 @@ impl Frame {
                 addr.encode(out);
                 out.put_slice(data);
             }
-            Frame::Data { seq, stream, ts, data } => {
+            Frame::Data {
+                seq,
+                stream,
+                offset,
+                ts,
+                data,
+            } => {
                 out.put_u64(*seq);
                 out.put_u32(*stream);
+                out.put_u64(*offset);
                 out.put_u32(*ts);
                 out.put_slice(data);
             }
-            Frame::Fin { seq, stream } => {
+            Frame::Fin { seq, stream, offset } => {
                 out.put_u64(*seq);
                 out.put_u32(*stream);
+                out.put_u64(*offset);
             }
             Frame::Reset { seq, stream, code } => {
                 out.put_u64(*seq);
@@ -389,22 +403,31 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
             }
         }
         FrameType::Data => {
-            at_least(16)?;
+            at_least(24)?;
             let seq = b.get_u64();
             let stream = b.get_u32();
+            let offset = b.get_u64();
             let ts = b.get_u32();
+            if offset.checked_add(body.len() as u64 - 24).is_none() {
+                return Err(WireError::Malformed {
+                    frame: "Data",
+                    what: "stream offset overflows",
+                });
+            }
             Frame::Data {
                 seq,
                 stream,
+                offset,
                 ts,
-                data: body.slice(16..),
+                data: body.slice(24..),
             }
         }
         FrameType::Fin => {
-            exact(12)?;
+            exact(20)?;
             Frame::Fin {
                 seq: b.get_u64(),
                 stream: b.get_u32(),
+                offset: b.get_u64(),
             }
         }
         FrameType::Reset => {
@@ -503,13 +526,20 @@ mod tests {
                     }
                 }
             ),
-            (any::<u64>(), any::<u32>(), any::<u32>(), arb_data()).prop_map(|(seq, stream, ts, data)| Frame::Data {
+            (any::<u64>(), any::<u32>(), 0..u64::MAX / 2, any::<u32>(), arb_data()).prop_map(
+                |(seq, stream, offset, ts, data)| Frame::Data {
+                    seq,
+                    stream,
+                    offset,
+                    ts,
+                    data
+                }
+            ),
+            (any::<u64>(), any::<u32>(), any::<u64>()).prop_map(|(seq, stream, offset)| Frame::Fin {
                 seq,
                 stream,
-                ts,
-                data
+                offset
             }),
-            (any::<u64>(), any::<u32>()).prop_map(|(seq, stream)| Frame::Fin { seq, stream }),
             (any::<u64>(), any::<u32>(), any::<u8>()).prop_map(|(seq, stream, code)| Frame::Reset {
                 seq,
                 stream,
