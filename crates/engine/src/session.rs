@@ -1170,17 +1170,20 @@ impl Session {
                 .iter()
                 .map(|p| {
                     format!(
-                        "{}:{}{} srtt={}us cwnd={}{} inflight={} notsent={} rate={} pacing={} owd={:?}",
+                        "{}:{}{} srtt={}us min_rtt={}us rttvar={}us cwnd={}{} inflight={} notsent={} rate={} pacing={} bw={} owd={:?}",
                         p.id,
                         if p.alive { "up" } else { "down" },
                         if p.ready { ",ready" } else { "" },
                         p.srtt.as_micros(),
+                        p.min_rtt.as_micros(),
+                        p.rttvar.as_micros(),
                         p.cwnd,
                         p.restart_cwnd.map(|w| format!("->{w}")).unwrap_or_default(),
                         p.in_flight,
                         p.notsent,
                         p.delivery_rate,
                         p.pacing_rate,
+                        p.bandwidth,
                         p.owd_us,
                     )
                 })

@@ -24,7 +24,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::crypto::{begin_record, end_record, seal_record, Opener, Transport, MAX_PLAINTEXT};
-use crate::tcpinfo::{idle_restart_applies, set_linger_zero, set_notsent_lowat, tcp_info, RateEstimate, SsthreshReset};
+use crate::tcpinfo::{
+    cc_bandwidth, idle_restart_applies, set_linger_zero, set_notsent_lowat, tcp_info, RateEstimate, SsthreshReset,
+};
 
 /// Wake-ups for the two tasks of a stream.
 #[derive(Default)]
@@ -408,8 +410,10 @@ async fn path_writer(
     loop {
         let info = tcp_info(&*sock)?;
         let delivery_rate = rate.update(&info);
+        let bandwidth = cc_bandwidth(&*sock).unwrap_or(0);
         let snapshot = || PathSnapshot {
             delivery_rate,
+            bandwidth,
             ..info.snapshot(p, idle_restart)
         };
         if info.state != TCP_ESTABLISHED && info.state != TCP_CLOSE_WAIT {
@@ -431,8 +435,14 @@ async fn path_writer(
         }
         if info.notsent_bytes >= lowat {
             h.with(|sh| {
-                sh.sess
-                    .set_path_stats(p, info.snapshot(p, idle_restart), Instant::now());
+                sh.sess.set_path_stats(
+                    p,
+                    PathSnapshot {
+                        bandwidth,
+                        ..info.snapshot(p, idle_restart)
+                    },
+                    Instant::now(),
+                );
                 sh.sess.set_path_ready(p, false)
             });
             // Forget the cached readiness so the next wait ends only at the kernel's

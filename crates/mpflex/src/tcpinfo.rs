@@ -74,6 +74,36 @@ pub fn tcp_info(sock: &impl AsRawFd) -> std::io::Result<TcpInfo> {
     Ok(info)
 }
 
+/// `sizeof(struct tcp_bbr_info)` (include/uapi/linux/inet_diag.h): what `TCP_CC_INFO`
+/// returns for BBR. Vegas and DCTCP return 16 bytes, CUBIC and Reno nothing.
+const BBR_INFO_LEN: usize = 20;
+
+/// The congestion control's own estimate of the path's bottleneck bandwidth, bytes per
+/// second, where it keeps one: BBR's `bbr_bw` (its windowed maximum of delivery-rate
+/// samples, the rate its model paces at in steady state; `TCP_CC_INFO`). `None` for a
+/// congestion control without such a model (CUBIC), or before BBR has a sample.
+pub fn cc_bandwidth(sock: &impl AsRawFd) -> Option<u64> {
+    let mut buf = [0u32; 8];
+    let mut len = std::mem::size_of_val(&buf) as libc::socklen_t;
+    // SAFETY: `buf` is `len` bytes long; the kernel writes at most `len` bytes and reports
+    // how many.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CC_INFO,
+            buf.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 || len as usize != BBR_INFO_LEN {
+        return None;
+    }
+    // `bbr_bw_lo`, `bbr_bw_hi`: host-order halves of a u64.
+    let bw = buf[0] as u64 | (buf[1] as u64) << 32;
+    (bw > 0).then_some(bw)
+}
+
 /// The kernel's initial window (`TCP_INIT_CWND`), the floor of a restarted one (a route's
 /// `initcwnd` would change it; mpflex does not set one).
 const INIT_CWND: u32 = 10;
@@ -149,6 +179,7 @@ impl TcpInfo {
             } else {
                 self.pacing_rate
             },
+            bandwidth: 0,
             owd_us: None,
             owd_dev_us: 0,
         }
@@ -353,6 +384,35 @@ mod tests {
         let s = i.snapshot(3, idle_restart_applies(&c));
         assert_eq!(s.id, 3);
         assert!(s.mss > 0);
+    }
+
+    /// BBR reports its bandwidth estimate once data has been acknowledged; CUBIC has none.
+    #[test]
+    fn bbr_reports_a_bandwidth_and_cubic_none() {
+        use std::io::{Read, Write};
+        for cc in ["bbr", "cubic"] {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            socket2::SockRef::from(&c)
+                .set_tcp_congestion(cc.as_bytes())
+                .unwrap_or_else(|e| panic!("{cc}: {e}"));
+            let (mut s, _) = l.accept().unwrap();
+            let reader = std::thread::spawn(move || {
+                let mut buf = vec![0u8; 1 << 16];
+                let mut n = 0;
+                while n < 4 << 20 {
+                    n += s.read(&mut buf).unwrap();
+                }
+            });
+            (&c).write_all(&vec![7u8; 4 << 20]).unwrap();
+            reader.join().unwrap();
+            let bw = cc_bandwidth(&c);
+            match cc {
+                // Loopback delivers gigabytes per second; any sample is well above 1 MB/s.
+                "bbr" => assert!(bw.is_some_and(|b| b > 1_000_000), "{bw:?}"),
+                _ => assert_eq!(bw, None),
+            }
+        }
     }
 
     /// A connection that sent one small message and got it acknowledged had less to send

@@ -47,6 +47,23 @@
 //!   cleared when the queue is empty or every path idle: a chunk that follows a pause does
 //!   not inherit the β-widened bound of the previous burst's last decisions (which had
 //!   kept LTE out of that 256 KB chunk entirely).
+//! * **An idle path's RTT** ([`EcfConfig::idle_rtt`]). The kernel's srtt changes only with
+//!   new samples: a path that idles after its last burst queued bytes keeps that queue in
+//!   its srtt, although it has drained. ECF reads every RTT as [`PathSnapshot::rtt_now`]:
+//!   at most the path's minimum RTT plus `rttvar` plus the time the bytes already on it
+//!   take at its rate, never above srtt — srtt on a busy path. Seen under BBR at 70 ms:
+//!   LTE idled with srtt 195 ms after start-up had filled its 500 ms buffer, ECF read it
+//!   as slower than WiFi draining the next 256 KB chunk and kept it out until the chunk's
+//!   last 32 KB (323 ms against 207 in the runs that used LTE at once).
+//! * **x_f's completion in test (2)** ([`EcfConfig::fast_completion`]). The thesis bounds
+//!   x_f's time for k from below by `2·RTT_f` (one round to become available, one to send
+//!   k: a backlog within one window). Under late binding x_f's socket holds unsent bytes
+//!   ahead of k, and a larger k takes x_f more rounds; test (2) then judged x_s slower than
+//!   an x_f that could not finish sooner either. mpflex uses the estimate of test (1),
+//!   `(1 + k_f/CWND_f)·RTT_f` (with the slow-start drain time after an idle restart),
+//!   where it is longer. Seen under BBR at 70 ms: LTE (181 ms for the last 70 KB) waited
+//!   for WiFi with 100 KB of its own still queued (189 ms), and WiFi carried the chunk's
+//!   last quarter alone.
 //! * **More than two paths** (Proposition 1): x_f is the fastest usable path with an RTT
 //!   sample, ready or not; x_s is the asking path, provided MinRTT would pick it (no faster
 //!   path is ready with window space — otherwise that path is being asked and this one
@@ -64,7 +81,12 @@
 //!   ECF would wait for a fast path that cannot deliver that fast. When the kernel has a
 //!   rate, mpflex caps each window at `rate · srtt` (at least one MSS) for both tests
 //!   ([`EcfConfig::rate_cap`]; `false` is the published form), the rate being the larger
-//!   of the delivery and pacing rates ([`PathSnapshot::sending_rate`]). The delivery rate
+//!   of the delivery and pacing rates ([`PathSnapshot::sending_rate`]); x_f's, under BBR,
+//!   at most its bandwidth estimate ([`PathSnapshot::bandwidth`]): in its start-up BBR
+//!   paces at 2.89 × that estimate, and a 7 Mbit/s WiFi path read at its pacing rate
+//!   (2.46 MB/s) kept LTE out of a 256 KB chunk's second half (285 ms against the static
+//!   split's 201). Not x_s's: a path ECF keeps to little traffic has an estimate of that
+//!   little, and read at it would stay out (LTE at 179 KB/s of 1.15 MB/s, 270 ms). The delivery rate
 //!   alone lags a window in slow start: a 470 ms LTE path at 17 segments delivered 16 KB/s
 //!   (its window says 50), ECF read one 16 KB frame on it as a second's work, kept waiting
 //!   for WiFi, and LTE never grew its window (1 MB chunks carried 3% on LTE, 1.25 x the
@@ -153,6 +175,14 @@ pub struct EcfConfig {
     /// the next burst starts without it. `false`: `waiting` persists until test (1)
     /// fails, however long the session idles (Algorithm 2 read literally).
     pub burst_hysteresis: bool,
+    /// Read an idle path's RTT as [`PathSnapshot::rtt_now`] (at most `min_rtt + rttvar`
+    /// once nothing is in flight or unsent) instead of its `srtt`, which keeps the queue of
+    /// the path's last burst until new samples arrive. `false`: `srtt` throughout.
+    pub idle_rtt: bool,
+    /// Test (2) compares x_s's time for k with x_f's completion estimate of test (1),
+    /// `(1 + k_f/CWND_f)·RTT_f`, instead of its lower bound `2·RTT_f` (the same for a
+    /// backlog within one window of x_f). `false`: the published `2·RTT_f + δ`.
+    pub fast_completion: bool,
 }
 
 impl Default for EcfConfig {
@@ -167,6 +197,8 @@ impl Default for EcfConfig {
             reinject_sooner: true,
             slow_start: true,
             burst_hysteresis: true,
+            idle_rtt: true,
+            fast_completion: true,
         }
     }
 }
@@ -202,14 +234,26 @@ impl Ecf {
         Ecf { cfg, ..Ecf::default() }
     }
 
+    /// The RTT ECF counts for a path: [`PathSnapshot::rtt_now`] with
+    /// [`EcfConfig::idle_rtt`], else `srtt`.
+    fn rtt(&self, p: &PathSnapshot) -> Duration {
+        if self.cfg.idle_rtt {
+            p.rtt_now()
+        } else {
+            p.srtt
+        }
+    }
+
     /// The window in bytes for the tests: the kernel's, or the one saved across an idle
-    /// reset if larger, each capped by the delivery rate of its time.
+    /// reset if larger, each capped by the delivery rate of its time (over the RTT ECF
+    /// counts for the path, so that window / RTT stays that rate).
     fn window_bytes(&self, i: usize, p: &PathSnapshot) -> u128 {
         let mss = p.mss.max(1) as u128;
+        let rtt = self.rtt(p);
         let capped = |cwnd: u32, rate: u64| {
             let w = cwnd.max(1) as u128 * mss;
-            if self.cfg.rate_cap && rate > 0 && !p.srtt.is_zero() {
-                w.min((rate as u128 * p.srtt.as_nanos() / 1_000_000_000).max(mss))
+            if self.cfg.rate_cap && rate > 0 && !rtt.is_zero() {
+                w.min((rate as u128 * rtt.as_nanos() / 1_000_000_000).max(mss))
             } else {
                 w
             }
@@ -219,6 +263,24 @@ impl Ecf {
             Some(m) if m.rec_cwnd > p.cwnd => now.max(capped(m.rec_cwnd, m.rec_rate)),
             _ => now,
         }
+    }
+
+    /// x_f's window for the tests: [`Ecf::window_bytes`], and with `rate_cap`, where the
+    /// congestion control models the bottleneck (BBR), at most what its bandwidth estimate
+    /// (at least the delivery rate) carries in an RTT. BBR paces at up to 2.89 × that
+    /// estimate in its start-up, which the pacing-rate cap lets through: after an idle
+    /// spell a 7 Mbit/s WiFi path paced at 2.46 MB/s, and its 94-segment window read as
+    /// 2.2 MB/s. Only x_f's: its estimate comes from the traffic it carries, while an x_s
+    /// kept to little traffic has an estimate of that little (an LTE path at 179 KB/s of
+    /// its 1.15 MB/s), which would keep it out for good.
+    fn fast_window(&self, f: usize, fp: &PathSnapshot) -> u128 {
+        let w = self.window_bytes(f, fp);
+        if !self.cfg.rate_cap || fp.bandwidth == 0 {
+            return w;
+        }
+        let rate = fp.bandwidth.max(fp.delivery_rate) as u128;
+        let mss = fp.mss.max(1) as u128;
+        w.min((rate * self.rtt(fp).as_nanos() / 1_000_000_000).max(mss))
     }
 
     fn track_windows(&mut self, now: Instant, paths: &[PathSnapshot]) {
@@ -280,7 +342,7 @@ impl Ecf {
     /// (window / srtt). With segment-sized frames this is the srtt: MinRTT's and the
     /// thesis's order.
     fn arrival(&self, i: usize, p: &PathSnapshot, queue: &QueueView) -> u128 {
-        let srtt = p.srtt.as_nanos();
+        let srtt = self.rtt(p).as_nanos();
         if !self.cfg.frame_time || queue.frames == 0 {
             return srtt;
         }
@@ -394,7 +456,7 @@ impl Scheduler for Ecf {
         let fp = &paths[f];
         // x_f is strictly faster and not available (else `faster_available`): ECF proper,
         // in integer bytes × nanoseconds like upstream, so boundaries are exact.
-        let cw_f = self.window_bytes(f, fp);
+        let cw_f = self.fast_window(f, fp);
         let cw_s = self.window_bytes(path, me);
         let k = queue.bytes as u128;
         let (mut k_f, mut k_s) = (k + fp.notsent as u128, k + me.notsent as u128);
@@ -402,7 +464,7 @@ impl Scheduler for Ecf {
             k_f = k_f.max(cw_f);
             k_s = k_s.max(cw_s);
         }
-        let rtt_f = fp.srtt.as_nanos();
+        let rtt_f = self.rtt(fp).as_nanos();
         // x_s is handed whole frames: what a frame holds beyond one segment crosses x_s at
         // its rate, on top of its RTT.
         let rtt_s = self.arrival(path, me, queue);
@@ -444,11 +506,22 @@ impl Scheduler for Ecf {
             self.waiting = false;
             return slow(self);
         }
-        // (2), multiplied through by CWND_s in steady state.
-        let slow_is_faster = if w0_s >= cw_s {
-            k_s * rtt_s < cw_s * (2 * rtt_f + d)
+        // (2): x_s's time for k against x_f's, at least 2·RTT_f ("x_f takes at least
+        // 2RTT_f"); with `fast_completion` the estimate of (1)/(3) when that is longer.
+        let fast_time = if self.cfg.fast_completion {
+            let t = if w0_f >= cw_f {
+                rtt_f + k_f * rtt_f / cw_f.max(1)
+            } else {
+                rtt_f + drain_time(k_f, w0_f, cw_f, rtt_f)
+            };
+            t.max(2 * rtt_f)
         } else {
-            drain_time(k_s, w0_s, cw_s, rtt_s) < 2 * rtt_f + d
+            2 * rtt_f
+        };
+        let slow_is_faster = if w0_s >= cw_s {
+            k_s * rtt_s < cw_s * (fast_time + d)
+        } else {
+            drain_time(k_s, w0_s, cw_s, rtt_s) < fast_time + d
         };
         if slow_is_faster {
             // Using x_s is faster after all; `waiting` stays as it is (Algorithm 2).
@@ -461,7 +534,7 @@ impl Scheduler for Ecf {
             // x_f has not come back in the time x_s would have needed: stop trusting it.
             return slow(self);
         }
-        let until = (now + fp.srtt.max(Duration::from_millis(1))).min(since + cap);
+        let until = (now + self.rtt(fp).max(Duration::from_millis(1))).min(since + cap);
         Decision::Wait { until: Some(until) }
     }
 }
@@ -1044,6 +1117,148 @@ mod tests {
         // Done within slow start: 10, then 15 of the second round's 20.
         assert_eq!(drain_time(25, 10, 40, 1000), 1000 + 15 * 1000 / 20);
         assert_eq!(drain_time(0, 10, 40, 1000), 0);
+    }
+
+    /// The state traced at the start of a 256 KB chunk on seed-default (BBR, warm), LTE
+    /// asking: WiFi (x_f) srtt 63 ms (base 50), 94 segments, 2 in flight and 30 KB unsent,
+    /// delivering 564 KB/s and pacing at 2.5 MB/s (BBR's start-up gain); LTE idle for 1.2 s after the warm-up, whose start-up queue left its srtt at
+    /// 195 ms (base 70), one control segment in flight, 1.1 MB/s, restarted to 10 segments;
+    /// 229 KB queued in 16 KB frames. Read at 195 ms LTE is slower than WiFi draining a
+    /// third of the chunk and ECF waits: WiFi carried everything but the last 32 KB and the
+    /// chunk took 323 ms, where the runs that used LTE from the start took 207 (the best
+    /// static split 201). At its real RTT LTE sends.
+    #[test]
+    fn an_idle_path_is_read_at_its_base_rtt_not_the_queue_of_its_last_burst() {
+        let now = Instant::now();
+        let mut paths = [path(0, 63), path(1, 195)];
+        paths[0].min_rtt = Duration::from_millis(50);
+        paths[0].rttvar = Duration::from_millis(8);
+        paths[0].cwnd = 94;
+        paths[0].in_flight = 2;
+        paths[0].notsent = 29_966;
+        paths[0].ready = false;
+        paths[0].delivery_rate = 564_000;
+        paths[0].pacing_rate = 2_495_000;
+        paths[1].min_rtt = Duration::from_millis(70);
+        paths[1].rttvar = Duration::from_millis(20);
+        paths[1].cwnd = 164;
+        paths[1].restart_cwnd = Some(10);
+        paths[1].in_flight = 1;
+        paths[1].delivery_rate = 1_112_000;
+        paths[1].pacing_rate = 3_178_000;
+        let k = QueueView {
+            bytes: 229_782,
+            frames: 14,
+            ..QueueView::default()
+        };
+        let stale = EcfConfig {
+            idle_rtt: false,
+            ..EcfConfig::default()
+        };
+        assert!(is_wait(Ecf::new(stale).decide(now, 1, &paths, &k, 65536)));
+        assert!(matches!(
+            Ecf::default().decide(now, 1, &paths, &k, 65536),
+            Decision::Send { .. }
+        ));
+        // Once LTE carries a window its srtt is what counts again.
+        paths[1].in_flight = 160;
+        assert_eq!(paths[1].rtt_now(), paths[1].srtt);
+    }
+
+    /// Later in such a chunk (BBR, 70 ms, warm), LTE asking with 131 KB queued: WiFi (x_f)
+    /// srtt 61 ms, 95 segments, 20 in flight and 37 KB unsent, delivering 543 KB/s and
+    /// pacing at 2.46 MB/s, 2.89 × its bandwidth estimate of 852 KB/s (BBR's start-up gain);
+    /// LTE 43 segments in flight of 164. Capped at the pacing rate WiFi's window reads as
+    /// 2.2 MB/s, three times what the 7 Mbit/s link carries, ECF waits and WiFi carried the
+    /// rest (285 ms; the best static split 201). At BBR's bandwidth estimate LTE sends.
+    #[test]
+    fn a_bbr_window_is_read_at_its_bandwidth_estimate_not_its_pacing_rate() {
+        let now = Instant::now();
+        let mut paths = [path(0, 61), path(1, 191)];
+        paths[0].min_rtt = Duration::from_millis(50);
+        paths[0].rttvar = Duration::from_millis(8);
+        paths[0].cwnd = 95;
+        paths[0].in_flight = 20;
+        paths[0].notsent = 36_764;
+        paths[0].ready = false;
+        paths[0].delivery_rate = 543_000;
+        paths[0].pacing_rate = 2_463_000;
+        paths[1].min_rtt = Duration::from_millis(70);
+        paths[1].rttvar = Duration::from_millis(20);
+        paths[1].cwnd = 164;
+        paths[1].in_flight = 43;
+        paths[1].notsent = 4_921;
+        paths[1].delivery_rate = 1_112_000;
+        paths[1].pacing_rate = 3_203_000;
+        let k = QueueView {
+            bytes: 131_304,
+            frames: 8,
+            ..QueueView::default()
+        };
+        // Test (2) as published, to see the rate alone.
+        let cfg = EcfConfig {
+            fast_completion: false,
+            ..EcfConfig::default()
+        };
+        assert!(is_wait(Ecf::new(cfg).decide(now, 1, &paths, &k, 65536)));
+        paths[0].bandwidth = 852_000;
+        paths[1].bandwidth = 1_108_000;
+        assert!(matches!(
+            Ecf::new(cfg).decide(now, 1, &paths, &k, 65536),
+            Decision::Send { .. }
+        ));
+        assert!(matches!(
+            Ecf::default().decide(now, 1, &paths, &k, 65536),
+            Decision::Send { .. }
+        ));
+    }
+
+    /// Near that chunk's end, LTE asking with 66 KB queued: WiFi (x_f) srtt 73 ms, a window
+    /// of 63 KB at its 862 KB/s, 44 segments in flight and 35 KB unsent, so k and its own
+    /// queue take it (1 + 101/63) · 73 = 189 ms; LTE, 66 segments in flight at 1.12 MB/s,
+    /// would have the 66 KB there in 181 ms. Test (2) with x_f's lower bound (2 · 73 + 15 =
+    /// 161 ms) judged LTE slower and ECF waited: WiFi carried the last 66 KB alone and the
+    /// chunk took 246 ms (the best static split 201).
+    #[test]
+    fn the_second_test_counts_what_the_fast_path_has_queued() {
+        let now = Instant::now();
+        let mut paths = [path(0, 73), path(1, 196)];
+        paths[0].min_rtt = Duration::from_millis(50);
+        paths[0].rttvar = Duration::from_millis(1);
+        paths[0].cwnd = 94;
+        paths[0].in_flight = 44;
+        paths[0].notsent = 34_887;
+        paths[0].ready = false;
+        paths[0].delivery_rate = 667_000;
+        paths[0].pacing_rate = 2_464_000;
+        paths[0].bandwidth = 862_000;
+        paths[1].min_rtt = Duration::from_millis(70);
+        paths[1].rttvar = Duration::from_millis(15);
+        paths[1].cwnd = 164;
+        paths[1].in_flight = 66;
+        paths[1].notsent = 4_908;
+        paths[1].delivery_rate = 1_113_000;
+        paths[1].pacing_rate = 3_203_000;
+        paths[1].bandwidth = 1_120_000;
+        let k = QueueView {
+            bytes: 65_652,
+            frames: 4,
+            ..QueueView::default()
+        };
+        let published = EcfConfig {
+            fast_completion: false,
+            ..EcfConfig::default()
+        };
+        assert!(is_wait(Ecf::new(published).decide(now, 1, &paths, &k, 65536)));
+        assert!(matches!(
+            Ecf::default().decide(now, 1, &paths, &k, 65536),
+            Decision::Send { .. }
+        ));
+        // With WiFi's own queue gone the lower bound stands, and ECF waits.
+        paths[0].in_flight = 0;
+        paths[0].notsent = 0;
+        paths[0].ready = false;
+        assert!(is_wait(Ecf::default().decide(now, 1, &paths, &k, 65536)));
     }
 
     /// The state traced at the start of a 256 KB chunk on seed-default-270 (CUBIC, warm):

@@ -61,6 +61,10 @@ pub struct PathSnapshot {
     /// for a window-based one such as CUBIC 2× (slow start) or 1.2× (congestion
     /// avoidance) window / srtt; for BBR its bandwidth estimate times its pacing gain.
     pub pacing_rate: u64,
+    /// The congestion control's own estimate of the path's bottleneck bandwidth, bytes per
+    /// second, where it keeps one (BBR's `bbr_bw`, a windowed maximum of delivery-rate
+    /// samples); 0 otherwise (CUBIC, or no sample yet).
+    pub bandwidth: u64,
     /// One-way delay to the peer at the path's current bytes in flight, microseconds, from
     /// the peer's feedback (binned by bytes in flight). It includes the unknown offset
     /// between the two hosts' clocks, the same for every path: only differences between
@@ -76,6 +80,23 @@ impl PathSnapshot {
     /// idle path's window, else `cwnd`.
     pub fn send_cwnd(&self) -> u32 {
         self.restart_cwnd.map_or(self.cwnd, |w| w.min(self.cwnd))
+    }
+
+    /// The RTT a byte written now can expect: at most `min_rtt + rttvar` plus the time the
+    /// bytes already on the path (in flight and unsent) take at its rate, and never more
+    /// than `srtt`. `srtt` changes only with new samples, which need traffic: a path that
+    /// goes idle after its bytes built a queue keeps reading that queue although it has
+    /// drained (seen: an LTE path that BBR's start-up had queued to 195 ms read 195 ms for
+    /// the whole second it then idled, its base RTT being 70 ms, and a control frame in
+    /// flight does not change that). On a busy path the bytes on it take about an srtt
+    /// to drain, so this is `srtt`. `srtt` when `min_rtt` is unknown.
+    pub fn rtt_now(&self) -> Duration {
+        if self.min_rtt.is_zero() {
+            return self.srtt;
+        }
+        let ahead = queued_on_path(self) as f64 / self.rate_estimate().max(1.0);
+        self.srtt
+            .min(self.min_rtt + self.rttvar + Duration::from_secs_f64(ahead.min(3600.0)))
     }
 
     /// Whether the window a write now gets ([`PathSnapshot::send_cwnd`]) has room for
@@ -97,7 +118,8 @@ impl PathSnapshot {
     /// rate: the larger of the delivery rate (what arrived, which lags a window growing
     /// in slow start by up to half) and the pacing rate (what the sender intends; for a
     /// window-based congestion control always above window / srtt, for BBR about its
-    /// bandwidth estimate, although its window holds two). 0 if neither is known.
+    /// bandwidth estimate, although its window holds two — and up to 2.89 × that estimate
+    /// in its start-up; [`PathSnapshot::bandwidth`] has the estimate). 0 if neither is known.
     pub fn sending_rate(&self) -> u64 {
         self.delivery_rate.max(self.pacing_rate)
     }
@@ -330,6 +352,41 @@ pub fn by_name(name: &str) -> Option<Box<dyn Scheduler>> {
 }
 
 #[cfg(test)]
+mod rtt_tests {
+    use super::test_util::path;
+    use super::*;
+
+    /// An idle path reads at its base RTT plus rttvar, whatever queue its srtt still holds;
+    /// a few bytes on it add their time at its rate; a busy path reads at its srtt; without
+    /// a minimum RTT the srtt stands.
+    #[test]
+    fn rtt_now_drops_the_queue_an_idle_path_no_longer_has() {
+        let mut p = path(0, 195);
+        assert_eq!(p.rtt_now(), Duration::from_millis(195));
+        p.min_rtt = Duration::from_millis(70);
+        p.rttvar = Duration::from_millis(20);
+        p.cwnd = 100;
+        p.delivery_rate = 1_000_000;
+        assert_eq!(p.rtt_now(), Duration::from_millis(90));
+        // One 1448-byte segment in flight at ~1 MB/s: 1.4 ms more.
+        p.in_flight = 1;
+        let one = p.rtt_now();
+        assert!(
+            one > Duration::from_millis(91) && one < Duration::from_millis(92),
+            "{one:?}"
+        );
+        // A full window on the path: as long to drain as an srtt.
+        p.in_flight = 100;
+        assert_eq!(p.rtt_now(), Duration::from_millis(195));
+        // Never above srtt.
+        let mut q = path(1, 60);
+        q.min_rtt = Duration::from_millis(55);
+        q.rttvar = Duration::from_millis(15);
+        assert_eq!(q.rtt_now(), Duration::from_millis(60));
+    }
+}
+
+#[cfg(test)]
 pub(crate) mod test_util {
     use super::*;
 
@@ -349,6 +406,7 @@ pub(crate) mod test_util {
             notsent: 0,
             delivery_rate: 0,
             pacing_rate: 0,
+            bandwidth: 0,
             owd_us: None,
             owd_dev_us: 0,
         }
