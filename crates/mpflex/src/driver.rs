@@ -411,10 +411,14 @@ async fn path_writer(
         let info = tcp_info(&*sock)?;
         let delivery_rate = rate.update(&info);
         let bandwidth = cc_bandwidth(&*sock).unwrap_or(0);
-        let snapshot = || PathSnapshot {
-            delivery_rate,
+        // The kernel's view; `snapshot` adds the smoothed delivery rate.
+        let kernel = || PathSnapshot {
             bandwidth,
             ..info.snapshot(p, idle_restart)
+        };
+        let snapshot = || PathSnapshot {
+            delivery_rate,
+            ..kernel()
         };
         if info.state != TCP_ESTABLISHED && info.state != TCP_CLOSE_WAIT {
             // Reset or closed under us (the reader may not have run yet). Such a socket
@@ -435,14 +439,7 @@ async fn path_writer(
         }
         if info.notsent_bytes >= lowat {
             h.with(|sh| {
-                sh.sess.set_path_stats(
-                    p,
-                    PathSnapshot {
-                        bandwidth,
-                        ..info.snapshot(p, idle_restart)
-                    },
-                    Instant::now(),
-                );
+                sh.sess.set_path_stats(p, kernel(), Instant::now());
                 sh.sess.set_path_ready(p, false)
             });
             // Forget the cached readiness so the next wait ends only at the kernel's

@@ -253,7 +253,7 @@ impl Ecf {
         let capped = |cwnd: u32, rate: u64| {
             let w = cwnd.max(1) as u128 * mss;
             if self.cfg.rate_cap && rate > 0 && !rtt.is_zero() {
-                w.min((rate as u128 * rtt.as_nanos() / 1_000_000_000).max(mss))
+                w.min(window_at(rate, rtt, mss))
             } else {
                 w
             }
@@ -278,9 +278,11 @@ impl Ecf {
         if !self.cfg.rate_cap || fp.bandwidth == 0 {
             return w;
         }
-        let rate = fp.bandwidth.max(fp.delivery_rate) as u128;
-        let mss = fp.mss.max(1) as u128;
-        w.min((rate * self.rtt(fp).as_nanos() / 1_000_000_000).max(mss))
+        w.min(window_at(
+            fp.bandwidth.max(fp.delivery_rate),
+            self.rtt(fp),
+            fp.mss.max(1) as u128,
+        ))
     }
 
     fn track_windows(&mut self, now: Instant, paths: &[PathSnapshot]) {
@@ -509,12 +511,7 @@ impl Scheduler for Ecf {
         // (2): x_s's time for k against x_f's, at least 2·RTT_f ("x_f takes at least
         // 2RTT_f"); with `fast_completion` the estimate of (1)/(3) when that is longer.
         let fast_time = if self.cfg.fast_completion {
-            let t = if w0_f >= cw_f {
-                rtt_f + k_f * rtt_f / cw_f.max(1)
-            } else {
-                rtt_f + drain_time(k_f, w0_f, cw_f, rtt_f)
-            };
-            t.max(2 * rtt_f)
+            (rtt_f + drain_time(k_f, w0_f, cw_f, rtt_f)).max(2 * rtt_f)
         } else {
             2 * rtt_f
         };
@@ -537,6 +534,12 @@ impl Scheduler for Ecf {
         let until = (now + self.rtt(fp).max(Duration::from_millis(1))).min(since + cap);
         Decision::Wait { until: Some(until) }
     }
+}
+
+/// What `rate` (bytes per second) carries in `rtt`, at least one segment of `mss` bytes: a
+/// window read as a rate.
+fn window_at(rate: u64, rtt: Duration, mss: u128) -> u128 {
+    (rate as u128 * rtt.as_nanos() / 1_000_000_000).max(mss)
 }
 
 /// Nanoseconds a path needs to put `k` bytes on the wire, in rounds of `rtt` (what
@@ -575,6 +578,10 @@ mod tests {
     }
 
     const MSS: u64 = 1448;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
 
     fn fixed(ms: u64) -> Ecf {
         Ecf::new(EcfConfig {
@@ -1130,22 +1137,29 @@ mod tests {
     #[test]
     fn an_idle_path_is_read_at_its_base_rtt_not_the_queue_of_its_last_burst() {
         let now = Instant::now();
-        let mut paths = [path(0, 63), path(1, 195)];
-        paths[0].min_rtt = Duration::from_millis(50);
-        paths[0].rttvar = Duration::from_millis(8);
-        paths[0].cwnd = 94;
-        paths[0].in_flight = 2;
-        paths[0].notsent = 29_966;
-        paths[0].ready = false;
-        paths[0].delivery_rate = 564_000;
-        paths[0].pacing_rate = 2_495_000;
-        paths[1].min_rtt = Duration::from_millis(70);
-        paths[1].rttvar = Duration::from_millis(20);
-        paths[1].cwnd = 164;
-        paths[1].restart_cwnd = Some(10);
-        paths[1].in_flight = 1;
-        paths[1].delivery_rate = 1_112_000;
-        paths[1].pacing_rate = 3_178_000;
+        let mut paths = [
+            PathSnapshot {
+                min_rtt: ms(50),
+                rttvar: ms(8),
+                cwnd: 94,
+                in_flight: 2,
+                notsent: 29_966,
+                ready: false,
+                delivery_rate: 564_000,
+                pacing_rate: 2_495_000,
+                ..path(0, 63)
+            },
+            PathSnapshot {
+                min_rtt: ms(70),
+                rttvar: ms(20),
+                cwnd: 164,
+                restart_cwnd: Some(10),
+                in_flight: 1,
+                delivery_rate: 1_112_000,
+                pacing_rate: 3_178_000,
+                ..path(1, 195)
+            },
+        ];
         let k = QueueView {
             bytes: 229_782,
             frames: 14,
@@ -1174,22 +1188,29 @@ mod tests {
     #[test]
     fn a_bbr_window_is_read_at_its_bandwidth_estimate_not_its_pacing_rate() {
         let now = Instant::now();
-        let mut paths = [path(0, 61), path(1, 191)];
-        paths[0].min_rtt = Duration::from_millis(50);
-        paths[0].rttvar = Duration::from_millis(8);
-        paths[0].cwnd = 95;
-        paths[0].in_flight = 20;
-        paths[0].notsent = 36_764;
-        paths[0].ready = false;
-        paths[0].delivery_rate = 543_000;
-        paths[0].pacing_rate = 2_463_000;
-        paths[1].min_rtt = Duration::from_millis(70);
-        paths[1].rttvar = Duration::from_millis(20);
-        paths[1].cwnd = 164;
-        paths[1].in_flight = 43;
-        paths[1].notsent = 4_921;
-        paths[1].delivery_rate = 1_112_000;
-        paths[1].pacing_rate = 3_203_000;
+        let mut paths = [
+            PathSnapshot {
+                min_rtt: ms(50),
+                rttvar: ms(8),
+                cwnd: 95,
+                in_flight: 20,
+                notsent: 36_764,
+                ready: false,
+                delivery_rate: 543_000,
+                pacing_rate: 2_463_000,
+                ..path(0, 61)
+            },
+            PathSnapshot {
+                min_rtt: ms(70),
+                rttvar: ms(20),
+                cwnd: 164,
+                in_flight: 43,
+                notsent: 4_921,
+                delivery_rate: 1_112_000,
+                pacing_rate: 3_203_000,
+                ..path(1, 191)
+            },
+        ];
         let k = QueueView {
             bytes: 131_304,
             frames: 8,
@@ -1222,24 +1243,31 @@ mod tests {
     #[test]
     fn the_second_test_counts_what_the_fast_path_has_queued() {
         let now = Instant::now();
-        let mut paths = [path(0, 73), path(1, 196)];
-        paths[0].min_rtt = Duration::from_millis(50);
-        paths[0].rttvar = Duration::from_millis(1);
-        paths[0].cwnd = 94;
-        paths[0].in_flight = 44;
-        paths[0].notsent = 34_887;
-        paths[0].ready = false;
-        paths[0].delivery_rate = 667_000;
-        paths[0].pacing_rate = 2_464_000;
-        paths[0].bandwidth = 862_000;
-        paths[1].min_rtt = Duration::from_millis(70);
-        paths[1].rttvar = Duration::from_millis(15);
-        paths[1].cwnd = 164;
-        paths[1].in_flight = 66;
-        paths[1].notsent = 4_908;
-        paths[1].delivery_rate = 1_113_000;
-        paths[1].pacing_rate = 3_203_000;
-        paths[1].bandwidth = 1_120_000;
+        let mut paths = [
+            PathSnapshot {
+                min_rtt: ms(50),
+                rttvar: ms(1),
+                cwnd: 94,
+                in_flight: 44,
+                notsent: 34_887,
+                ready: false,
+                delivery_rate: 667_000,
+                pacing_rate: 2_464_000,
+                bandwidth: 862_000,
+                ..path(0, 73)
+            },
+            PathSnapshot {
+                min_rtt: ms(70),
+                rttvar: ms(15),
+                cwnd: 164,
+                in_flight: 66,
+                notsent: 4_908,
+                delivery_rate: 1_113_000,
+                pacing_rate: 3_203_000,
+                bandwidth: 1_120_000,
+                ..path(1, 196)
+            },
+        ];
         let k = QueueView {
             bytes: 65_652,
             frames: 4,
