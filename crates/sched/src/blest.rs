@@ -1,6 +1,5 @@
 //! BLEST, BLocking ESTimation (S. Ferlin, Ö. Alay, O. Mehani, R. Boreli, "BLEST: Blocking
 //! Estimation-based MPTCP Scheduler for Heterogeneous Networks", IFIP Networking 2016).
-//! Digest: `shared/specs/peers.md` §6, `shared/specs/ecf.md` §5.
 //!
 //! Bytes sent on a slow path hold flow-control window until they arrive; if they hold so much
 //! that the fast path runs out of window during the slow path's RTT, the connection blocks.

@@ -1,6 +1,6 @@
 //! DEMS, decoupled multipath scheduling for chunk downloads (Y. E. Guo, A. Nikravesh,
 //! Z. M. Mao, F. Qian, S. Sen, "Accelerating Multipath Transport Through Balanced Subflow
-//! Completion", MobiCom 2017). Digest: `shared/specs/dems.md`.
+//! Completion", MobiCom 2017).
 //!
 //! The chunk is whatever is queued (the paper's non-API mode). The path with the smaller
 //! one-way delay sends it from the head; the path with the larger one-way delay sends it
@@ -18,7 +18,8 @@
 //!   no longer than ΔOWD + δ ago (Eq. 11, Alg. 1 lines 11–13). All duplicates travel on the
 //!   small-OWD path, about 2δ·BW₁BW₂/(BW₁+BW₂) bytes (Eq. 13).
 //!
-//! Decisions made for mpflex (the digest's open points):
+//! Decisions made for mpflex, where the paper leaves the choice open (the measurements
+//! behind them are in `docs/schedulers/dems.md`):
 //!
 //! * **OWD** comes from the peer's `Owd` feedback: sender timestamps at (re)transmission, the
 //!   receiver's arrival clock, binned per path by bytes in flight at send time (10 KB bins,
@@ -48,26 +49,26 @@
 //!   the queue never ends, so "the tail" is the newest byte. Sent from there, the large
 //!   path's bytes wait in the receiver's reorder buffer until the small path reaches them;
 //!   the gap grows until the stream's flow-control window (4 MB) is full of them, and the
-//!   application receives data seconds late (bulk upload on seed-default: 76% of the
-//!   capacity delivered in order). So a chunk end is in reach only when the backlog is at
-//!   most what both paths deliver in one round of the two,
-//!   `(BW_small + BW_large)·(srtt_small + srtt_large)` ([`Dems::horizon`]; each BW the
-//!   larger of window/srtt and the delivery rate); above it the
-//!   large path takes from the head like MinRTT, and from the tail (with the stop rule)
+//!   application receives data seconds late, its in-order goodput well below the paths'
+//!   capacity. So a chunk end is in reach only when the backlog is at most what both paths
+//!   deliver in one round of the two, `(BW_small + BW_large)·(srtt_small + srtt_large)`
+//!   ([`Dems::horizon`]; each BW the larger of window/srtt and the delivery rate); above it
+//!   the large path takes from the head like MinRTT, and from the tail (with the stop rule)
 //!   once the rest fits. The horizon is at least twice the stop threshold, so the stop rule
 //!   always has room. `horizon = false` is the paper's rule.
 //! * **Tail bytes fit the window.** Eq. 9 assumes a byte the large-OWD path takes arrives
 //!   ΔOWD after the small path's would. Under late binding a path's socket accepts bytes
 //!   beyond its congestion window; those leave only when a round of acknowledgements has
 //!   come back, a whole srtt later (after an idle spell the kernel restarts the window at
-//!   as little as 10 segments: at 470 ms, tail frames arrived ~200 ms after the rest). So
-//!   the large-OWD path takes tail bytes only while the window a write now gets has room,
+//!   as little as 10 segments, so this happens at the start of every chunk after a pause).
+//!   So the large-OWD path takes tail bytes only while the window a write now gets has room,
 //!   and at most that room; without room it waits a few ms and the stop rule is applied
 //!   again to what is then left (the paper's kernel scheduler likewise only uses a subflow
 //!   with window space). Beyond the horizon the large path's head bytes are held to its
 //!   window the same way: a chunk on paths that never carried data looks endless (their
-//!   rates are the initial window's), and 36 KB of head bytes behind an 11-segment window
-//!   at 470 ms held a 256 KB chunk back by two round trips.
+//!   rates are the initial window's), and head bytes queued behind the slow path's initial
+//!   window hold the whole chunk back by its round trips, since the receiver delivers in
+//!   order.
 
 use std::time::{Duration, Instant};
 
@@ -248,10 +249,10 @@ mod tests {
     use super::*;
     use crate::test_util::{path, queue};
 
-    /// The seeds' default profile with LTE inflated to 270 ms: WiFi 7040 kbit/s, RTT 50 ms;
-    /// LTE 9185 kbit/s, RTT 270 ms. OWDs from feedback (with a clock offset of 5 s that
-    /// must cancel): 25 ms and 135 ms, so ΔOWD = 110 ms. Windows of about one BDP, 30 and
-    /// 214 segments, all free.
+    /// The seed-default profile with LTE inflated to 270 ms (seed-default-270): WiFi
+    /// 7040 kbit/s, RTT 50 ms; LTE 9185 kbit/s, RTT 270 ms. OWDs from feedback (with a clock
+    /// offset of 5 s that must cancel): 25 ms and 135 ms, so ΔOWD = 110 ms. Windows of
+    /// about one BDP, 30 and 214 segments, all free.
     fn seed_270() -> [PathSnapshot; 2] {
         let mut wifi = path(0, 50);
         wifi.cwnd = 30;
@@ -425,12 +426,12 @@ mod tests {
         );
     }
 
-    /// Paths that have never carried data (seed-default-470, traced in the lab: 737 ms for
-    /// 256 KB): no OWD feedback, no delivery rate, initial windows. Their rates are the
-    /// initial window's, 237 and 34 KB/s, so the horizon is about 144 KB and a 256 KB
-    /// chunk counts as endless; the LTE path then takes from the head, but only the room
-    /// its window has (here 3 segments), not the 36 KB that waited two 470 ms rounds in
-    /// its socket, and nothing while the window is full.
+    /// Paths that have never carried data (a traced seed-default-470 state): no OWD
+    /// feedback, no delivery rate, initial windows. Their rates are the initial window's,
+    /// 237 and 34 KB/s, so the horizon is about 144 KB and a 256 KB chunk counts as
+    /// endless; the LTE path then takes from the head, but only the room its window has
+    /// (here 3 segments), not a batch that would wait rounds of 470 ms in its socket, and
+    /// nothing while the window is full.
     #[test]
     fn head_bytes_of_a_new_slow_path_fit_its_window() {
         let now = Instant::now();

@@ -1,6 +1,6 @@
 //! ECF, Earliest Completion First (Y.-s. Lim, E. M. Nahum, D. Towsley, R. J. Gibbens, "ECF: An
 //! MPTCP Path Scheduler to Manage Heterogeneous Paths", CoNEXT 2017; Y.-s. Lim, PhD thesis,
-//! UMass Amherst 2017, ch. 5, Algorithm 2). Digest: `shared/specs/ecf.md` §2 and §7.
+//! UMass Amherst 2017, ch. 5, Algorithm 2).
 //!
 //! When the fastest path x_f (smallest srtt) has no room, MinRTT spills the backlog onto a
 //! slower path x_s that does; if x_f would have finished the whole backlog sooner, that
@@ -12,58 +12,56 @@
 //!    hysteresis once ECF has decided to wait, and is cleared only when this test fails;
 //! 2. `(k/CWND_s)·RTT_s ≥ 2·RTT_f + δ` — x_s would not finish k sooner than x_f could.
 //!
-//! Both hold ⇒ wait for x_f; otherwise x_s sends. Decisions made for mpflex:
+//! Both hold ⇒ wait for x_f; otherwise x_s sends. Decisions made for mpflex (where
+//! [`EcfConfig`] has a switch for one, `false` is the published form; the measurements
+//! behind them are in `docs/schedulers/ecf.md`):
 //!
 //! * **Units and the floor.** k and the windows are compared in bytes (`cwnd·mss`), and k is
 //!   never counted as less than one window in either test (upstream `mptcp_ecf.c` does the
 //!   same): the literal formula sends the thesis's own "11th packet" on the 100 ms path
-//!   (ecf.md §2.7). [`EcfConfig::floor_backlog`] = false gives the literal form for study.
-//!   Bytes already unsent in a path's socket (`notsent`) are added to that path's k: under
-//!   late binding they are ahead of the backlog on that path (the kernel scheduler has no
-//!   such queue).
+//!   of its 10 ms / 100 ms example. [`EcfConfig::floor_backlog`] = false gives the literal
+//!   form. Bytes already unsent in a path's socket (`notsent`) are added to that path's k:
+//!   under late binding they are ahead of the backlog on that path (the kernel scheduler
+//!   has no such queue).
 //! * **δ** = max(σ_f, σ_s) ([`Delta::Mdev`], the default) with σ = `rttvar` of the snapshot,
 //!   i.e. `tcpi_rttvar`, the smoothed mean deviation with no floor (a few ms). The kernel's
 //!   `rttvar_us` that the thesis and upstream used never drops below `rto_min` (200 ms), which
-//!   makes δ ≥ 100 ms and stops ECF waiting in the thesis's 10 ms / 100 ms example (ecf.md
-//!   §7.4); [`Delta::KernelLike`] approximates that (`max(4·σ, 200 ms)/2`, upstream's
+//!   makes δ ≥ 100 ms and stops ECF waiting in the thesis's 10 ms / 100 ms example;
+//!   [`Delta::KernelLike`] approximates that (`max(4·σ, 200 ms)/2`, upstream's
 //!   `rttvar_us >> 1`) and [`Delta::Fixed`] pins a constant, for comparisons.
-//! * **Saved cwnd (`rec_snd_cwnd`, ecf.md §7.5).** Linux halves cwnd per RTO of idleness
+//! * **Saved cwnd (upstream's `rec_snd_cwnd`).** Linux halves cwnd per RTO of idleness
 //!   (RFC 2861), lazily at the next transmit, so `TCP_INFO` still shows the old window while
 //!   the path is idle. ECF remembers a path's window while it is idle (nothing in flight or
 //!   unsent), watching every statistics update ([`Scheduler::observe`]), not only its own
-//!   decisions (a fast path that idles while nothing is queued is never asked); when the path is next seen busy after an idle spell longer than its RTO
-//!   estimate (`srtt + max(4·rttvar, 200 ms)`) with a smaller window, the old one is kept as
+//!   decisions (a fast path that idles while nothing is queued is never asked); when the
+//!   path is next seen busy after an idle spell longer than its RTO estimate
+//!   (`srtt + max(4·rttvar, 200 ms)`) with a smaller window, the old one is kept as
 //!   `rec_cwnd`, and `max(cwnd, rec_cwnd)` feeds the decisions until the kernel's window grows
 //!   back to it. Only ECF's arithmetic uses it; the kernel's window is untouched.
 //! * **Slow start after an idle restart** ([`EcfConfig::slow_start`]). With the remembered
 //!   window, `k/CWND_f` reads the first round after an idle spell as a full window, but
-//!   the kernel restarts it from 10 segments (or half per RTO) and slow-starts back. When
-//!   the window a write gets now ([`PathSnapshot::send_cwnd`]) is below the tests' window,
-//!   k's drain time counts rounds from it, doubling up to that window ([`drain_time`]); in
-//!   steady state the published integer form stands. The same for x_s in test (2). A
-//!   256 KB chunk at 270 ms after a 1 s pause: WiFi restarted at 10 segments needed 5
-//!   rounds (420 ms, everything on WiFi) where the formula said 3.6 (384 ms).
+//!   the kernel restarts it from 10 segments (or half per RTO) and slow-starts back, so
+//!   the published form overstates how fast a restarted x_f drains k. When the window a
+//!   write gets now ([`PathSnapshot::send_cwnd`]) is below the tests' window, k's drain
+//!   time counts rounds from it, doubling up to that window ([`drain_time`]); in steady
+//!   state the published integer form stands. The same for x_s in test (2).
 //! * **The hysteresis ends with the burst** ([`EcfConfig::burst_hysteresis`]). `waiting` is
 //!   cleared when the queue is empty or every path idle: a chunk that follows a pause does
-//!   not inherit the β-widened bound of the previous burst's last decisions (which had
-//!   kept LTE out of that 256 KB chunk entirely).
+//!   not inherit the β-widened bound of the previous burst's last decisions, which would
+//!   keep x_s out of the new chunk's first decisions for a reason that no longer holds.
 //! * **An idle path's RTT** ([`EcfConfig::idle_rtt`]). The kernel's srtt changes only with
 //!   new samples: a path that idles after its last burst queued bytes keeps that queue in
-//!   its srtt, although it has drained. ECF reads every RTT as [`PathSnapshot::rtt_now`]:
-//!   at most the path's minimum RTT plus `rttvar` plus the time the bytes already on it
-//!   take at its rate, never above srtt — srtt on a busy path. Seen under BBR at 70 ms:
-//!   LTE idled with srtt 195 ms after start-up had filled its 500 ms buffer, ECF read it
-//!   as slower than WiFi draining the next 256 KB chunk and kept it out until the chunk's
-//!   last 32 KB (323 ms against 207 in the runs that used LTE at once).
+//!   its srtt, although it has drained, and ECF would read it as slower than it is. ECF
+//!   reads every RTT as [`PathSnapshot::rtt_now`]: at most the path's minimum RTT plus
+//!   `rttvar` plus the time the bytes already on it take at its rate, never above srtt —
+//!   srtt on a busy path.
 //! * **x_f's completion in test (2)** ([`EcfConfig::fast_completion`]). The thesis bounds
 //!   x_f's time for k from below by `2·RTT_f` (one round to become available, one to send
 //!   k: a backlog within one window). Under late binding x_f's socket holds unsent bytes
-//!   ahead of k, and a larger k takes x_f more rounds; test (2) then judged x_s slower than
-//!   an x_f that could not finish sooner either. mpflex uses the estimate of test (1),
+//!   ahead of k, and a larger k takes x_f more rounds; the bound then judges x_s slower
+//!   than an x_f that cannot finish sooner either. mpflex uses the estimate of test (1),
 //!   `(1 + k_f/CWND_f)·RTT_f` (with the slow-start drain time after an idle restart),
-//!   where it is longer. Seen under BBR at 70 ms: LTE (181 ms for the last 70 KB) waited
-//!   for WiFi with 100 KB of its own still queued (189 ms), and WiFi carried the chunk's
-//!   last quarter alone.
+//!   where it is longer.
 //! * **More than two paths** (Proposition 1): x_f is the fastest usable path with an RTT
 //!   sample, ready or not; x_s is the asking path, provided MinRTT would pick it (no faster
 //!   path is ready with window space — otherwise that path is being asked and this one
@@ -74,27 +72,24 @@
 //! * **Waiting** answers `Wait { until }` with `until` = now + RTT_f (x_f should be available
 //!   within one of its RTTs; the engine also re-asks on every change). A wait is capped at
 //!   `(1 + β)·(RTT_s + δ)` from its start (the slow path would have been done by then, so the
-//!   premise is falsified — a stalled x_f, ecf.md §7.6 safeguards): past it x_s sends anyway.
+//!   premise is falsified — a stalled x_f): past it x_s sends anyway.
 //! * **Window as a rate.** ECF reads `CWND/RTT` as the rate a path drains its backlog at.
 //!   That holds for a loss-based window in steady state, but BBR keeps two BDPs in its window
 //!   (cwnd gain 2) and any window measured against a smaller srtt overstates the rate, so
 //!   ECF would wait for a fast path that cannot deliver that fast. When the kernel has a
 //!   rate, mpflex caps each window at `rate · srtt` (at least one MSS) for both tests
 //!   ([`EcfConfig::rate_cap`]; `false` is the published form), the rate being the larger
-//!   of the delivery and pacing rates ([`PathSnapshot::sending_rate`]); x_f's, under BBR,
-//!   at most its bandwidth estimate ([`PathSnapshot::bandwidth`]): in its start-up BBR
-//!   paces at 2.89 × that estimate, and a 7 Mbit/s WiFi path read at its pacing rate
-//!   (2.46 MB/s) kept LTE out of a 256 KB chunk's second half (285 ms against the static
-//!   split's 201). Not x_s's: a path ECF keeps to little traffic has an estimate of that
-//!   little, and read at it would stay out (LTE at 179 KB/s of 1.15 MB/s, 270 ms). The delivery rate
-//!   alone lags a window in slow start: a 470 ms LTE path at 17 segments delivered 16 KB/s
-//!   (its window says 50), ECF read one 16 KB frame on it as a second's work, kept waiting
-//!   for WiFi, and LTE never grew its window (1 MB chunks carried 3% on LTE, 1.25 x the
-//!   oracle). A window-based congestion control paces at 1.2–2 x window / srtt, so for it
-//!   the cap never binds; BBR paces at about its bandwidth estimate, which caps its two-BDP
-//!   window as intended. A remembered window (above) is capped by the rate of the path
-//!   before its idle spell: the restart's first samples (a window of 10 per RTT) would
-//!   otherwise undo the idle protection.
+//!   of the delivery and pacing rates ([`PathSnapshot::sending_rate`]). The delivery rate
+//!   alone lags a window in slow start (its samples trail a doubling window by up to half),
+//!   which would read a slow path that is still growing as slower than it is and keep it
+//!   from ever growing; the pacing rate of a window-based congestion control is 1.2–2 ×
+//!   window / srtt, so for it the cap never binds. x_f's window is also capped at BBR's
+//!   bandwidth estimate ([`PathSnapshot::bandwidth`]): in its start-up BBR paces at up to
+//!   2.89 × that estimate, which the pacing-rate cap lets through. Not x_s's: a path ECF
+//!   keeps to little traffic has an estimate of that little, and read at it would stay
+//!   out. A remembered window (above) is capped by the rate of the path before its idle
+//!   spell: the restart's first samples (a window of 10 per RTT) would otherwise undo the
+//!   idle protection.
 //! * **Frames, not packets.** ECF's x_s round is one RTT because a packet's own
 //!   transmission time is negligible. mpflex hands paths whole frames (up to 16 KB): on a
 //!   0.3 Mbit/s path one frame takes 0.4 s to cross. RTT_s in test (1) and in the wait cap
@@ -109,24 +104,21 @@
 //!   mpflex's equivalent: once nothing is left to send, the fastest path (by arrival)
 //!   re-sends, oldest first, the frames other paths hold and the peer has neither
 //!   acknowledged nor reported, each at most once. A slow path's last frames (or one in
-//!   loss recovery, its RTO doubling over a 1 s RTT) then no longer hold a burst's end:
-//!   on a 0.3 Mbit/s WiFi path beside LTE, video segments took 2 s longer whenever one of
-//!   them did. The copies cost only idle capacity of the fast path. Only frames the copy
-//!   brings sooner are copied ([`EcfConfig::reinject_sooner`], `sooner_only` of
+//!   loss recovery, its RTO doubling over a 1 s RTT) then no longer hold a burst's end;
+//!   the copies cost only idle capacity of the fast path. Only frames the copy brings
+//!   sooner are copied ([`EcfConfig::reinject_sooner`], `sooner_only` of
 //!   [`Decision::Reinject`]): the engine's one-way-delay estimate at each path's bytes in
 //!   flight says when the frame is due over the path that holds it and when a copy would
-//!   be; frames about to arrive anyway (most of a fast LTE path's last window) are left
-//!   alone, frames stuck in a slow path's queue or behind a loss are copied. Copying
-//!   every held frame cost up to 14% duplicate bytes on seed-default chunks for no gain
-//!   in completion time.
+//!   be; frames about to arrive anyway (most of a fast path's last window) are left alone,
+//!   frames stuck in a slow path's queue or behind a loss are copied. Copying every held
+//!   frame costs duplicate bytes for no gain in completion time.
 //! * **`max_bytes`.** x_f (or a MinRTT fallback) gets the whole budget. When x_s sends after
 //!   the comparison it gets only its free window space (at least one MSS): the test judged
 //!   one round of x_s, and bytes beyond its window would sit in its socket, deciding early.
 //!   Near a burst's end (the backlog within one round of x_f and x_s) x_s takes bytes only
 //!   while the window a write now gets has room, and otherwise asks again a few ms later:
-//!   a frame behind a full window leaves a round later (after an idle restart at 270 ms,
-//!   17 KB handed beyond LTE's window arrived ~200 ms after everything else). Far from the
-//!   end the one segment beyond a full window keeps x_s's socket fed.
+//!   a frame behind a full window leaves a round later, after everything x_f carries. Far
+//!   from the end the one segment beyond a full window keeps x_s's socket fed.
 
 use std::time::{Duration, Instant};
 
@@ -153,8 +145,9 @@ pub struct EcfConfig {
     /// Hysteresis β in thousandths (the thesis's β = 0.25 is 250).
     pub beta_permille: u32,
     pub delta: Delta,
-    /// Count the backlog as at least one congestion window in both tests (upstream, and the
-    /// fix for ecf.md §2.7). `false` is the thesis's literal Algorithm 2.
+    /// Count the backlog as at least one congestion window in both tests (as upstream
+    /// `mptcp_ecf.c` does; the literal test sends the thesis's own "11th packet" on the slow
+    /// path). `false` is the thesis's literal Algorithm 2.
     pub floor_backlog: bool,
     /// Cap each window at what the path delivers in one srtt (`delivery_rate · srtt`).
     pub rate_cap: bool,
@@ -268,11 +261,10 @@ impl Ecf {
     /// x_f's window for the tests: [`Ecf::window_bytes`], and with `rate_cap`, where the
     /// congestion control models the bottleneck (BBR), at most what its bandwidth estimate
     /// (at least the delivery rate) carries in an RTT. BBR paces at up to 2.89 × that
-    /// estimate in its start-up, which the pacing-rate cap lets through: after an idle
-    /// spell a 7 Mbit/s WiFi path paced at 2.46 MB/s, and its 94-segment window read as
-    /// 2.2 MB/s. Only x_f's: its estimate comes from the traffic it carries, while an x_s
-    /// kept to little traffic has an estimate of that little (an LTE path at 179 KB/s of
-    /// its 1.15 MB/s), which would keep it out for good.
+    /// estimate in its start-up, which the pacing-rate cap lets through, so a fast path's
+    /// window would read as several times its link's rate. Only x_f's: its estimate comes
+    /// from the traffic it carries, while an x_s kept to little traffic has an estimate of
+    /// that little, which would keep it out for good.
     fn fast_window(&self, f: usize, fp: &PathSnapshot) -> u128 {
         let w = self.window_bytes(f, fp);
         if !self.cfg.rate_cap || fp.bandwidth == 0 {
@@ -602,7 +594,7 @@ mod tests {
         matches!(d, Decision::Wait { .. })
     }
 
-    /// The seeds' WiFi (7.04 Mbit/s, RTT 55 ms) under BBR keeps two BDPs in its window
+    /// A WiFi path of 7.04 Mbit/s and 55 ms under BBR keeps two BDPs in its window
     /// (67 segments ≈ 97 KB); LTE (9.185 Mbit/s, RTT 270 ms) asks with a 256 KB backlog.
     /// Read as a rate, the WiFi window says WiFi drains the backlog in ~200 ms, so published
     /// ECF waits; WiFi really needs ~300 ms, longer than one LTE round. With the window capped
@@ -638,7 +630,7 @@ mod tests {
     }
 
     /// A CUBIC path in slow start delivers half of what its window sends (the samples
-    /// lag a doubling window) but paces at twice window / srtt. The state seen at 470 ms:
+    /// lag a doubling window) but paces at twice window / srtt. A state with LTE at 470 ms:
     /// WiFi (x_f) srtt 99 ms, 46 segments, full, 27 KB unsent, 839 KB/s; LTE srtt 487 ms, 17
     /// segments, 13 in flight, delivering 16 KB/s and pacing at 101 KB/s; 541 KB queued in
     /// 16 KB frames. Capped by the delivery rate LTE's window is 7.8 KB, a frame takes it
@@ -669,9 +661,9 @@ mod tests {
         assert!(is_wait(fixed(10).decide(now, 1, &paths, &q, 65536)));
     }
 
-    /// ECF's video case (ecf.md §1.4, shaped like its testbed): LTE 8.6 Mbit/s (srtt
-    /// 100 ms, window 110 KB, full) is x_f; WiFi 0.3 Mbit/s (srtt 1 s, window 26 segments
-    /// ≈ 37.6 KB/s) asks with a 1 MB segment queued in 16 KB frames. LTE drains it in about
+    /// ECF's video case (the paper's 0.3 / 8.6 Mbit/s pair, shaped like its testbed): LTE
+    /// 8.6 Mbit/s (srtt 100 ms, window 110 KB, full) is x_f; WiFi 0.3 Mbit/s (srtt 1 s,
+    /// window 26 segments ≈ 37.6 KB/s) asks with a 1 MB segment queued in 16 KB frames. LTE drains it in about
     /// (1 + 1 MB/110 KB)·100 ms ≈ 1.0 s; one WiFi round is 1 s if a frame were a packet, so
     /// the published test sends on WiFi — but a 16 KB frame needs another 0.4 s there.
     #[test]
@@ -758,7 +750,7 @@ mod tests {
 
     #[test]
     fn thesis_example_waits_for_the_fast_path() {
-        // ecf.md §1.5 / §2.7: 10 ms and 100 ms, both CWND 10, one packet left. Waiting takes
+        // The thesis's example: 10 ms and 100 ms, both CWND 10, one packet left. Waiting takes
         // ~20 ms, the slow path 100 ms. Floored test (2): 100 ≥ 20 + δ, so wait iff δ ≤ 80 ms.
         let now = Instant::now();
         let paths = fast_full(10, 100);
@@ -777,7 +769,7 @@ mod tests {
             fixed(81).decide(now, 1, &paths, &queue(MSS), 65536),
             Decision::in_window(End::Head, 10 * MSS as usize)
         );
-        // Kernel-like δ is ≥ 100 ms: does not wait (ecf.md §7.4).
+        // Kernel-like δ is ≥ 100 ms (rttvar_us never below rto_min): does not wait.
         let mut k = Ecf::new(EcfConfig {
             delta: Delta::KernelLike,
             ..EcfConfig::default()
@@ -788,7 +780,7 @@ mod tests {
 
     #[test]
     fn literal_formula_sends_the_eleventh_packet() {
-        // ecf.md §2.7: without the floor, (1/10)·100 = 10 ≥ 20 + δ fails.
+        // The thesis's "11th packet": without the floor, (1/10)·100 = 10 ≥ 20 + δ fails.
         let now = Instant::now();
         let mut s = Ecf::new(EcfConfig {
             floor_backlog: false,
@@ -1126,14 +1118,13 @@ mod tests {
         assert_eq!(drain_time(0, 10, 40, 1000), 0);
     }
 
-    /// The state traced at the start of a 256 KB chunk on seed-default (BBR, warm), LTE
+    /// A traced state at the start of a 256 KB chunk on seed-default (BBR, warm), LTE
     /// asking: WiFi (x_f) srtt 63 ms (base 50), 94 segments, 2 in flight and 30 KB unsent,
-    /// delivering 564 KB/s and pacing at 2.5 MB/s (BBR's start-up gain); LTE idle for 1.2 s after the warm-up, whose start-up queue left its srtt at
-    /// 195 ms (base 70), one control segment in flight, 1.1 MB/s, restarted to 10 segments;
-    /// 229 KB queued in 16 KB frames. Read at 195 ms LTE is slower than WiFi draining a
-    /// third of the chunk and ECF waits: WiFi carried everything but the last 32 KB and the
-    /// chunk took 323 ms, where the runs that used LTE from the start took 207 (the best
-    /// static split 201). At its real RTT LTE sends.
+    /// delivering 564 KB/s and pacing at 2.5 MB/s (BBR's start-up gain); LTE idle after the
+    /// warm-up, whose start-up queue left its srtt at 195 ms (base 70), one control segment
+    /// in flight, 1.1 MB/s, restarted to 10 segments; 229 KB queued in 16 KB frames. Read at
+    /// 195 ms LTE is slower than WiFi draining a third of the chunk and ECF waits. At its
+    /// real RTT LTE sends.
     #[test]
     fn an_idle_path_is_read_at_its_base_rtt_not_the_queue_of_its_last_burst() {
         let now = Instant::now();
@@ -1183,8 +1174,8 @@ mod tests {
     /// srtt 61 ms, 95 segments, 20 in flight and 37 KB unsent, delivering 543 KB/s and
     /// pacing at 2.46 MB/s, 2.89 × its bandwidth estimate of 852 KB/s (BBR's start-up gain);
     /// LTE 43 segments in flight of 164. Capped at the pacing rate WiFi's window reads as
-    /// 2.2 MB/s, three times what the 7 Mbit/s link carries, ECF waits and WiFi carried the
-    /// rest (285 ms; the best static split 201). At BBR's bandwidth estimate LTE sends.
+    /// 2.2 MB/s, three times what the 7 Mbit/s link carries, and ECF waits. At BBR's
+    /// bandwidth estimate LTE sends.
     #[test]
     fn a_bbr_window_is_read_at_its_bandwidth_estimate_not_its_pacing_rate() {
         let now = Instant::now();
@@ -1238,8 +1229,7 @@ mod tests {
     /// of 63 KB at its 862 KB/s, 44 segments in flight and 35 KB unsent, so k and its own
     /// queue take it (1 + 101/63) · 73 = 189 ms; LTE, 66 segments in flight at 1.12 MB/s,
     /// would have the 66 KB there in 181 ms. Test (2) with x_f's lower bound (2 · 73 + 15 =
-    /// 161 ms) judged LTE slower and ECF waited: WiFi carried the last 66 KB alone and the
-    /// chunk took 246 ms (the best static split 201).
+    /// 161 ms) judges LTE slower and waits; with x_f's completion estimate LTE sends.
     #[test]
     fn the_second_test_counts_what_the_fast_path_has_queued() {
         let now = Instant::now();
@@ -1289,14 +1279,13 @@ mod tests {
         assert!(is_wait(Ecf::default().decide(now, 1, &paths, &k, 65536)));
     }
 
-    /// The state traced at the start of a 256 KB chunk on seed-default-270 (CUBIC, warm):
+    /// A traced state at the start of a 256 KB chunk on seed-default-270 (CUBIC, warm):
     /// WiFi (x_f) idle for 1.1 s before, 53 segments at 857 KB/s, restarted by the kernel to
     /// 10 segments, 29 KB unsent; LTE (x_s) srtt 279 ms, 51 segments, idle and ready; 229 KB
     /// queued in 16 KB frames; `waiting` still set by the end of the warm-up burst. Published
     /// ECF reads WiFi as draining 258 KB at 71 KB per 83 ms round (384 ms) against β-widened
-    /// 1.25 · 345 ms and waits: WiFi carried the whole chunk in 420 ms, where the best
-    /// static split (25% on LTE) took 335 ms. WiFi really restarts at 14 KB a round and needs
-    /// 515 ms; and the hysteresis belongs to the burst that set it.
+    /// 1.25 · 345 ms and waits, leaving the whole chunk to WiFi. WiFi really restarts at
+    /// 14 KB a round and needs 515 ms; and the hysteresis belongs to the burst that set it.
     #[test]
     fn a_restarted_fast_path_slow_starts_and_the_hysteresis_ends_with_the_burst() {
         let t0 = Instant::now();

@@ -86,10 +86,9 @@ impl PathSnapshot {
     /// bytes already on the path (in flight and unsent) take at its rate, and never more
     /// than `srtt`. `srtt` changes only with new samples, which need traffic: a path that
     /// goes idle after its bytes built a queue keeps reading that queue although it has
-    /// drained (seen: an LTE path that BBR's start-up had queued to 195 ms read 195 ms for
-    /// the whole second it then idled, its base RTT being 70 ms, and a control frame in
-    /// flight does not change that). On a busy path the bytes on it take about an srtt
-    /// to drain, so this is `srtt`. `srtt` when `min_rtt` is unknown.
+    /// drained, for as long as it idles (a control frame in flight now and then does not
+    /// change that). On a busy path the bytes on it take about an srtt to drain, so this is
+    /// `srtt`. `srtt` when `min_rtt` is unknown.
     pub fn rtt_now(&self) -> Duration {
         if self.min_rtt.is_zero() {
             return self.srtt;

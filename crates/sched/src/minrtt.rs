@@ -1,11 +1,12 @@
 //! MinRTT: the path with the smallest smoothed RTT among those with congestion-window
-//! space gets the bytes (the Linux MPTCP default). A slower path sends only while every
-//! faster path is full — the behaviour the seeds found to spill short flows onto LTE, kept
-//! here as the baseline.
+//! space gets the bytes (the Linux MPTCP default scheduler). A slower path sends only while
+//! every faster path is full. With paths of unequal delay that spills a transfer's last
+//! bytes onto the slow path, where they arrive after the fast path would have delivered
+//! them — the case ECF, BLEST and DEMS are built against. It is kept as the baseline.
 
 use std::time::Instant;
 
-use crate::{backups_allowed, Decision, PathSnapshot, QueueView, Scheduler};
+use crate::{backups_allowed, faster_available, Decision, PathSnapshot, QueueView, Scheduler};
 
 #[derive(Debug, Default)]
 pub struct MinRtt;
@@ -29,10 +30,7 @@ impl Scheduler for MinRtt {
             return Decision::Wait { until: None };
         }
         // A faster path that is ready and has room takes precedence; it is being asked too.
-        let faster_waiting = paths
-            .iter()
-            .any(|p| p.id != me.id && p.usable(allow_backup) && p.ready && p.has_cwnd_space() && p.srtt < me.srtt);
-        if faster_waiting {
+        if faster_available(paths, path, allow_backup) {
             Decision::Wait { until: None }
         } else {
             Decision::head(budget)

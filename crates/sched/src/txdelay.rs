@@ -1,7 +1,6 @@
 //! TxDelay, MPFlex's buffer-aware scheduler (A. Nikravesh, Y. Guo, F. Qian, Z. M. Mao,
 //! S. Sen, "An In-depth Understanding of Multipath TCP on Mobile Devices: Measurement and
-//! System Design", MobiCom 2016, §"Use case: buffer-aware scheduling"). Digest:
-//! `shared/specs/mpflex.md` §2.9.
+//! System Design", MobiCom 2016, §"Use case: buffer-aware scheduling").
 //!
 //! When the low-RTT path's window is full, MinRTT spills onto the high-RTT path although the
 //! bytes would have arrived sooner by queueing behind the low-RTT path. TxDelay sends on the
@@ -13,21 +12,19 @@
 //!
 //! * **B** (the paper's sender-buffer occupancy) = `notsent + in_flight·mss`: everything
 //!   handed to the path's socket and not yet acknowledged, which a new byte queues behind.
-//!   The digest's reading; mpflex's own unassigned queue is not counted (it is shared, and
-//!   its head is the byte being placed). A path that is not ready has a backed-up socket,
+//!   mpflex's own unassigned queue is not counted (it is shared, and its head is the byte
+//!   being placed). A path that is not ready has a backed-up socket,
 //!   which the kernel only lets happen with a full window, so its B is taken as at least
 //!   `cwnd·mss` even if the (periodically sampled) snapshot shows less.
 //! * **The delay term starts from the path's minimum RTT** ([`Base`]), not its srtt. B
 //!   counts the bytes in flight, and srtt counts the queue those bytes built at the
 //!   bottleneck a second time; and srtt changes only with new samples, so a path that went
 //!   idle after building a queue keeps the inflated value for as long as it stays idle —
-//!   which this rule then makes forever. In the lab (seed-default, CUBIC, 4 MB) LTE
-//!   overshot in slow start to 243 segments, drained, and sat idle for two seconds at
-//!   `srtt` = 280–310 ms (its propagation RTT is 70 ms) while WiFi carried the chunk:
-//!   1.5–1.6 × MPTCP. `srtt + B/rate` read literally is `txdelay-srtt`. An unknown
-//!   minimum (0) falls back to srtt. (Counting only the unsent part of B and keeping srtt
-//!   was measured too and was worse, 1.76 × at 4 MB: the idle path's stale srtt then
-//!   competes with even less.)
+//!   which this rule then makes forever: a path whose slow-start overshoot once queued
+//!   bytes is never chosen again. `srtt + B/rate` read literally is `txdelay-srtt`. An
+//!   unknown minimum (0) falls back to srtt. Keeping srtt and counting only the unsent part
+//!   of B instead does not help: the idle path's stale srtt then competes with even less.
+//!   The measurements are in `docs/schedulers/txdelay.md`.
 //! * **Rate** = [`PathSnapshot::rate_estimate`]: `cwnd·mss/srtt` as published, with the
 //!   kernel's delivery-rate estimate as a floor, as elsewhere in mpflex.
 //! * The asking path sends (the whole budget) iff its expected time is no later than every
@@ -153,8 +150,8 @@ mod tests {
 
     #[test]
     fn an_idle_path_is_judged_by_its_minimum_rtt_not_a_stale_srtt() {
-        // Seen in the lab: LTE (70 ms propagation) drained after a slow-start overshoot and
-        // idles with srtt 300 ms; WiFi (55 ms, srtt 95 ms) has a full 55-segment window and
+        // LTE (70 ms propagation) has drained after a slow-start overshoot and idles with
+        // srtt 300 ms; WiFi (55 ms, srtt 95 ms) has a full 55-segment window and
         // 35 KB unsent at 850 KB/s: 95 + (55·1448 + 35 000)/850 000 = 230 ms.
         let now = Instant::now();
         let mut paths = [path(0, 95), path(1, 300)];
@@ -221,8 +218,8 @@ mod tests {
 
     #[test]
     fn queues_behind_the_fast_path_where_minrtt_spills() {
-        // mpflex.md §2.9, paths of 20 and 70 ms: WiFi's window is full (not ready), LTE has
-        // room. WiFi: 20 + 20 = 40 ms < 70 ms, so LTE waits (MinRTT would send on it).
+        // The paper's buffer-aware case, paths of 20 and 70 ms: WiFi's window is full (not
+        // ready), LTE has room. WiFi: 20 + 20 = 40 ms < 70 ms, so LTE waits (MinRTT would send on it).
         let now = Instant::now();
         let mut paths = [path(0, 20), path(1, 70)];
         paths[0].in_flight = 10;
