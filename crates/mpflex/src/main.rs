@@ -10,9 +10,10 @@ use tokio_util::sync::CancellationToken;
 
 // Buffers of 16-256 KiB are allocated and freed at a high rate on the data path; the
 // system allocator serves them from fresh mmap'd pages (a page fault and a zeroed page per
-// 4 KiB), mimalloc from its free lists. Its v2 line returns freed pages to the system
-// after 10 ms; v3 waits a second, so a burst of a thousand streams left the server at its
-// peak (up to 200 MB) after the burst (2026-11-25; e2e_many_streams).
+// 4 KiB), mimalloc from its free lists. The workspace pins mimalloc's v2 line: it returns
+// freed pages to the system after 10 ms, where v3 holds them for a second, which keeps a
+// process at its peak memory for that long after a burst of streams (measured in the
+// README, "1,000 concurrent streams").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
