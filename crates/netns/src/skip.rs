@@ -16,8 +16,8 @@ pub fn skip(test: &str, reason: &str) -> bool {
 fn skip_under(ci: Option<&str>, test: &str, reason: &str) -> bool {
     if ci == Some("true") {
         panic!(
-            "{test} cannot run here: {reason}. CI=true: a skipped test is a failure; \
-             give this machine what the test needs (.ci/run installs it)"
+            "{test} cannot run here: {reason}. Under CI=true a skipped test is a failure: \
+             run the tests as root on a machine set up by .ci/run"
         );
     }
     eprintln!("SKIP {test}: {reason}");

@@ -401,26 +401,7 @@ impl Lab {
 
     /// Destroys path `p`'s TCP connection in the server's kernel.
     pub fn kill_server_socket(&self, p: usize) -> bool {
-        let src = self.server_addr(p);
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.topo.server_ns,
-                "ss",
-                "-K",
-                "-H",
-                "-n",
-                "-t",
-                "src",
-                &src,
-                "sport",
-                "=",
-            ])
-            .arg(format!(":{SERVER_PORT}"))
-            .output()
-            .expect("ss");
-        out.status.success() && String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains(&src))
+        ss_kill(&self.topo.server_ns, &self.server_addr(p), "sport")
     }
 
     /// Undoes `kill_path`: the link comes back up (a reset path reconnects by itself).
@@ -430,62 +411,19 @@ impl Lab {
 
     /// Takes path `p`'s link down on the client side (no reset reaches anyone).
     pub fn link_down(&self, p: usize) {
-        sh(&[
-            "ip",
-            "-n",
-            &self.topo.client_ns,
-            "link",
-            "set",
-            &self.topo.client_dev(p),
-            "down",
-        ]);
+        set_link(&self.topo.client_ns, &self.topo.client_dev(p), "down");
     }
 
     pub fn link_up(&self, p: usize) {
-        sh(&[
-            "ip",
-            "-n",
-            &self.topo.client_ns,
-            "link",
-            "set",
-            &self.topo.client_dev(p),
-            "up",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &self.topo.server_ns,
-            "link",
-            "set",
-            &self.topo.server_dev(p),
-            "up",
-        ]);
+        set_link(&self.topo.client_ns, &self.topo.client_dev(p), "up");
+        set_link(&self.topo.server_ns, &self.topo.server_dev(p), "up");
         // Addresses survive a down/up, but the route needs the link to be up again.
     }
 
     /// Destroys path `p`'s TCP connection in the client's kernel (both ends see a reset).
-    /// Returns whether `ss` found and destroyed a socket (it lists what it destroyed).
+    /// Returns whether `ss` found and destroyed a socket.
     pub fn kill_socket(&self, p: usize) -> bool {
-        let src = self.client_addr(p);
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.topo.client_ns,
-                "ss",
-                "-K",
-                "-H",
-                "-n",
-                "-t",
-                "src",
-                &src,
-                "dport",
-                "=",
-            ])
-            .arg(format!(":{SERVER_PORT}"))
-            .output()
-            .expect("ss");
-        out.status.success() && String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains(&src))
+        ss_kill(&self.topo.client_ns, &self.client_addr(p), "dport")
     }
 
     /// Resident memory of a child (the `ip netns exec` child execs into the program, so
@@ -507,6 +445,22 @@ impl Lab {
     pub fn spawn_in(&self, ns: &str, args: &[&str], log: &str) -> Child {
         self.spawn(ns, args, log)
     }
+}
+
+/// `ip link set <dev> <state>` in namespace `ns`.
+fn set_link(ns: &str, dev: &str, state: &str) {
+    sh(&["ip", "-n", ns, "link", "set", dev, state]);
+}
+
+/// `ss -K` in namespace `ns` on the TCP connection from `src` whose `port` ("sport" or
+/// "dport") is the server's; whether it destroyed one (it lists what it destroyed).
+fn ss_kill(ns: &str, src: &str, port: &str) -> bool {
+    let out = mpflex_netns::command(ns, "ss")
+        .args(["-K", "-H", "-n", "-t", "src", src, port, "="])
+        .arg(format!(":{SERVER_PORT}"))
+        .output()
+        .expect("ss");
+    out.status.success() && String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains(src))
 }
 
 /// VmRSS of a process, KiB (0 when it is gone).
