@@ -765,7 +765,7 @@ mod tests {
     fn traces_family() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
         if !dir.is_dir() {
-            eprintln!("skipping traces_family: {} is missing", dir.display());
+            crate::netns::skip("traces_family", &format!("{} is missing", dir.display()));
             return;
         }
         let all = expand(&format!("traces:{}", dir.display())).unwrap();

@@ -1,7 +1,8 @@
 //! The emulator against its configuration, measured with real TCP/UDP across namespaces:
 //! RTT within 1 ms + 2%, constant-rate TCP goodput within 5%, trace replay within 5% of the
 //! trace's mean, random loss within statistical tolerance, and ≥ 300 Mbit/s per path and
-//! ≥ 500 Mbit/s in total. Needs root and iperf3; skipped (with a message) otherwise.
+//! ≥ 500 Mbit/s in total. Needs root and iperf3; skipped (with a message) otherwise, a
+//! failure under CI=true.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use mpflex_lab::emulator::{enter_ns, Emulator};
 use mpflex_lab::link::{LinkParams, QueueLimit, Rate};
-use mpflex_lab::netns::{is_root, Topology};
+use mpflex_lab::netns::{require_root, require_tools, skip, Topology};
 use mpflex_lab::profile::{seed_default, Action, Direction, Event, PathSpec, Profile};
 use mpflex_lab::trace::Trace;
 
@@ -19,18 +20,9 @@ use mpflex_lab::trace::Trace;
 static SERIAL: Mutex<()> = Mutex::new(());
 static TAG: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
-/// Root runs the tests (CI is root); others skip them. As root a missing iperf3 is a
-/// failure, not a skip, so a CI machine without it cannot pass without measuring.
+/// Root with iperf3 runs the tests; elsewhere they skip, and fail under CI=true.
 fn ready(test: &str) -> bool {
-    if !is_root() {
-        eprintln!("SKIP {test}: needs root (network namespaces)");
-        return false;
-    }
-    assert!(
-        Command::new("iperf3").arg("--version").output().is_ok(),
-        "{test}: iperf3 not found; install it (apt-get install iperf3)"
-    );
-    true
+    require_root(test) && require_tools(test, &["iperf3"])
 }
 
 fn lab(profile: &Profile) -> (Topology, Emulator) {
@@ -493,7 +485,10 @@ fn real_trace_replay_delivers_its_opportunities() {
         return;
     }
     let Some(file) = shared_trace("ATT-LTE-driving-2016.down") else {
-        eprintln!("SKIP real_trace_replay_delivers_its_opportunities: ../shared/traces not found");
+        skip(
+            "real_trace_replay_delivers_its_opportunities",
+            "../shared/traces not found",
+        );
         return;
     };
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

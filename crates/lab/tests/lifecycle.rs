@@ -1,12 +1,13 @@
 //! Namespaces and processes go away on success, panic, SIGINT/SIGTERM of `mpflex-lab emu`,
-//! and a killed run's leftovers are removed by the next run. Needs root; skipped otherwise.
+//! and a killed run's leftovers are removed by the next run. Needs root; skipped otherwise,
+//! a failure under CI=true.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use mpflex_lab::netns::{is_root, Topology};
+use mpflex_lab::netns::{require_root, Topology};
 
 /// Tags of this test binary; the accuracy tests use small ones in their own process.
 static TAG: AtomicU32 = AtomicU32::new(100);
@@ -24,10 +25,7 @@ fn exists(ns: &str) -> bool {
 }
 
 fn root(test: &str) -> bool {
-    if !is_root() {
-        eprintln!("SKIP {test}: needs root");
-    }
-    is_root()
+    require_root(test)
 }
 
 #[test]

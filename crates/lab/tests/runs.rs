@@ -2,7 +2,7 @@
 //! oracle's static-split sweep over real namespaces, each result's warm-up time recorded
 //! (the oracle's per share), and `report` printing the warm-up / warm-up + chunk table.
 //! Trace profiles: every transfer starts at the beginning of the trace. Needs root;
-//! skipped (with a message) otherwise.
+//! skipped (with a message) otherwise, a failure under CI=true.
 
 use std::process::Command;
 
@@ -27,11 +27,9 @@ fn words(s: &str) -> Vec<&std::ffi::OsStr> {
     s.split_whitespace().map(std::ffi::OsStr::new).collect()
 }
 
-/// A fresh scratch directory for `test`, or None (and a skip message) without root.
+/// A fresh scratch directory for `test`, or None (a skip, see `require_root`) without root.
 fn root_scratch(test: &str) -> Option<std::path::PathBuf> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP {test}: needs root (network namespaces)");
+    if !mpflex_lab::netns::require_root(test) {
         return None;
     }
     let dir = std::env::temp_dir().join(format!("mpflex-lab-{test}-{}", std::process::id()));

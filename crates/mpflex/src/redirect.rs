@@ -110,7 +110,10 @@ mod tests {
     async fn unredirected_connection_is_an_error() {
         for bind in ["127.0.0.1:0", "[::1]:0"] {
             let Ok(l) = TcpListener::bind(bind).await else {
-                eprintln!("skipping {bind}: cannot listen there");
+                mpflex_netns::skip(
+                    &format!("unredirected_connection_is_an_error ({bind})"),
+                    "cannot listen there",
+                );
                 continue;
             };
             let addr = l.local_addr().unwrap();
@@ -129,46 +132,6 @@ mod tests {
     const HELPER_TEST: &str = "redirect::tests::netns_helper";
     const HELPER_OK: &str = "netns-helper: all cases passed";
 
-    /// A named network namespace, deleted on drop (also when the test panics).
-    struct Netns(String);
-
-    impl Netns {
-        fn create() -> Result<Netns, String> {
-            use std::sync::atomic::{AtomicU32, Ordering};
-            static N: AtomicU32 = AtomicU32::new(0);
-            let name = format!("mpfl-rd-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-            sh(&["ip", "netns", "add", &name])?;
-            Ok(Netns(name))
-        }
-
-        fn exec(&self, args: &[&str]) -> Result<(), String> {
-            sh(&[&["ip", "netns", "exec", &self.0][..], args].concat())
-        }
-    }
-
-    impl Drop for Netns {
-        fn drop(&mut self) {
-            let _ = sh(&["ip", "netns", "delete", &self.0]);
-        }
-    }
-
-    fn sh(args: &[&str]) -> Result<(), String> {
-        let out = Command::new(args[0])
-            .args(&args[1..])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{}: {}: {}",
-                args.join(" "),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(())
-    }
-
     /// Inside a throw-away namespace: `lo` carries 192.0.2.1/24 and 2001:db8::1/64 (so
     /// those networks are routable), and NAT rules redirect
     ///   IPv4 port 1234 → 4321 (IPv4 listener), IPv4 port 1235 → 4322 (dual-stack listener),
@@ -176,25 +139,19 @@ mod tests {
     /// A copy of this test binary runs [`netns_helper`] in there.
     #[test]
     fn redirect_in_network_namespace() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipping redirect_in_network_namespace: needs root");
+        let test = "redirect_in_network_namespace";
+        if !mpflex_netns::require_root(test) || !mpflex_netns::require_tools(test, &["ip", "iptables"]) {
             return;
         }
-        if sh(&["iptables", "--version"]).is_err() || sh(&["ip", "-V"]).is_err() {
-            eprintln!("skipping redirect_in_network_namespace: needs iptables and iproute2");
-            return;
-        }
-        let ns = match Netns::create() {
+        let ns = match mpflex_netns::Netns::create("rd") {
             Ok(ns) => ns,
             Err(e) => {
-                eprintln!("skipping redirect_in_network_namespace: cannot create a namespace: {e}");
+                mpflex_netns::skip(test, &format!("cannot create a namespace: {e:#}"));
                 return;
             }
         };
         let v4 = [
-            &["ip", "link", "set", "lo", "up"][..],
-            &["ip", "addr", "add", "192.0.2.1/24", "dev", "lo"],
+            &["ip", "addr", "add", "192.0.2.1/24", "dev", "lo"][..],
             &[
                 "iptables",
                 "-t",
@@ -226,8 +183,9 @@ mod tests {
                 "4322",
             ],
         ];
-        if let Err(e) = v4.iter().try_for_each(|c| ns.exec(c)) {
-            eprintln!("skipping redirect_in_network_namespace: setup failed: {e}");
+        // `lo` is up already.
+        if let Err(e) = v4.iter().try_for_each(|c| ns.exec(c).map(drop)) {
+            mpflex_netns::skip(test, &format!("setup failed: {e:#}"));
             return;
         }
         let v6 = [
@@ -248,17 +206,18 @@ mod tests {
                 "4322",
             ],
         ];
-        let families = match v6.iter().try_for_each(|c| ns.exec(c)) {
+        // A kernel without IPv6 (or its NAT) skips only the IPv6 case.
+        let families = match v6.iter().try_for_each(|c| ns.exec(c).map(drop)) {
             Ok(()) => "46",
             Err(e) => {
-                eprintln!("redirect_in_network_namespace: IPv6 part skipped: {e}");
+                mpflex_netns::skip(&format!("{test} (IPv6 case)"), &format!("{e:#}"));
                 "4"
             }
         };
 
         let exe = std::env::current_exe().unwrap();
         let mut child = Command::new("ip")
-            .args(["netns", "exec", &ns.0])
+            .args(["netns", "exec", ns.name()])
             .arg(exe)
             .args([HELPER_TEST, "--exact", "--nocapture", "--test-threads=1"])
             .env(HELPER_ENV, families)
@@ -282,7 +241,7 @@ mod tests {
         assert!(
             out.status.success() && stdout.contains(HELPER_OK),
             "helper in {} failed ({}):\n{stdout}\n{stderr}",
-            ns.0,
+            ns.name(),
             out.status
         );
         drop(ns);

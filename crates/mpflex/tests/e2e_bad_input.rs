@@ -54,12 +54,12 @@ fn handshake_msg(client_priv: &[u8; 32], server_pub: &[u8; 32]) -> Vec<u8> {
 
 #[test]
 fn hostile_peers_get_nothing_and_service_continues() {
-    if !require_root("hostile_peers_get_nothing_and_service_continues") {
+    if !ready("hostile_peers_get_nothing_and_service_continues") {
         return;
     }
     let lab = Lab::new(Options::default());
     let server: SocketAddr = lab.server_path_addr(0);
-    let cns = lab.cns.clone();
+    let cns = lab.topo.client_ns.clone();
     let (client_priv, server_pub) = (key(&lab.client_key), key(&lab.server_pub));
 
     let report = in_ns(&cns, move || {
@@ -226,7 +226,7 @@ fn forwarder(upstream: SocketAddr, cap: std::sync::Arc<std::sync::Mutex<Capture>
 /// replayed to the server: the original opened a session, the replay gets nothing.
 #[test]
 fn captured_handshake_of_the_real_client_replayed_gets_nothing() {
-    if !require_root("captured_handshake_of_the_real_client_replayed_gets_nothing") {
+    if !ready("captured_handshake_of_the_real_client_replayed_gets_nothing") {
         return;
     }
     let lab = Lab::new(Options::default());
@@ -234,7 +234,9 @@ fn captured_handshake_of_the_real_client_replayed_gets_nothing() {
     let cap = std::sync::Arc::new(std::sync::Mutex::new(Capture::default()));
     let port = {
         let cap = cap.clone();
-        spawn_in_ns(&lab.cns, move || forwarder(server, cap)).join().unwrap()
+        spawn_in_ns(&lab.topo.client_ns, move || forwarder(server, cap))
+            .join()
+            .unwrap()
     };
     // A second client process with the real client's key, its one path through the
     // forwarder.
@@ -250,7 +252,7 @@ fn captured_handshake_of_the_real_client_replayed_gets_nothing() {
     )
     .unwrap();
     let mut capture_client = lab.spawn_in(
-        &lab.cns,
+        &lab.topo.client_ns,
         &[BIN, "client", "--config", cfg.to_str().unwrap()],
         "capture-client.log",
     );
@@ -258,7 +260,7 @@ fn captured_handshake_of_the_real_client_replayed_gets_nothing() {
     let mut up = false;
     while std::time::Instant::now() < deadline && !up {
         std::thread::sleep(Duration::from_millis(100));
-        up = lab.status(&lab.cns, 9192)["paths"][0]["up"] == true;
+        up = lab.status(&lab.topo.client_ns, 9192)["paths"][0]["up"] == true;
     }
     let _ = capture_client.kill();
     let _ = capture_client.wait();
@@ -288,7 +290,7 @@ fn captured_handshake_of_the_real_client_replayed_gets_nothing() {
 
     // Replay: the first message alone, and everything the client sent.
     let first = sent[..first_len].to_vec();
-    let report = in_ns(&lab.cns, move || {
+    let report = in_ns(&lab.topo.client_ns, move || {
         let mut report = Vec::new();
         for (what, bytes) in [("first message", &first), ("whole capture", &sent)] {
             let mut s = TcpStream::connect(server).unwrap();
@@ -340,7 +342,7 @@ fn drain_for(s: &mut TcpStream, within: Duration) -> (Vec<u8>, bool) {
 #[test]
 fn garbage_floods_and_silent_peers_do_not_disturb_a_transfer() {
     use rand::Rng;
-    if !require_root("garbage_floods_and_silent_peers_do_not_disturb_a_transfer") {
+    if !ready("garbage_floods_and_silent_peers_do_not_disturb_a_transfer") {
         return;
     }
     let lab = Lab::new(Options {
@@ -357,7 +359,7 @@ fn garbage_floods_and_silent_peers_do_not_disturb_a_transfer() {
 
     let ((got, want), reports) = std::thread::scope(|scope| {
         let download = scope.spawn(|| lab.download(30 << 20));
-        let conns = in_ns(&lab.cns, move || {
+        let conns = in_ns(&lab.topo.client_ns, move || {
             let mut rng = rand::thread_rng();
             let mut conns = Vec::new();
             for i in 0..FLOOD {

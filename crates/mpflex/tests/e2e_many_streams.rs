@@ -13,7 +13,7 @@ const SIZE: usize = 200_000;
 
 #[test]
 fn thousand_concurrent_streams() {
-    if !require_root("thousand_concurrent_streams") {
+    if !ready("thousand_concurrent_streams") {
         return;
     }
     let lab = Lab::new(Options::default());
@@ -30,7 +30,7 @@ fn thousand_concurrent_streams() {
     let t0 = std::time::Instant::now();
     // All connections are opened and their requests sent before any is read, so they are
     // really concurrent.
-    let conns = in_ns(&lab.cns, move || {
+    let conns = in_ns(&lab.topo.client_ns, move || {
         let mut conns = Vec::new();
         for i in 0..STREAMS {
             let mut s = socks_connect(proxy, "127.0.0.1", ORIGIN_PORT).unwrap_or_else(|e| panic!("connect {i}: {e}"));
@@ -108,7 +108,7 @@ fn thousand_concurrent_streams() {
 
 fn lab_sha(lab: &Lab, n: usize) -> String {
     let proxy = lab.socks();
-    in_ns(&lab.cns, move || {
+    in_ns(&lab.topo.client_ns, move || {
         let mut s = socks_connect(proxy, "127.0.0.1", ORIGIN_PORT).unwrap();
         s.write_all(format!("GET /sha256/{n} HTTP/1.0\r\nHost: o\r\n\r\n").as_bytes())
             .unwrap();

@@ -84,7 +84,7 @@ fn kill_during(lab: &Lab, what: &str, iterations: usize, transfer: impl Fn() -> 
 
 #[test]
 fn random_path_kills_during_downloads_lose_nothing_and_paths_return() {
-    if !require_root("random_path_kills_during_downloads_lose_nothing_and_paths_return") {
+    if !ready("random_path_kills_during_downloads_lose_nothing_and_paths_return") {
         return;
     }
     // 200 Mbit/s per path and direction, so a download lasts long enough to be hit.
@@ -120,7 +120,7 @@ fn random_path_kills_during_downloads_lose_nothing_and_paths_return() {
 
 #[test]
 fn random_path_kills_during_uploads_lose_nothing() {
-    if !require_root("random_path_kills_during_uploads_lose_nothing") {
+    if !ready("random_path_kills_during_uploads_lose_nothing") {
         return;
     }
     let lab = Lab::new(Options {

@@ -20,7 +20,7 @@ fn wait_exit(child: &mut std::process::Child, within: Duration) -> Option<std::p
 
 #[test]
 fn sigterm_mid_transfer_exits_cleanly() {
-    if !require_root("sigterm_mid_transfer_exits_cleanly") {
+    if !ready("sigterm_mid_transfer_exits_cleanly") {
         return;
     }
     let mut lab = Lab::new(Options {
@@ -32,7 +32,7 @@ fn sigterm_mid_transfer_exits_cleanly() {
         .args([
             "netns",
             "exec",
-            &lab.cns,
+            &lab.topo.client_ns,
             "curl",
             "-s",
             "-o",
@@ -61,7 +61,7 @@ fn sigterm_mid_transfer_exits_cleanly() {
             .args([
                 "netns",
                 "exec",
-                &lab.cns,
+                &lab.topo.client_ns,
                 BIN,
                 "client",
                 "--config",

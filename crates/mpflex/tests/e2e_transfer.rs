@@ -6,7 +6,7 @@ use support::*;
 
 #[test]
 fn download_100mb_and_upload_50mb_over_two_paths() {
-    if !require_root("download_100mb_and_upload_50mb_over_two_paths") {
+    if !ready("download_100mb_and_upload_50mb_over_two_paths") {
         return;
     }
     let lab = Lab::new(Options {
@@ -33,7 +33,7 @@ fn download_100mb_and_upload_50mb_over_two_paths() {
 
 #[test]
 fn minrtt_and_redundant_transfer_intact() {
-    if !require_root("minrtt_and_redundant_transfer_intact") {
+    if !ready("minrtt_and_redundant_transfer_intact") {
         return;
     }
     for sched in ["minrtt", "redundant"] {

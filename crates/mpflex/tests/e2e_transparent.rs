@@ -9,20 +9,17 @@ use support::*;
 
 #[test]
 fn redirected_connection_reaches_its_original_destination() {
-    if !require_root("redirected_connection_reaches_its_original_destination") {
-        return;
-    }
-    if Command::new("iptables").arg("--version").output().is_err() {
-        eprintln!("SKIP: iptables not installed");
+    let test = "redirected_connection_reaches_its_original_destination";
+    if !ready(test) || !mpflex_netns::require_tools(test, &["iptables"]) {
         return;
     }
     let lab = Lab::new(Options::default());
     // A "remote" service address: on the server's loopback, routed nowhere in the client.
-    let remote = format!("10.{}.9.9", lab.net);
+    let remote = format!("10.{}.9.9", lab.topo.net);
     sh(&[
         "ip",
         "-n",
-        &lab.sns,
+        &lab.topo.server_ns,
         "addr",
         "add",
         &format!("{remote}/32"),
@@ -32,18 +29,18 @@ fn redirected_connection_reaches_its_original_destination() {
     sh(&[
         "ip",
         "-n",
-        &lab.cns,
+        &lab.topo.client_ns,
         "route",
         "add",
         &format!("{remote}/32"),
         "dev",
-        "p1c",
+        &lab.topo.client_dev(0),
     ]);
     sh(&[
         "ip",
         "netns",
         "exec",
-        &lab.cns,
+        &lab.topo.client_ns,
         "iptables",
         "-t",
         "nat",
@@ -65,7 +62,7 @@ fn redirected_connection_reaches_its_original_destination() {
         .arg("-c")
         .arg(format!(
             "ip netns exec {} curl -sS --max-time 60 http://{remote}:{ORIGIN_PORT}/bytes/{n} | sha256sum",
-            lab.cns
+            lab.topo.client_ns
         ))
         .output()
         .unwrap();
@@ -74,7 +71,7 @@ fn redirected_connection_reaches_its_original_destination() {
         .args([
             "netns",
             "exec",
-            &lab.sns,
+            &lab.topo.server_ns,
             "curl",
             "-sS",
             &format!("http://127.0.0.1:{ORIGIN_PORT}/sha256/{n}"),

@@ -9,55 +9,53 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use mpflex::tcpinfo::{tcp_info, SsthreshReset, INFINITE_SSTHRESH};
-use support::{require_root, sh};
+use mpflex_netns::Netns;
+use support::sh;
 
 /// `tcpi_ca_state` after a retransmission timeout (linux/tcp.h `TCP_CA_Loss`).
 const TCP_CA_LOSS: u8 = 4;
 
 /// A namespace of its own with a 100 Mbit/s, 100 KB droptail `tbf` on its loopback (MTU
 /// 1500), removed on drop.
-struct LossyNs(String);
+struct LossyNs(Netns);
 
 impl LossyNs {
     fn new() -> LossyNs {
-        let name = format!("mpfl-e2e-{}-ssthresh", std::process::id());
-        let _ = Command::new("ip")
-            .args(["netns", "delete", &name])
-            .stderr(std::process::Stdio::null())
-            .status();
-        sh(&["ip", "netns", "add", &name]);
-        sh(&["ip", "-n", &name, "link", "set", "lo", "mtu", "1500", "up"]);
+        let ns = Netns::create("lossy").unwrap_or_else(|e| panic!("{e:#}"));
+        sh(&["ip", "-n", ns.name(), "link", "set", "lo", "mtu", "1500", "up"]);
         sh(&[
-            "tc", "-n", &name, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "100mbit", "burst", "15k", "limit",
+            "tc",
+            "-n",
+            ns.name(),
+            "qdisc",
+            "add",
+            "dev",
+            "lo",
+            "root",
+            "tbf",
+            "rate",
+            "100mbit",
+            "burst",
+            "15k",
+            "limit",
             "100k",
         ]);
-        LossyNs(name)
+        LossyNs(ns)
     }
 
     /// `iptables <op> <rule>` in the namespace.
     fn iptables(&self, op: &str, rule: &[&str]) {
-        let mut a = vec!["ip", "netns", "exec", &self.0, "iptables", "-w", op];
+        let mut a = vec!["iptables", "-w", op];
         a.extend_from_slice(rule);
-        sh(&a);
+        self.0.exec(&a).unwrap_or_else(|e| panic!("{e:#}"));
     }
 
     /// Moves the calling thread into the namespace.
     fn enter(&self) {
-        let f = std::fs::File::open(format!("/var/run/netns/{}", self.0)).expect("netns file");
-        // SAFETY: setns on an open namespace fd; affects only this thread.
-        let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-    }
-}
-
-impl Drop for LossyNs {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "delete", &self.0]).status();
+        self.0.enter();
     }
 }
 
@@ -85,7 +83,8 @@ fn send_and_drain(c: &mut TcpStream, n: usize) {
 
 #[test]
 fn a_lost_keepalives_threshold_is_dropped_and_a_bursts_is_kept() {
-    if !require_root("a_lost_keepalives_threshold_is_dropped_and_a_bursts_is_kept") {
+    let test = "a_lost_keepalives_threshold_is_dropped_and_a_bursts_is_kept";
+    if !mpflex_netns::require_root(test) || !mpflex_netns::require_tools(test, &["ip", "tc", "iptables"]) {
         return;
     }
     let ns = LossyNs::new();
@@ -189,7 +188,7 @@ fn bbr_connections_are_left_alone() {
     let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let _s = l.accept().unwrap();
     if socket2::SockRef::from(&c).set_tcp_congestion(b"bbr").is_err() {
-        eprintln!("SKIP bbr_connections_are_left_alone: bbr not available");
+        mpflex_netns::skip("bbr_connections_are_left_alone", "the kernel offers no bbr (tcp_bbr)");
         return;
     }
     let mut r = SsthreshReset::new(&c, true);

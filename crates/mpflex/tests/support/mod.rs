@@ -1,17 +1,21 @@
-//! End-to-end harness: a client and a server network namespace joined by two veth paths,
-//! an HTTP origin and `mpflex server` in the server namespace, `mpflex client` in the
-//! client namespace. Everything is removed on drop (and stale topologies of dead runs at
-//! start). Needs root; tests print a skip message otherwise.
+//! End-to-end harness: a topology of mpflex-netns (client and server namespaces joined by
+//! two veth paths), an HTTP origin and `mpflex server` in the server namespace, `mpflex
+//! client` in the client namespace. Everything is removed on drop (and stale namespaces of
+//! dead runs at start). Needs root, python3 (the origin) and curl; [`ready`] skips a test
+//! without them, and fails it under CI.
 #![allow(dead_code)]
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+// Each test binary compiles this module and uses a part of it.
+#[allow(unused_imports)]
+pub use mpflex_netns::{in_ns, spawn_in_ns, Layout, Topology};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_mpflex");
 pub const ORIGIN_PORT: u16 = 8080;
@@ -23,49 +27,15 @@ pub const SERVER_STATUS: u16 = 9191;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+/// Whether an end-to-end test `test` can run here (see the module doc); if not it is
+/// skipped, or under CI fails.
+pub fn ready(test: &str) -> bool {
+    mpflex_netns::require_root(test) && mpflex_netns::require_tools(test, &["ip", "python3", "curl"])
 }
 
-/// Returns None (and says so) when the test cannot run here.
-pub fn require_root(test: &str) -> bool {
-    if !is_root() {
-        eprintln!("SKIP {test}: needs root for network namespaces");
-        return false;
-    }
-    true
-}
-
+/// Runs a program to completion and returns its stdout; panics if it fails.
 pub fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().expect("spawn");
-    assert!(
-        out.status.success(),
-        "{:?} failed: {}",
-        args,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Removes namespaces left by test processes that no longer exist.
-fn clean_stale() {
-    let list = sh(&["ip", "netns", "list"]);
-    for line in list.lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
-        let Some(rest) = name.strip_prefix("mpfl-e2e-") else {
-            continue;
-        };
-        let pid: u32 = rest.split('-').next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = Command::new("sh")
-                .arg("-c")
-                .arg(format!(
-                    "ip netns pids {name} | xargs -r kill -9; ip netns delete {name}"
-                ))
-                .status();
-        }
-    }
+    mpflex_netns::run(args).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 pub struct Options {
@@ -89,11 +59,8 @@ impl Default for Options {
 }
 
 pub struct Lab {
-    pub name: String,
-    pub cns: String,
-    pub sns: String,
-    /// Second octet of the 10.x.y.z addresses.
-    pub net: u32,
+    /// The namespaces: client `c<i>` 10.<net>.<i+1>.1, server `s<i>` 10.<net>.<i+1>.2.
+    pub topo: Topology,
     pub dir: PathBuf,
     pub origin: Option<Child>,
     pub server: Option<Child>,
@@ -104,19 +71,18 @@ pub struct Lab {
 
 impl Lab {
     pub fn new(opts: Options) -> Lab {
-        static STALE: std::sync::Once = std::sync::Once::new();
-        STALE.call_once(clean_stale);
-        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let pid = std::process::id();
-        let name = format!("mpfl-e2e-{pid}-{n}");
-        let net = 100 + (pid % 50) * 3 + n % 3;
-        let dir = std::env::temp_dir().join(&name);
+        let layout = Layout {
+            kind: "e2e",
+            paths: 2,
+            emulator: false,
+            ipv6: true,
+            mptcp: false,
+        };
+        let topo = Topology::with(layout, COUNTER.fetch_add(1, Ordering::SeqCst)).unwrap_or_else(|e| panic!("{e:#}"));
+        let dir = std::env::temp_dir().join(&topo.name);
         std::fs::create_dir_all(&dir).unwrap();
         let mut lab = Lab {
-            cns: format!("{name}-c"),
-            sns: format!("{name}-s"),
-            name,
-            net,
+            topo,
             dir,
             origin: None,
             server: None,
@@ -124,87 +90,42 @@ impl Lab {
             client_key: String::new(),
             server_pub: String::new(),
         };
-        lab.build(&opts);
+        if opts.rate_mbit > 0 {
+            lab.limit_rate(opts.rate_mbit);
+        }
         lab.start(&opts);
         lab
     }
 
     pub fn client_addr(&self, path: usize) -> String {
-        format!("10.{}.{}.1", self.net, path + 1)
+        self.topo.client_addr(path)
     }
 
     pub fn server_addr(&self, path: usize) -> String {
-        format!("10.{}.{}.2", self.net, path + 1)
+        self.topo.server_addr(path)
     }
 
-    fn veth(&self, path: usize, side: char) -> String {
-        // Interface names are at most 15 bytes; they live in their own namespaces.
-        format!("p{}{}", path + 1, side)
-    }
-
-    fn build(&self, opts: &Options) {
-        for ns in [&self.cns, &self.sns] {
-            sh(&["ip", "netns", "add", ns]);
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-        }
-        for p in 0..2 {
-            let (c, s) = (self.veth(p, 'c'), self.veth(p, 's'));
-            sh(&[
-                "ip", "link", "add", &c, "netns", &self.cns, "type", "veth", "peer", "name", &s, "netns", &self.sns,
-            ]);
-            sh(&[
-                "ip",
-                "-n",
-                &self.cns,
-                "addr",
-                "add",
-                &format!("{}/24", self.client_addr(p)),
-                "dev",
-                &c,
-            ]);
-            sh(&[
-                "ip",
-                "-n",
-                &self.sns,
-                "addr",
-                "add",
-                &format!("{}/24", self.server_addr(p)),
-                "dev",
-                &s,
-            ]);
-            sh(&["ip", "-n", &self.cns, "link", "set", &c, "up"]);
-            sh(&["ip", "-n", &self.sns, "link", "set", &s, "up"]);
-            if opts.rate_mbit > 0 {
-                for (ns, dev) in [(&self.cns, &c), (&self.sns, &s)] {
-                    sh(&[
-                        "ip",
-                        "netns",
-                        "exec",
-                        ns,
-                        "tc",
-                        "qdisc",
-                        "add",
-                        "dev",
-                        dev,
-                        "root",
-                        "tbf",
-                        "rate",
-                        &format!("{}mbit", opts.rate_mbit),
-                        "burst",
-                        "64kb",
-                        "latency",
-                        "30ms",
-                    ]);
-                }
+    /// A `tbf` of `mbit` on both ends of every path.
+    fn limit_rate(&self, mbit: u32) {
+        let rate = format!("{mbit}mbit");
+        for p in 0..self.topo.paths {
+            let ends = [
+                (&self.topo.client_ns, self.topo.client_dev(p)),
+                (&self.topo.server_ns, self.topo.server_dev(p)),
+            ];
+            for (ns, dev) in ends {
+                sh(&[
+                    "ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", &dev, "root", "tbf", "rate", &rate,
+                    "burst", "64kb", "latency", "30ms",
+                ]);
             }
         }
     }
 
     fn spawn(&self, ns: &str, args: &[&str], log: &str) -> Child {
         let log = File::create(self.dir.join(log)).unwrap();
-        Command::new("ip")
-            .args(["netns", "exec", ns])
-            .args(args)
+        mpflex_netns::command(ns, args[0])
+            .args(&args[1..])
             .env("RUST_LOG", "info")
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -215,7 +136,7 @@ impl Lab {
     fn start(&mut self, opts: &Options) {
         let origin = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/origin.py");
         self.origin = Some(self.spawn(
-            &self.sns,
+            &self.topo.server_ns,
             &["python3", origin, "0.0.0.0", &ORIGIN_PORT.to_string()],
             "origin.log",
         ));
@@ -268,18 +189,18 @@ impl Lab {
         let scfg = self.dir.join("server.toml");
         let ccfg = self.dir.join("client.toml");
         self.server = Some(self.spawn(
-            &self.sns,
+            &self.topo.server_ns,
             &[BIN, "server", "--config", scfg.to_str().unwrap()],
             "server.log",
         ));
-        self.wait_port(&self.sns.clone(), ORIGIN_PORT);
-        self.wait_port(&self.sns.clone(), SERVER_PORT);
+        self.wait_port(&self.topo.server_ns.clone(), ORIGIN_PORT);
+        self.wait_port(&self.topo.server_ns.clone(), SERVER_PORT);
         self.client = Some(self.spawn(
-            &self.cns,
+            &self.topo.client_ns,
             &[BIN, "client", "--config", ccfg.to_str().unwrap()],
             "client.log",
         ));
-        self.wait_port(&self.cns.clone(), SOCKS_PORT);
+        self.wait_port(&self.topo.client_ns.clone(), SOCKS_PORT);
         self.wait_paths_up(2, Duration::from_secs(10));
     }
 
@@ -296,11 +217,11 @@ impl Lab {
 
     /// Status JSON of the client.
     pub fn client_status(&self) -> serde_json::Value {
-        self.status(&self.cns, CLIENT_STATUS)
+        self.status(&self.topo.client_ns, CLIENT_STATUS)
     }
 
     pub fn server_status(&self) -> serde_json::Value {
-        self.status(&self.sns, SERVER_STATUS)
+        self.status(&self.topo.server_ns, SERVER_STATUS)
     }
 
     /// Status JSON served on 127.0.0.1:`port` inside namespace `ns` (Null if none).
@@ -356,7 +277,7 @@ impl Lab {
         let mut args = vec![
             "netns",
             "exec",
-            &self.cns,
+            &self.topo.client_ns,
             "curl",
             "-sS",
             "--max-time",
@@ -378,7 +299,7 @@ impl Lab {
             .arg("-c")
             .arg(format!(
                 "set -o pipefail; ip netns exec {} curl -sS --max-time 120 --socks5-hostname 127.0.0.1:{SOCKS_PORT} {url} | sha256sum",
-                self.cns
+                self.topo.client_ns
             ))
             .output()
             .unwrap();
@@ -403,7 +324,7 @@ impl Lab {
             .args([
                 "netns",
                 "exec",
-                &self.sns,
+                &self.topo.server_ns,
                 "curl",
                 "-sS",
                 "--max-time",
@@ -480,15 +401,7 @@ impl Lab {
 
     /// Destroys path `p`'s TCP connection in the server's kernel.
     pub fn kill_server_socket(&self, p: usize) -> bool {
-        let src = self.server_addr(p);
-        let out = Command::new("ip")
-            .args([
-                "netns", "exec", &self.sns, "ss", "-K", "-H", "-n", "-t", "src", &src, "sport", "=",
-            ])
-            .arg(format!(":{SERVER_PORT}"))
-            .output()
-            .expect("ss");
-        out.status.success() && String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains(&src))
+        ss_kill(&self.topo.server_ns, &self.server_addr(p), "sport")
     }
 
     /// Undoes `kill_path`: the link comes back up (a reset path reconnects by itself).
@@ -498,27 +411,19 @@ impl Lab {
 
     /// Takes path `p`'s link down on the client side (no reset reaches anyone).
     pub fn link_down(&self, p: usize) {
-        sh(&["ip", "-n", &self.cns, "link", "set", &self.veth(p, 'c'), "down"]);
+        set_link(&self.topo.client_ns, &self.topo.client_dev(p), "down");
     }
 
     pub fn link_up(&self, p: usize) {
-        sh(&["ip", "-n", &self.cns, "link", "set", &self.veth(p, 'c'), "up"]);
-        sh(&["ip", "-n", &self.sns, "link", "set", &self.veth(p, 's'), "up"]);
+        set_link(&self.topo.client_ns, &self.topo.client_dev(p), "up");
+        set_link(&self.topo.server_ns, &self.topo.server_dev(p), "up");
         // Addresses survive a down/up, but the route needs the link to be up again.
     }
 
     /// Destroys path `p`'s TCP connection in the client's kernel (both ends see a reset).
-    /// Returns whether `ss` found and destroyed a socket (it lists what it destroyed).
+    /// Returns whether `ss` found and destroyed a socket.
     pub fn kill_socket(&self, p: usize) -> bool {
-        let src = self.client_addr(p);
-        let out = Command::new("ip")
-            .args([
-                "netns", "exec", &self.cns, "ss", "-K", "-H", "-n", "-t", "src", &src, "dport", "=",
-            ])
-            .arg(format!(":{SERVER_PORT}"))
-            .output()
-            .expect("ss");
-        out.status.success() && String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains(&src))
+        ss_kill(&self.topo.client_ns, &self.client_addr(p), "dport")
     }
 
     /// Resident memory of a child (the `ip netns exec` child execs into the program, so
@@ -540,6 +445,22 @@ impl Lab {
     pub fn spawn_in(&self, ns: &str, args: &[&str], log: &str) -> Child {
         self.spawn(ns, args, log)
     }
+}
+
+/// `ip link set <dev> <state>` in namespace `ns`.
+fn set_link(ns: &str, dev: &str, state: &str) {
+    sh(&["ip", "-n", ns, "link", "set", dev, state]);
+}
+
+/// `ss -K` in namespace `ns` on the TCP connection from `src` whose `port` ("sport" or
+/// "dport") is the server's; whether it destroyed one (it lists what it destroyed).
+fn ss_kill(ns: &str, src: &str, port: &str) -> bool {
+    let out = mpflex_netns::command(ns, "ss")
+        .args(["-K", "-H", "-n", "-t", "src", src, port, "="])
+        .arg(format!(":{SERVER_PORT}"))
+        .output()
+        .expect("ss");
+    out.status.success() && String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains(src))
 }
 
 /// VmRSS of a process, KiB (0 when it is gone).
@@ -638,48 +559,13 @@ impl Drop for Lab {
                 }
             }
         }
-        for ns in [&self.cns, &self.sns] {
-            let _ = Command::new("sh")
-                .arg("-c")
-                .arg(format!(
-                    "ip netns pids {ns} 2>/dev/null | xargs -r kill -9; ip netns delete {ns}"
-                ))
-                .status();
-        }
+        // The namespaces go when `topo` is dropped, after this.
         if failed {
             eprintln!("configs and logs kept in {}", self.dir.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
-}
-
-/// Runs `f` on a thread that has entered network namespace `ns`, so sockets it creates
-/// live there.
-pub fn in_ns<R: Send + 'static>(ns: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let fd = File::open(&path).expect("netns handle");
-        // SAFETY: setns on this thread only, with a valid namespace fd.
-        let rc = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns failed: {}", std::io::Error::last_os_error());
-        f()
-    })
-    .join()
-    .expect("namespace thread panicked")
-}
-
-/// Starts `f` on a thread that has entered network namespace `ns` (threads it spawns stay
-/// there too).
-pub fn spawn_in_ns<R: Send + 'static>(ns: &str, f: impl FnOnce() -> R + Send + 'static) -> std::thread::JoinHandle<R> {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let fd = File::open(&path).expect("netns handle");
-        // SAFETY: setns on this thread only, with a valid namespace fd.
-        let rc = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns failed: {}", std::io::Error::last_os_error());
-        f()
-    })
 }
 
 /// A blocking SOCKS5 CONNECT to `host:port`; returns the stream after the reply.
