@@ -3,23 +3,40 @@
 //! One [`Session`] joins a client and a server over any number of paths. Every application
 //! connection is a *stream*; stream bytes become sequenced frames in one session-wide
 //! sequence space, handed to paths by a [`mpflex_sched::Scheduler`] only when a path can
-//! send them soon (late binding). A frame stays buffered until the peer's cumulative
-//! data-ACK covers it, so when a path dies everything it had not delivered is sent again on
-//! the others; the receiver reorders and drops duplicates.
+//! send them soon (late binding, [`PathWriter`]). A frame stays buffered until the peer's
+//! cumulative data-ACK covers it, so when a path dies everything it had not delivered is
+//! sent again on the others; the receiver reorders and drops duplicates.
 //!
-//! The engine does no I/O and reads no clock: the driver feeds it decoded frames, path
-//! statistics and the current time, and pulls out bytes to write and events to act on.
+//! The engine does no I/O and reads no clock: the driver feeds it decoded frames, the
+//! kernel's path statistics ([`TcpInfo`]) and the current time, and pulls out bytes to
+//! write and events to act on. [`harness`] runs a client and a server engine against each
+//! other over simulated paths and sockets, with a virtual clock.
+//!
+//! Module map: `session` (the thin owner), `send`, `recv`, `flow`, `paths`, `control`,
+//! `reinject` (its sub-machines), `writer` and `kernel` (late binding), `join` (the path
+//! join exchange), `owd` (one-way-delay estimation), `config`.
 
 mod config;
+mod control;
+mod flow;
+pub mod harness;
+pub mod join;
+mod kernel;
 mod owd;
-mod path;
+mod paths;
+mod recv;
+mod reinject;
+mod send;
 mod session;
-mod stream;
+mod writer;
 
 pub use config::{EngineConfig, Role};
+pub use kernel::{RateEstimate, TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
 pub use owd::OwdEstimator;
-pub use path::{PathCounters, PathStatus};
-pub use session::{Event, PollTransmit, ProtocolError, RecvResult, Session, MIN_SPLIT, SEQUENCE_AHEAD};
+pub use paths::{PathCounters, PathStatus};
+pub use send::{MIN_SPLIT, SEQUENCE_AHEAD};
+pub use session::{Event, PollTransmit, ProtocolError, RecvResult, Session};
+pub use writer::{PathWriter, WriterStep, INITIAL_LOWAT, MIN_LOWAT};
 
 /// Application stream identifier (chosen by the client, which opens all streams).
 pub type StreamId = u32;

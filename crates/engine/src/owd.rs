@@ -1,4 +1,5 @@
-//! One-way-delay estimation from the peer's arrival reports (DEMS, `shared/specs/dems.md`
+//! One-way-delay estimation from the peer's arrival reports (DEMS: Guo et al.,
+//! "Accelerating Multipath Transport Through Balanced Subflow Completion", MobiCom 2017,
 //! §3.1 and §3.3).
 //!
 //! Cellular latency grows with the bytes a path has in flight, so samples are binned by

@@ -4,20 +4,19 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
-use bytes::{Bytes, BytesMut};
+use anyhow::{Context, Result};
+use bytes::Bytes;
 use mpflex_engine::{Role, Session};
-use mpflex_wire::{decode_all, Frame, TargetAddr, VERSION};
-use socket2::SockRef;
+use mpflex_wire::{close, TargetAddr};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::config::{ClientConfig, PathConfig};
-use crate::crypto::{client_handshake, decode_key, seal, Opener};
+use crate::crypto::{client_handshake, decode_key};
 use crate::driver::{run_stream, SessionHandle};
-use crate::tcpinfo::{set_max_pacing_rate, set_user_timeout};
+use crate::pathconn::{configure_path_socket, join_as_client};
 
 /// How long the client waits for an application's first bytes so they can ride in the
 /// stream's Open frame (zero extra round trips for client-speaks-first protocols).
@@ -83,7 +82,7 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     for l in listeners {
         l.abort();
     }
-    h.close(0).await;
+    h.close(close::NORMAL).await;
     h.abort_all_streams();
     Ok(())
 }
@@ -128,12 +127,11 @@ async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Resul
         Err(_) => 0,
     };
     first.truncate(n);
+    // The first bytes go out with the stream's Open (zero extra round trips for
+    // client-speaks-first protocols). With none, either the application waits for the
+    // server to speak or it already closed; the uplink tells the two apart.
     let (id, signals, pending) = h.open_stream(addr.clone(), Bytes::from(first));
     debug!(stream = id, %addr, "stream opened");
-    if n == 0 {
-        // Either the application waits for the server to speak, or it already closed;
-        // the uplink task tells the two apart.
-    }
     run_stream(h, id, app, signals, pending).await;
     Ok(())
 }
@@ -210,73 +208,13 @@ async fn connect_path(
     )
     .await
     .context("handshake timed out")??;
-    // Join the session.
-    let mut wire = Vec::new();
-    let mut hello = Vec::new();
-    Frame::Hello {
-        version: VERSION,
-        session: token,
-        path: i as u8,
-    }
-    .encode(&mut hello);
-    let mut nonce = 0;
-    seal(&t, &mut nonce, &hello, &mut wire)?;
-    tokio::io::AsyncWriteExt::write_all(&mut stream, &wire).await?;
-    let (fresh, leftover) = tokio::time::timeout(Duration::from_secs(10), read_hello_ack(&mut stream, &t, token))
+    let (fresh, joined) = tokio::time::timeout(Duration::from_secs(10), join_as_client(&mut stream, &t, token, i))
         .await
         .context("no answer to Hello")??;
-    if fresh && h.with(|sh| sh.sess.has_history()) {
+    if h.with(|sh| sh.sess.joined(fresh)) {
         warn!("the server lost this session (restarted?); open streams are reset");
-        h.with(|sh| sh.sess.peer_lost_state());
     }
     configure_path_socket(&stream, h.congestion.as_deref(), h.pacing)?;
     info!(path = %cfg.name, %server, "path up");
-    // Record numbers continue after the Hello / HelloAck exchange.
-    h.run_path(i, stream, t, (nonce, 1), leftover).await
-}
-
-async fn read_hello_ack(
-    stream: &mut TcpStream,
-    t: &crate::crypto::Transport,
-    token: [u8; 16],
-) -> Result<(bool, BytesMut)> {
-    let mut buf = BytesMut::with_capacity(1024);
-    let mut opener = Opener::new();
-    loop {
-        if let Some(plain) = opener.open(t, &mut buf)? {
-            let frames = decode_all(plain.freeze())?;
-            return match frames.as_slice() {
-                [Frame::HelloAck { session, fresh }] if *session == token => Ok((*fresh, buf)),
-                _ => bail!("unexpected answer to Hello: {frames:?}"),
-            };
-        }
-        if stream.read_buf(&mut buf).await? == 0 {
-            bail!("server closed the connection during Hello");
-        }
-        if buf.len() > 4096 {
-            bail!("oversized answer to Hello");
-        }
-    }
-}
-
-/// Pacing cap of path connections when `tuning.pacing` is on: high enough never to limit
-/// a path (40 Gbit/s), but it switches the kernel's TCP pacing on.
-const PACING_CAP: u64 = 5_000_000_000;
-
-/// Socket options every path connection gets.
-pub fn configure_path_socket(s: &TcpStream, congestion: Option<&str>, pacing: bool) -> Result<()> {
-    s.set_nodelay(true)?;
-    let r = SockRef::from(s);
-    if let Some(cc) = congestion {
-        r.set_tcp_congestion(cc.as_bytes())
-            .with_context(|| format!("tuning.congestion: cannot use {cc:?} on a path"))?;
-    }
-    if pacing {
-        set_max_pacing_rate(s, PACING_CAP).context("tuning.pacing: SO_MAX_PACING_RATE")?;
-    }
-    r.set_keepalive(true)?;
-    // A path whose data stays unacknowledged this long is dead, even if keepalives
-    // cannot tell yet.
-    set_user_timeout(s, Duration::from_secs(10))?;
-    Ok(())
+    h.run_path(i, stream, t, joined).await
 }

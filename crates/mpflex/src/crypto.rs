@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use bytes::{Buf, BytesMut};
+use mpflex_wire::record;
 use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_256_GCM};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -25,7 +26,7 @@ pub const REPLAY_WINDOW: Duration = Duration::from_secs(60);
 const MAX_NOISE_MSG: usize = 65535;
 /// e (32) + encrypted s (32 + 16) + encrypted 8-byte timestamp (8 + 16).
 const IK_FIRST_MESSAGE_LEN: usize = 32 + 48 + 8 + 16;
-const TAG: usize = 16;
+const TAG: usize = record::TAG_LEN;
 
 pub fn encode_key(k: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(k)
@@ -168,7 +169,7 @@ pub async fn server_handshake<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Largest plaintext per record.
-pub const MAX_PLAINTEXT: usize = MAX_NOISE_MSG - TAG;
+pub const MAX_PLAINTEXT: usize = mpflex_wire::MAX_RECORD;
 
 /// The record keys of one path connection: the two keys the finished Noise handshake
 /// splits into (initiator-to-responder, responder-to-initiator), used as Noise transport
@@ -215,33 +216,13 @@ fn nonce(n: u64) -> Nonce {
     Nonce::assume_unique_for_key(b)
 }
 
-/// Starts a record at the end of `out`; append its plaintext, then call [`end_record`].
-/// Returns where the record starts.
-pub fn begin_record(out: &mut Vec<u8>) -> usize {
-    let start = out.len();
-    out.extend_from_slice(&[0, 0]);
-    start
-}
-
-/// Ends the record begun at `start` by reserving room for its tag; seal it with
-/// [`seal_record`] (which can run later, outside any lock). Returns where it ends.
-pub fn end_record(out: &mut Vec<u8>, start: usize) -> Result<usize> {
-    let plain = out.len() - start - 2;
-    if plain > MAX_PLAINTEXT {
-        out.truncate(start);
-        bail!("record of {plain} bytes exceeds {MAX_PLAINTEXT}");
-    }
-    out.extend_from_slice(&[0u8; TAG]);
-    Ok(out.len())
-}
-
-/// Encrypts, in place, the record occupying `rec` (as laid out by [`begin_record`] and
-/// [`end_record`]) under record number `*nonce`, and advances the number.
+/// Encrypts, in place, the record occupying `rec` (as laid out by
+/// [`mpflex_wire::record::begin`] and [`mpflex_wire::record::end`]) under record number
+/// `*nonce`, and advances the number.
 pub fn seal_record(t: &Transport, nonce_n: &mut u64, rec: &mut [u8]) -> Result<()> {
-    let n = rec.len() - 2;
+    let n = rec.len() - record::LEN_PREFIX;
     debug_assert!((TAG..=MAX_NOISE_MSG).contains(&n));
-    rec[..2].copy_from_slice(&(n as u16).to_be_bytes());
-    let (body, tag) = rec[2..].split_at_mut(n - TAG);
+    let (body, tag) = rec[record::LEN_PREFIX..].split_at_mut(n - TAG);
     let t = t
         .send
         .seal_in_place_separate_tag(nonce(*nonce_n), Aad::empty(), body)
@@ -253,9 +234,12 @@ pub fn seal_record(t: &Transport, nonce_n: &mut u64, rec: &mut [u8]) -> Result<(
 
 /// Encrypts one record (`plaintext` ≤ [`MAX_PLAINTEXT`]) and appends `len | ciphertext`.
 pub fn seal(t: &Transport, nonce: &mut u64, plaintext: &[u8], out: &mut Vec<u8>) -> Result<()> {
-    let start = begin_record(out);
+    if plaintext.len() > MAX_PLAINTEXT {
+        bail!("record of {} bytes exceeds {MAX_PLAINTEXT}", plaintext.len());
+    }
+    let start = record::begin(out);
     out.extend_from_slice(plaintext);
-    let end = end_record(out, start)?;
+    let end = record::end(out, start);
     seal_record(t, nonce, &mut out[start..end])
 }
 
@@ -282,17 +266,13 @@ impl Opener {
     /// The next record's plaintext, if a whole record is buffered: split off the front of
     /// `buf` and decrypted where it lies.
     pub fn open(&mut self, t: &Transport, buf: &mut BytesMut) -> Result<Option<BytesMut>> {
-        if buf.len() < 2 {
+        let Some(n) = record::peek_len(buf)? else {
+            return Ok(None);
+        };
+        if buf.len() < record::LEN_PREFIX + n {
             return Ok(None);
         }
-        let n = u16::from_be_bytes([buf[0], buf[1]]) as usize;
-        if n < TAG {
-            bail!("record of {n} bytes is shorter than its tag");
-        }
-        if buf.len() < 2 + n {
-            return Ok(None);
-        }
-        buf.advance(2);
+        buf.advance(record::LEN_PREFIX);
         let mut rec = buf.split_to(n);
         let (body, tag) = rec.split_at_mut(n - TAG);
         let tag = Tag::try_from(&*tag).expect("16-byte tag");

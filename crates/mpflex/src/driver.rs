@@ -8,14 +8,14 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use bytes::{Buf, Bytes, BytesMut};
-use mpflex_engine::{Event, PollTransmit, RecvResult, Session, StreamId};
-use mpflex_sched::PathSnapshot;
-use mpflex_wire::{decode_all, TargetAddr};
+use mpflex_engine::{Event, PathWriter, RecvResult, Session, StreamId, WriterStep};
+use mpflex_wire::{decode_all, reset, TargetAddr};
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -23,10 +23,9 @@ use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::crypto::{begin_record, end_record, seal_record, Opener, Transport, MAX_PLAINTEXT};
-use crate::tcpinfo::{
-    cc_bandwidth, idle_restart_applies, set_linger_zero, set_notsent_lowat, tcp_info, RateEstimate, SsthreshReset,
-};
+use crate::crypto::{seal_record, Opener, Transport};
+use crate::pathconn::Joined;
+use crate::tcpinfo::{cc_bandwidth, idle_restart_applies, set_linger_zero, set_notsent_lowat, tcp_info, SsthreshReset};
 
 /// Wake-ups for the two tasks of a stream.
 #[derive(Default)]
@@ -150,7 +149,7 @@ impl SessionHandle {
                         .as_ref()
                         .is_some_and(|tx| tx.send(Opened { stream, addr, signals }).is_ok());
                     if !sent {
-                        sh.sess.stream_reset(stream, RESET_REFUSED);
+                        sh.sess.stream_reset(stream, reset::REFUSED);
                     }
                 }
                 Event::PathTimedOut(p) => {
@@ -179,9 +178,10 @@ impl SessionHandle {
     pub fn open_stream(&self, addr: TargetAddr, initial: Bytes) -> (StreamId, Arc<StreamSignals>, Bytes) {
         let signals = Arc::new(StreamSignals::default());
         let (id, rest) = self.with(|sh| {
-            let (id, rest) = sh.sess.open_stream(addr, initial, Instant::now());
+            let id = sh.sess.open_stream(addr);
+            let taken = sh.sess.stream_send(id, initial.clone());
             sh.streams.insert(id, signals.clone());
-            (id, rest)
+            (id, initial.slice(taken..))
         });
         (id, signals, rest)
     }
@@ -206,17 +206,10 @@ impl SessionHandle {
         })
     }
 
-    /// Runs one connection of path `p` until it fails or is replaced. Returns why it ended.
-    /// `nonces` are the next (send, receive) record numbers after the join exchange, and
-    /// `leftover` any bytes already read past it.
-    pub async fn run_path(
-        &self,
-        p: usize,
-        sock: TcpStream,
-        transport: Transport,
-        nonces: (u64, u64),
-        leftover: BytesMut,
-    ) -> Result<()> {
+    /// Runs one connection of path `p`, joined as `joined` says, until it fails or is
+    /// replaced. Returns why it ended.
+    pub async fn run_path(&self, p: usize, sock: TcpStream, transport: Transport, joined: Joined) -> Result<()> {
+        let Joined { nonces, leftover } = joined;
         let kill = CancellationToken::new();
         let (wake, generation) = self.with(|sh| {
             // A newer connection for the same path replaces the old one.
@@ -255,7 +248,7 @@ impl SessionHandle {
     pub fn abort_all_streams(&self) {
         self.with(|sh| {
             for id in sh.sess.stream_ids() {
-                sh.sess.stream_reset(id, RESET_SESSION_GONE);
+                sh.sess.stream_reset(id, reset::SESSION_GONE);
             }
             for (_, s) in sh.streams.drain() {
                 s.readable.notify_one();
@@ -314,12 +307,6 @@ impl SessionHandle {
         })
     }
 }
-
-/// Reset codes carried in `Reset` frames.
-pub const RESET_APP: u8 = 1;
-pub const RESET_REFUSED: u8 = 2;
-pub const RESET_UNREACHABLE: u8 = 3;
-pub const RESET_SESSION_GONE: u8 = 4;
 
 async fn timer_task(h: SessionHandle) {
     loop {
@@ -389,6 +376,9 @@ async fn path_reader(
     }
 }
 
+/// Moves the bytes the engine's late-binding policy lets this path take
+/// ([`Session::drive_writer`]): reads the socket's statistics, applies the low-water mark,
+/// writes the sealed records, and waits on the socket or for a wake-up.
 async fn path_writer(
     h: SessionHandle,
     p: usize,
@@ -398,127 +388,75 @@ async fn path_writer(
     mut nonce: u64,
 ) -> Result<()> {
     // Records are encoded straight into the wire buffer and sealed there in place.
-    let mut records: Vec<(usize, usize)> = Vec::new();
+    let mut records: Vec<Range<usize>> = Vec::new();
     let mut wire = Vec::with_capacity(1 << 20);
-    let mut lowat = 32 * 1024u32;
-    set_notsent_lowat(&*sock, lowat)?;
     let idle_restart = idle_restart_applies(&*sock);
-    // Only where the kernel restarts idle windows: with that off, a path keeps its window
-    // and the threshold that goes with it.
     let mut ssthresh = SsthreshReset::new(&*sock, h.fresh_ssthresh && idle_restart);
-    let mut rate = RateEstimate::default();
+    let mut writer = PathWriter::new(h.lowat_max, idle_restart, ssthresh.available());
+    let mut lowat = writer.lowat();
+    set_notsent_lowat(&*sock, lowat)?;
     loop {
         let info = tcp_info(&*sock)?;
-        let delivery_rate = rate.update(&info);
-        let bandwidth = cc_bandwidth(&*sock).unwrap_or(0);
-        // The kernel's view; `snapshot` adds the smoothed delivery rate.
-        let kernel = || PathSnapshot {
-            bandwidth,
-            ..info.snapshot(p, idle_restart)
-        };
-        let snapshot = || PathSnapshot {
-            delivery_rate,
-            ..kernel()
-        };
-        if info.state != TCP_ESTABLISHED && info.state != TCP_CLOSE_WAIT {
-            // Reset or closed under us (the reader may not have run yet). Such a socket
-            // polls writable while its unsent count stays frozen: never spin on it.
-            bail!("path connection closed (TCP state {})", info.state);
-        }
-        // Keep about 10 ms of the path's delivery rate unsent in the kernel: enough to
-        // keep the link busy between wake-ups, little enough that the scheduler, not a
-        // socket buffer, decides where bytes go. Before the kernel has a rate estimate,
-        // a quarter of the congestion window.
-        let by_rate = delivery_rate / 100;
-        let by_cwnd = info.snd_cwnd as u64 * info.snd_mss as u64 / 4;
-        let want = if by_rate > 0 { by_rate } else { by_cwnd };
-        let want = want.clamp(8 * 1024, h.lowat_max as u64) as u32;
-        if want.abs_diff(lowat) > lowat / 4 {
-            lowat = want;
-            set_notsent_lowat(&*sock, lowat)?;
-        }
-        if info.notsent_bytes >= lowat {
-            h.with(|sh| {
-                sh.sess.set_path_stats(p, kernel(), Instant::now());
-                sh.sess.set_path_ready(p, false)
-            });
-            // Forget the cached readiness so the next wait ends only at the kernel's
-            // "below the low-water mark" edge.
-            let _ = sock.try_io(Interest::WRITABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
-            // The kernel signals "writable again" only to a waiter that found the socket
-            // unwritable: poll(2) once, which records that (SOCK_NOSPACE).
-            if poll_writable_now(&sock) {
-                // Let the other tasks (this path's reader first) run before looking again.
-                tokio::task::yield_now().await;
-                continue;
-            }
-            tokio::select! {
-                r = sock.writable() => r?,
-                // Belt and braces: never sleep long on a missed edge.
-                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
-            }
-            continue;
-        }
-        let now = Instant::now();
+        let bandwidth = cc_bandwidth(&*sock);
         wire.clear();
         records.clear();
-        let until = h.with(|sh| {
-            // Fill the socket up to the low-water mark plus at most one frame: every byte
-            // handed over beyond it is bound to this path early, and at a chunk's end that
-            // decides which path finishes last (with a whole record of slack, a 7 Mbit/s
-            // path held ~100 KB, 0.1 s, in its socket).
-            let frame = sh.sess.max_frame_len();
-            let budget = (lowat - info.notsent_bytes) as usize + frame;
-            sh.sess.set_path_stats(p, snapshot(), now);
-            sh.sess.set_path_ready(p, true);
-            let until = loop {
-                if wire.len() >= budget {
-                    break None;
+        let step = h.with(|sh| {
+            sh.sess.drive_writer(
+                p,
+                &mut writer,
+                &info,
+                bandwidth,
+                Instant::now(),
+                &mut wire,
+                &mut records,
+            )
+        });
+        if writer.lowat() != lowat {
+            lowat = writer.lowat();
+            set_notsent_lowat(&*sock, lowat)?;
+        }
+        match step {
+            WriterStep::Closed { state } => bail!("path connection closed (TCP state {state})"),
+            WriterStep::Full => wait_below_lowat(&sock).await?,
+            WriterStep::Idle { until } => {
+                let deadline = until.unwrap_or_else(|| Instant::now() + Duration::from_millis(200));
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep_until(deadline.into()) => {}
                 }
-                let start = begin_record(&mut wire);
-                // `wire` holds only this round's records: `start` is what they took so far.
-                let room = budget.saturating_sub(start).max(frame);
-                match sh.sess.poll_transmit(p, now, &mut wire, room.min(MAX_PLAINTEXT)) {
-                    PollTransmit::Sent(_) => records.push((start, end_record(&mut wire, start)?)),
-                    PollTransmit::Wait { until } => {
-                        wire.truncate(start);
-                        break until;
-                    }
+            }
+            WriterStep::Write { reset_ssthresh } => {
+                for r in &records {
+                    seal_record(&t, &mut nonce, &mut wire[r.clone()])?;
                 }
-            };
-            if !records.is_empty() {
-                // Busy writing until the kernel has taken these bytes (the socket accepts
-                // only down to the low-water mark at a time): other paths must not wait for
-                // this one as if it were free, on statistics from before the write.
-                sh.sess.set_path_ready(p, false);
+                if reset_ssthresh && !ssthresh.reset(&*sock) {
+                    writer.disable_ssthresh_reset();
+                }
+                write_all(&sock, &wire).await?;
             }
-            Ok::<_, anyhow::Error>(until)
-        })?;
-        if records.is_empty() {
-            let deadline = until.unwrap_or_else(|| now + Duration::from_millis(200));
-            tokio::select! {
-                _ = wake.notified() => {}
-                _ = tokio::time::sleep_until(deadline.into()) => {}
-            }
-            continue;
         }
-        for &(start, end) in &records {
-            seal_record(&t, &mut nonce, &mut wire[start..end])?;
-        }
-        if ssthresh.before_write(&*sock, &info) {
-            tracing::debug!(
-                path = p,
-                old = info.snd_ssthresh,
-                "slow-start threshold reset after idle"
-            );
-        }
-        write_all(&sock, &wire).await?;
     }
 }
 
-/// `tcpi_state` values (linux/tcp_states.h) in which a socket can still send.
-const TCP_ESTABLISHED: u8 = 1;
-const TCP_CLOSE_WAIT: u8 = 8;
+/// Waits until the socket's unsent bytes drop below its low-water mark.
+async fn wait_below_lowat(sock: &TcpStream) -> Result<()> {
+    // Forget the cached readiness so the wait ends only at the kernel's "below the
+    // low-water mark" edge.
+    let _ = sock.try_io(Interest::WRITABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
+    // The kernel signals "writable again" only to a waiter that found the socket
+    // unwritable: poll(2) once, which records that (SOCK_NOSPACE).
+    if poll_writable_now(sock) {
+        // Let the other tasks (this path's reader first) run before looking again.
+        tokio::task::yield_now().await;
+        return Ok(());
+    }
+    tokio::select! {
+        r = sock.writable() => r?,
+        // Never sleep long on a missed edge.
+        _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+    }
+    Ok(())
+}
 
 /// A zero-timeout poll(2) for POLLOUT, which honours TCP_NOTSENT_LOWAT.
 fn poll_writable_now(sock: &TcpStream) -> bool {
@@ -572,9 +510,10 @@ thread_local! {
 /// Application -> session. A read lands in the thread's scratch buffer and is copied out
 /// at its exact size, because frames hold their payload until the peer acknowledges it: a
 /// stream then keeps only what it has queued, never a read buffer of its own nor a big
-/// allocation pinned by a short read. (With a growing buffer per stream, a thousand
-/// concurrent 200 KB downloads held 50-75 MB more in the server than the data queued,
-/// 2026-11-25.) The copy costs far less than the record's encryption.
+/// allocation pinned by a short read (a growing buffer per stream holds memory far beyond
+/// the data queued once thousands of streams are open; the README's "1,000 concurrent
+/// streams" has the measurement).
+/// The copy costs far less than the record's encryption.
 async fn uplink(h: SessionHandle, id: StreamId, rd: OwnedReadHalf, sig: Arc<StreamSignals>, pending: Bytes) {
     if !offer(&h, id, &sig, pending).await {
         return;
@@ -613,7 +552,7 @@ async fn uplink(h: SessionHandle, id: StreamId, rd: OwnedReadHalf, sig: Arc<Stre
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => {
                 debug!(stream = id, "application read failed: {e}");
-                h.with(|sh| sh.sess.stream_reset(id, RESET_APP));
+                h.with(|sh| sh.sess.stream_reset(id, reset::APP));
                 return;
             }
         }
@@ -627,7 +566,7 @@ async fn uplink(h: SessionHandle, id: StreamId, rd: OwnedReadHalf, sig: Arc<Stre
 async fn offer(h: &SessionHandle, id: StreamId, sig: &StreamSignals, mut data: Bytes) -> bool {
     while !data.is_empty() {
         let (taken, exists) = h.with(|sh| {
-            let n = sh.sess.stream_send(id, data.clone(), Instant::now());
+            let n = sh.sess.stream_send(id, data.clone());
             (n, sh.sess.stream_exists(id))
         });
         data.advance(taken);
@@ -668,7 +607,7 @@ async fn downlink(h: SessionHandle, id: StreamId, mut wr: OwnedWriteHalf, sig: A
         if !chunks.is_empty() {
             if let Err(e) = write_all_vectored(&mut wr, &mut chunks).await {
                 debug!(stream = id, "application write failed: {e}");
-                h.with(|sh| sh.sess.stream_reset(id, RESET_APP));
+                h.with(|sh| sh.sess.stream_reset(id, reset::APP));
                 return;
             }
         }
@@ -791,7 +730,7 @@ mod tests {
         // Far more than the peer will read: unsent bytes stay in the client's kernel.
         let (id, _sig, _) = h.open_stream(TargetAddr::Domain("x".into(), 80), Bytes::new());
         let payload = Bytes::from(vec![7u8; 3 << 20]);
-        assert_eq!(h.with(|sh| sh.sess.stream_send(id, payload, Instant::now())), 3 << 20);
+        assert_eq!(h.with(|sh| sh.sess.stream_send(id, payload)), 3 << 20);
 
         let csock = Arc::new(csock);
         let writer = tokio::spawn(path_writer(h.clone(), 0, csock.clone(), Arc::new(ct), wake, 0));

@@ -7,20 +7,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use mpflex_engine::join::JoinError;
 use mpflex_engine::{Role, Session};
-use mpflex_wire::{decode_all, Frame, TargetAddr, VERSION};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use mpflex_wire::{close, reset, TargetAddr};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::acl::Acl;
-use crate::client::configure_path_socket;
 use crate::config::ServerConfig;
-use crate::crypto::{decode_key, encode_key, seal, server_handshake, Opener, ReplayGuard};
-use crate::driver::{run_stream, Opened, SessionHandle, RESET_REFUSED, RESET_UNREACHABLE};
+use crate::crypto::{decode_key, encode_key, server_handshake, ReplayGuard};
+use crate::driver::{run_stream, Opened, SessionHandle};
+use crate::pathconn::{answer_join, configure_path_socket, read_join_request};
 
 /// Handshakes that do not finish in this time are dropped (slowloris protection).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -74,7 +74,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     }
     let sessions: Vec<SessionHandle> = srv.sessions.lock().unwrap().drain().map(|(_, h)| h).collect();
     for h in sessions {
-        h.close(0).await;
+        h.close(close::NORMAL).await;
         h.abort_all_streams();
     }
     Ok(())
@@ -118,51 +118,25 @@ async fn serve_path(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) -> 
         }
     };
     let name = srv.clients[&client].clone();
-    // The first record must be Hello.
-    let mut buf = BytesMut::with_capacity(4096);
-    let mut opener = Opener::new();
-    let hello = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
-        loop {
-            if let Some(plain) = opener.open(&t, &mut buf)? {
-                break decode_all(plain.freeze()).context("malformed Hello");
+    let (req, opener, leftover) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_join_request(&mut sock, &t)).await
+    {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => {
+            if let Some(e @ JoinError::Version { .. }) = e.downcast_ref::<JoinError>() {
+                // An operator's problem (an authenticated client of another release), not noise.
+                warn!(%peer, client = %name, "path refused: {e}");
             }
-            if sock.read_buf(&mut buf).await? == 0 {
-                bail!("closed before Hello");
-            }
-            if buf.len() > 4096 {
-                bail!("oversized Hello");
-            }
+            return Err(e);
         }
-    })
-    .await
-    .context("no Hello")??;
-    let (token, path) = match hello.as_slice() {
-        [Frame::Hello {
-            version: VERSION,
-            session,
-            path,
-        }] if (*path as usize) < mpflex_engine::MAX_PATHS => (*session, *path as usize),
-        [Frame::Hello { version, .. }] if *version != VERSION => {
-            // An operator's problem (an authenticated client of another release), not noise.
-            let msg = format!(
-                "client speaks protocol version {version}, this server {VERSION}: run the same mpflex release on both ends"
-            );
-            warn!(%peer, client = %name, "path refused: {msg}");
-            bail!(msg)
-        }
-        _ => bail!("first record is not a valid Hello: {hello:?}"),
+        Err(_) => bail!("no Hello"),
     };
-    let (h, fresh) = srv.session(client, token, &name);
-    let mut wire = Vec::new();
-    let mut ack = Vec::new();
-    Frame::HelloAck { session: token, fresh }.encode(&mut ack);
-    let mut nonce = 0;
-    seal(&t, &mut nonce, &ack, &mut wire)?;
-    sock.write_all(&wire).await?;
+    let (h, fresh) = srv.session(client, req.session, &name);
+    let joined = answer_join(&mut sock, &t, req, fresh, opener, leftover).await?;
     configure_path_socket(&sock, srv.cfg.tuning.congestion.as_deref(), srv.cfg.tuning.pacing)?;
+    let path = req.path;
     h.ensure_path_slot(path, &format!("{name}/{path}@{peer}"));
     info!(client = %name, path, %peer, fresh, "path joined");
-    let r = h.run_path(path, sock, t, (nonce, opener.nonce()), buf).await;
+    let r = h.run_path(path, sock, t, joined).await;
     info!(client = %name, path, %peer, "path left: {}", r.as_ref().err().map_or("closed".to_string(), |e| format!("{e:#}")));
     Ok(())
 }
@@ -254,7 +228,7 @@ async fn connect(srv: &Server, addr: &TargetAddr) -> Result<TcpStream, (u8, anyh
         }
         TargetAddr::Domain(d, port) => tokio::net::lookup_host((d.as_str(), *port))
             .await
-            .map_err(|e| (RESET_UNREACHABLE, anyhow::anyhow!("cannot resolve {d}: {e}")))?
+            .map_err(|e| (reset::UNREACHABLE, anyhow::anyhow!("cannot resolve {d}: {e}")))?
             .collect(),
     };
     // The policy applies to resolved addresses, so a name cannot smuggle in a
@@ -265,7 +239,10 @@ async fn connect(srv: &Server, addr: &TargetAddr) -> Result<TcpStream, (u8, anyh
             TargetAddr::Ip(a) => srv.acl.check(a).err().map(|d| d.to_string()).unwrap_or_default(),
             TargetAddr::Domain(..) => "no permitted address".into(),
         };
-        return Err((RESET_REFUSED, anyhow::anyhow!("{addr}: destination not allowed: {why}")));
+        return Err((
+            reset::REFUSED,
+            anyhow::anyhow!("{addr}: destination not allowed: {why}"),
+        ));
     }
     let mut last = None;
     for a in allowed {
@@ -275,5 +252,5 @@ async fn connect(srv: &Server, addr: &TargetAddr) -> Result<TcpStream, (u8, anyh
             Err(_) => last = Some(anyhow::anyhow!("{a}: connect timed out")),
         }
     }
-    Err((RESET_UNREACHABLE, last.expect("at least one address")))
+    Err((reset::UNREACHABLE, last.expect("at least one address")))
 }

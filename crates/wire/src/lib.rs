@@ -15,6 +15,7 @@
 
 mod addr;
 mod frame;
+pub mod record;
 
 pub use addr::TargetAddr;
 pub use frame::{decode_all, Frame, FrameType, HEADER_LEN};
@@ -27,7 +28,7 @@ pub const VERSION: u8 = 3;
 pub const MAX_RECORD: usize = 65535 - 16;
 /// Bytes a record takes on the wire beyond its plaintext: the 2-byte length and the 16-byte
 /// authentication tag. A path's congestion window carries them too.
-pub const RECORD_OVERHEAD: usize = 2 + 16;
+pub const RECORD_OVERHEAD: usize = record::LEN_PREFIX + record::TAG_LEN;
 /// Largest frame body a decoder accepts. Frames never span records, so nothing larger
 /// than a record can be legitimate.
 pub const MAX_FRAME_BODY: usize = MAX_RECORD - HEADER_LEN;
@@ -45,4 +46,26 @@ pub enum WireError {
     UnknownType(u8),
     #[error("malformed {frame} frame: {what}")]
     Malformed { frame: &'static str, what: &'static str },
+}
+
+/// Why a stream was reset: the `code` of a `Reset` frame (and of the local
+/// [`Reset`](Frame::Reset) events a driver sees).
+pub mod reset {
+    /// The application's connection failed or was closed with an error.
+    pub const APP: u8 = 1;
+    /// The server refused the destination (its policy).
+    pub const REFUSED: u8 = 2;
+    /// The destination could not be reached (no address, connection refused, timeout).
+    pub const UNREACHABLE: u8 = 3;
+    /// The session is going away (shutdown, or it expired).
+    pub const SESSION_GONE: u8 = 4;
+    /// Never on the wire: the client learnt that the server lost the session (it
+    /// restarted), so every stream of it is gone.
+    pub const PEER_LOST_STATE: u8 = 0xfe;
+}
+
+/// The `code` of a `Close` frame.
+pub mod close {
+    /// An orderly end (shutdown of either side).
+    pub const NORMAL: u8 = 0;
 }

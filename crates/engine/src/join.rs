@@ -1,0 +1,127 @@
+//! Joining a session: the first exchange on every path connection.
+//!
+//! After the Noise handshake the client's first record is a `Hello` naming the protocol
+//! version, the session (a random token the client chose for its lifetime) and the path;
+//! the server answers `HelloAck`, saying whether it created the session just now. A
+//! client that carried data before and hears `fresh` knows the server lost its state
+//! (it restarted), so every stream of the session is gone ([`crate::Session::joined`]).
+//! Only then do sequenced frames flow on the path.
+
+use mpflex_wire::{Frame, VERSION};
+
+use crate::MAX_PATHS;
+
+/// The most bytes a peer may send before its join record is complete.
+pub const MAX_JOIN_BYTES: usize = 4096;
+
+/// Why a join failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JoinError {
+    #[error("client speaks protocol version {theirs}, this server {ours}: run the same mpflex release on both ends")]
+    Version { theirs: u8, ours: u8 },
+    #[error("path index {0} out of range")]
+    PathOutOfRange(u8),
+    #[error("first record is not a valid Hello: {0}")]
+    NotHello(String),
+    #[error("unexpected answer to Hello: {0}")]
+    NotHelloAck(String),
+}
+
+/// A path's request to join a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JoinRequest {
+    pub session: [u8; 16],
+    pub path: usize,
+}
+
+/// (client) The `Hello` for `path` of `session`.
+pub fn hello(session: [u8; 16], path: usize) -> Frame {
+    Frame::Hello {
+        version: VERSION,
+        session,
+        path: path as u8,
+    }
+}
+
+/// (server) Checks a path connection's first record.
+pub fn accept_hello(frames: &[Frame]) -> Result<JoinRequest, JoinError> {
+    match frames {
+        [Frame::Hello {
+            version: VERSION,
+            session,
+            path,
+        }] if (*path as usize) < MAX_PATHS => Ok(JoinRequest {
+            session: *session,
+            path: *path as usize,
+        }),
+        [Frame::Hello {
+            version: VERSION, path, ..
+        }] => Err(JoinError::PathOutOfRange(*path)),
+        [Frame::Hello { version, .. }] => Err(JoinError::Version {
+            theirs: *version,
+            ours: VERSION,
+        }),
+        _ => Err(JoinError::NotHello(format!("{frames:?}"))),
+    }
+}
+
+/// (server) The answer to a join; `fresh`: the session was created for it.
+pub fn hello_ack(session: [u8; 16], fresh: bool) -> Frame {
+    Frame::HelloAck { session, fresh }
+}
+
+/// (client) Checks the server's answer for `session`; returns whether the session is
+/// fresh at the server.
+pub fn accept_hello_ack(frames: &[Frame], session: [u8; 16]) -> Result<bool, JoinError> {
+    match frames {
+        [Frame::HelloAck { session: s, fresh }] if *s == session => Ok(*fresh),
+        _ => Err(JoinError::NotHelloAck(format!("{frames:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hello_round_trips_and_its_answer_is_matched_to_the_session() {
+        let req = accept_hello(&[hello([7; 16], 3)]).unwrap();
+        assert_eq!(
+            req,
+            JoinRequest {
+                session: [7; 16],
+                path: 3
+            }
+        );
+        assert_eq!(accept_hello_ack(&[hello_ack([7; 16], true)], [7; 16]), Ok(true));
+        assert!(
+            accept_hello_ack(&[hello_ack([8; 16], true)], [7; 16]).is_err(),
+            "another session"
+        );
+    }
+
+    #[test]
+    fn a_bad_join_is_refused_with_its_reason() {
+        let old = Frame::Hello {
+            version: VERSION - 1,
+            session: [0; 16],
+            path: 0,
+        };
+        assert_eq!(
+            accept_hello(&[old]),
+            Err(JoinError::Version {
+                theirs: VERSION - 1,
+                ours: VERSION
+            })
+        );
+        assert_eq!(
+            accept_hello(&[hello([0; 16], 200)]),
+            Err(JoinError::PathOutOfRange(200))
+        );
+        assert!(matches!(
+            accept_hello(&[Frame::Ping { id: 1 }]),
+            Err(JoinError::NotHello(_))
+        ));
+        assert!(matches!(accept_hello(&[]), Err(JoinError::NotHello(_))));
+    }
+}

@@ -1,0 +1,485 @@
+//! Path supervision: which paths are up, whether what they hold is getting through, and
+//! the statistics the schedulers read.
+//!
+//! A path is *down* when its connection is gone, and *suspect* when it has received
+//! nothing and shown no progress for longer than its data could take to cross it and be
+//! reported back: its frames are then re-sent on the others and it carries nothing new
+//! until it is heard from again. This catches a link that went dark without a reset long
+//! before TCP's own timers or the path timeout would (the failure detection MPTCP-MA asks
+//! for, Lim et al., "Improving performance of MPTCP in mobile environments", ch. 2).
+//! Idle paths send keepalives so that silence means something.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use mpflex_sched::PathSnapshot;
+use mpflex_wire::Frame;
+
+use crate::config::EngineConfig;
+use crate::owd::OwdEstimator;
+use crate::MAX_PATHS;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathStatus {
+    /// Not connected (never was, or died and is being re-dialled).
+    Down,
+    Up,
+}
+
+/// What a path has carried, for status output and reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PathCounters {
+    /// Encoded frame bytes handed to the path.
+    pub bytes_sent: u64,
+    /// Encoded frame bytes received on the path.
+    pub bytes_received: u64,
+    /// Stream payload bytes sent, first copies only.
+    pub payload_sent: u64,
+    /// Stream payload bytes sent again here after another path had sent them.
+    pub payload_resent: u64,
+    /// Payload bytes received that were already delivered (duplicates).
+    pub duplicate_received: u64,
+    /// Times the path went down.
+    pub failures: u64,
+    /// Times the path went silent while holding data, so its frames were re-sent.
+    pub suspicions: u64,
+    /// Frames re-sent here because the peer's reorder buffer stalled on them.
+    pub stall_reinjections: u64,
+}
+
+/// Send-time records kept per path to match arrival reports against.
+const MAX_SENT_LOG: usize = 8192;
+
+/// Bytes handed to a path's socket and not yet acknowledged by the peer's kernel.
+pub(crate) fn bytes_in_flight(s: &PathSnapshot) -> u64 {
+    s.notsent as u64 + s.in_flight as u64 * s.mss.max(1) as u64
+}
+
+#[derive(Debug)]
+pub(crate) struct PathEntry {
+    pub status: PathStatus,
+    pub snap: PathSnapshot,
+    pub counters: PathCounters,
+    /// Control frames that must go on this very path (Ping/Pong/Close).
+    pub ctrl: VecDeque<Frame>,
+    /// Sequence numbers to send here as copies (redundant scheduling, stalls).
+    pub dup: VecDeque<u64>,
+    pub last_recv: Instant,
+    /// Last time anything was handed to this path (a ping counts from when it is queued).
+    pub last_send: Instant,
+    /// Received nothing for too long while holding our data (see the module docs).
+    pub suspect: bool,
+    ping_id: u64,
+    /// Unacknowledged frames this path holds a copy of.
+    pub held: usize,
+    /// Last sign that what this path holds is getting through: anything received on it,
+    /// an arrival report or ACK covering a frame sent on it, or the moment it went from
+    /// holding nothing to holding something.
+    pub progress: Instant,
+    /// One-way delay towards the peer, from its arrival reports.
+    pub owd: OwdEstimator,
+    /// (timestamp, bytes in flight) of recent data frames sent here, oldest first, to
+    /// bin the arrival reports by the bytes in flight at send time.
+    sent_log: VecDeque<(u32, u64)>,
+}
+
+impl PathEntry {
+    fn new(id: usize, now: Instant) -> Self {
+        PathEntry {
+            status: PathStatus::Down,
+            snap: PathSnapshot {
+                id,
+                ..Default::default()
+            },
+            counters: PathCounters::default(),
+            ctrl: VecDeque::new(),
+            dup: VecDeque::new(),
+            last_recv: now,
+            last_send: now,
+            suspect: false,
+            ping_id: 0,
+            held: 0,
+            progress: now,
+            owd: OwdEstimator::default(),
+            sent_log: VecDeque::new(),
+        }
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.status == PathStatus::Up
+    }
+
+    /// Up and not suspect: may carry new data.
+    pub fn carries(&self) -> bool {
+        self.is_up() && !self.suspect
+    }
+
+    /// Bytes in flight on this path plus `extra` about to be handed over.
+    pub fn bif(&self, extra: usize) -> u64 {
+        bytes_in_flight(&self.snap) + extra as u64
+    }
+}
+
+/// What a timer check found on one path.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum PathCheck {
+    /// Nothing received for the path timeout: it is dead.
+    TimedOut,
+    /// No progress for longer than its data needs to be reported: maybe stuck.
+    Stuck,
+    Fine,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Paths {
+    entries: Vec<PathEntry>,
+}
+
+impl Paths {
+    pub fn ensure(&mut self, path: usize, now: Instant) {
+        assert!(path < MAX_PATHS, "path index {path} out of range");
+        while self.entries.len() <= path {
+            let id = self.entries.len();
+            self.entries.push(PathEntry::new(id, now));
+        }
+    }
+
+    pub fn get(&self, path: usize) -> Option<&PathEntry> {
+        self.entries.get(path)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &PathEntry> {
+        self.entries.iter()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut PathEntry> {
+        self.entries.iter_mut()
+    }
+
+    /// A connection of `path` is established (first time or again).
+    pub fn up(&mut self, path: usize, now: Instant) {
+        self.ensure(path, now);
+        let p = &mut self.entries[path];
+        p.status = PathStatus::Up;
+        p.snap.alive = true;
+        p.snap.ready = false;
+        p.last_recv = now;
+        p.last_send = now;
+        p.suspect = false;
+        p.ctrl.clear();
+        p.dup.clear();
+    }
+
+    /// The connection of `path` is gone. False if it was not up.
+    pub fn down(&mut self, path: usize) -> bool {
+        let Some(p) = self.entries.get_mut(path) else {
+            return false;
+        };
+        if p.status == PathStatus::Down {
+            return false;
+        }
+        p.status = PathStatus::Down;
+        p.snap.alive = false;
+        p.snap.ready = false;
+        p.counters.failures += 1;
+        p.ctrl.clear();
+        p.dup.clear();
+        p.held = 0;
+        true
+    }
+
+    /// `bytes` arrived on `path`. True if a suspect path came back.
+    pub fn heard(&mut self, path: usize, now: Instant, bytes: usize) -> bool {
+        self.ensure(path, now);
+        let p = &mut self.entries[path];
+        p.last_recv = now;
+        p.progress = now;
+        p.counters.bytes_received += bytes as u64;
+        if p.suspect && p.is_up() {
+            p.suspect = false;
+            p.snap.alive = true;
+            return true;
+        }
+        false
+    }
+
+    /// Marks `path` suspect (the session re-sends what it held).
+    pub fn suspect(&mut self, path: usize) {
+        let p = &mut self.entries[path];
+        p.suspect = true;
+        p.snap.alive = false;
+        p.held = 0;
+        p.counters.suspicions += 1;
+    }
+
+    /// Time without progress after which a path holding our data is suspected: long
+    /// enough for a frame to cross it behind its queue (srtt), survive one kernel
+    /// retransmission timeout (at least 200 ms, as Linux's), and for the arrival report
+    /// to come back on the slowest path, plus the peer's ACK delay.
+    fn suspect_after(&self, p: &PathEntry, cfg: &EngineConfig) -> Duration {
+        let back = self
+            .entries
+            .iter()
+            .filter(|q| q.is_up())
+            .map(|q| q.snap.srtt)
+            .max()
+            .unwrap_or_default();
+        let rto = (4 * p.snap.rttvar).max(Duration::from_millis(200));
+        p.snap.srtt + rto + back + cfg.ack_delay + Duration::from_millis(50)
+    }
+
+    /// The next instant a path timer fires.
+    pub fn next_timeout(&self, cfg: &EngineConfig) -> Option<Instant> {
+        self.entries
+            .iter()
+            .filter(|p| p.is_up())
+            .flat_map(|p| {
+                let stuck = (!p.suspect && p.held > 0).then(|| p.progress + self.suspect_after(p, cfg));
+                [
+                    Some(p.last_send + cfg.keepalive),
+                    Some(p.last_recv + cfg.path_timeout),
+                    stuck,
+                ]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// Checks `path`'s liveness at `now`.
+    pub fn check(&self, path: usize, now: Instant, cfg: &EngineConfig) -> PathCheck {
+        let p = &self.entries[path];
+        if !p.is_up() {
+            return PathCheck::Fine;
+        }
+        if now.saturating_duration_since(p.last_recv) >= cfg.path_timeout {
+            return PathCheck::TimedOut;
+        }
+        let stuck = now.saturating_duration_since(p.progress);
+        if !p.suspect && p.held > 0 && stuck >= self.suspect_after(p, cfg) {
+            return PathCheck::Stuck;
+        }
+        PathCheck::Fine
+    }
+
+    /// Queues a keepalive on `path` if it sent nothing for the keepalive interval. True
+    /// if it did.
+    pub fn keepalive(&mut self, path: usize, now: Instant, every: Duration) -> bool {
+        let p = &mut self.entries[path];
+        if !p.is_up() || now.saturating_duration_since(p.last_send) < every {
+            return false;
+        }
+        p.ping_id += 1;
+        p.last_send = now;
+        p.ctrl.push_back(Frame::Ping { id: p.ping_id });
+        true
+    }
+
+    pub fn progress(&mut self, path: usize, now: Instant) {
+        if let Some(p) = self.entries.get_mut(path) {
+            p.progress = now;
+        }
+    }
+
+    /// A frame copy left `path` acknowledged.
+    /// The ACK shows progress only on a path that held the sole copy: of several copies
+    /// it cannot say which arrived, and crediting them all would keep a dark path that
+    /// held one of them from being suspected (the arrival reports credit the path each
+    /// copy actually crossed).
+    pub fn released(&mut self, mask: u64, now: Instant) {
+        let sole = mask.is_power_of_two();
+        let mut bits = mask;
+        while bits != 0 {
+            let p = &mut self.entries[bits.trailing_zeros() as usize];
+            bits &= bits - 1;
+            p.held = p.held.saturating_sub(1);
+            if sole {
+                p.progress = now;
+            }
+        }
+    }
+
+    /// Books a frame copy handed to `path`: it holds one more, and a stamped data frame's
+    /// send time and bytes in flight are kept for its arrival report.
+    pub fn booked(&mut self, path: usize, now: Instant, stamp: Option<(u32, u64)>) {
+        let p = &mut self.entries[path];
+        if p.held == 0 {
+            p.progress = now;
+        }
+        p.held += 1;
+        if let Some(s) = stamp {
+            if p.sent_log.len() >= MAX_SENT_LOG {
+                p.sent_log.pop_front();
+            }
+            p.sent_log.push_back(s);
+        }
+    }
+
+    /// The peer's arrival report of a frame stamped `ts` on path `on`, `delay` after.
+    pub fn on_report(&mut self, on: usize, ts: u32, delay: u32, now: Instant) {
+        let Some(p) = self.entries.get_mut(on) else { return };
+        p.progress = now;
+        // The bytes in flight when the frame was sent: drop older records, find this one.
+        let mut bif = None;
+        while let Some(&(t, b)) = p.sent_log.front() {
+            if t == ts {
+                bif = Some(b);
+                break;
+            }
+            if (ts.wrapping_sub(t) as i32) > 0 {
+                p.sent_log.pop_front();
+            } else {
+                break;
+            }
+        }
+        let bif = bif.unwrap_or_else(|| bytes_in_flight(&p.snap));
+        // Wrapping difference of two microsecond clocks: offset plus delay, signed.
+        p.owd.sample(bif, delay as i32 as i64);
+    }
+
+    /// The up, unsuspected path with the lowest srtt among those not in `exclude` (a mask).
+    pub fn fastest_except(&self, exclude: u64) -> Option<usize> {
+        self.entries
+            .iter()
+            .filter(|p| p.carries() && exclude & (1 << p.snap.id) == 0)
+            .min_by_key(|p| (p.snap.srtt, p.snap.id))
+            .map(|p| p.snap.id)
+    }
+
+    /// Every path's statistics, with the one-way-delay estimates, for a scheduler.
+    pub fn snapshots(&self) -> Vec<PathSnapshot> {
+        self.entries
+            .iter()
+            .map(|p| {
+                let mut s = p.snap.clone();
+                s.owd_us = p.owd.estimate(bytes_in_flight(&s));
+                s.owd_dev_us = p.owd.deviation();
+                s
+            })
+            .collect()
+    }
+
+    /// The raw statistics, as the kernel reported them.
+    pub fn raw_snapshots(&self) -> Vec<PathSnapshot> {
+        self.entries.iter().map(|p| p.snap.clone()).collect()
+    }
+
+    pub fn entry(&mut self, path: usize) -> &mut PathEntry {
+        &mut self.entries[path]
+    }
+
+    /// Forgets every frame reference (the peer lost the session): copies owed, send logs
+    /// and held counts.
+    pub fn forget_frames(&mut self) {
+        for p in &mut self.entries {
+            p.dup.clear();
+            p.sent_log.clear();
+            p.held = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Role;
+
+    fn cfg() -> EngineConfig {
+        EngineConfig::new(Role::Client)
+    }
+
+    #[test]
+    fn a_path_holding_data_without_progress_is_stuck_before_it_times_out() {
+        let t0 = Instant::now();
+        let mut ps = Paths::default();
+        ps.up(0, t0);
+        ps.entry(0).snap.srtt = Duration::from_millis(50);
+        ps.booked(0, t0, None);
+        // srtt 50 + rto floor 200 + slowest srtt 50 + ack delay 5 + 50.
+        let after = Duration::from_millis(355);
+        assert_eq!(
+            ps.check(0, t0 + after - Duration::from_millis(1), &cfg()),
+            PathCheck::Fine
+        );
+        assert_eq!(ps.check(0, t0 + after, &cfg()), PathCheck::Stuck);
+        assert_eq!(ps.next_timeout(&cfg()), Some(t0 + after));
+        ps.suspect(0);
+        assert_eq!(ps.check(0, t0 + after, &cfg()), PathCheck::Fine, "already suspect");
+        assert_eq!(ps.check(0, t0 + cfg().path_timeout, &cfg()), PathCheck::TimedOut);
+        assert!(ps.heard(0, t0 + after, 10), "speaking again lifts the suspicion");
+        assert!(ps.get(0).unwrap().carries());
+    }
+
+    #[test]
+    fn an_ack_credits_progress_only_to_the_sole_holder() {
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(1);
+        let mut ps = Paths::default();
+        ps.up(0, t0);
+        ps.up(1, t0);
+        ps.booked(0, t0, None);
+        ps.booked(1, t0, None);
+        ps.released(0b11, later);
+        for p in 0..2 {
+            let e = ps.get(p).unwrap();
+            assert_eq!((e.held, e.progress), (0, t0), "path {p}: which copy arrived is unknown");
+        }
+        ps.booked(0, t0, None);
+        ps.released(0b01, later);
+        assert_eq!(ps.get(0).unwrap().progress, later);
+    }
+
+    #[test]
+    fn keepalives_go_only_on_idle_paths() {
+        let t0 = Instant::now();
+        let mut ps = Paths::default();
+        ps.up(0, t0);
+        assert!(!ps.keepalive(0, t0 + Duration::from_millis(999), cfg().keepalive));
+        assert!(ps.keepalive(0, t0 + cfg().keepalive, cfg().keepalive));
+        assert_eq!(ps.get(0).unwrap().ctrl.front(), Some(&Frame::Ping { id: 1 }));
+        assert!(!ps.keepalive(0, t0 + cfg().keepalive, cfg().keepalive), "just sent one");
+    }
+
+    #[test]
+    fn going_down_forgets_what_the_path_held_and_counts_a_failure() {
+        let t0 = Instant::now();
+        let mut ps = Paths::default();
+        ps.up(1, t0);
+        ps.booked(1, t0, Some((5, 100)));
+        assert!(ps.down(1));
+        assert!(!ps.down(1), "only once");
+        let p = ps.get(1).unwrap();
+        assert_eq!((p.held, p.counters.failures, p.status), (0, 1, PathStatus::Down));
+        assert_eq!(ps.get(0).unwrap().status, PathStatus::Down, "never connected");
+    }
+
+    #[test]
+    fn arrival_reports_are_binned_by_the_bytes_in_flight_at_sending() {
+        let t0 = Instant::now();
+        let mut ps = Paths::default();
+        ps.up(0, t0);
+        ps.booked(0, t0, Some((100, 0)));
+        ps.booked(0, t0, Some((200, 50 * 1024)));
+        ps.on_report(0, 100, 1000, t0);
+        ps.on_report(0, 200, 9000, t0);
+        assert_eq!(ps.snapshots()[0].owd_us, Some(1000), "an empty path's bin");
+        ps.entry(0).snap.notsent = 50 * 1024;
+        assert_eq!(ps.snapshots()[0].owd_us, Some(9000), "a loaded path's bin");
+    }
+
+    #[test]
+    fn the_fastest_other_path_is_picked_for_a_stall() {
+        let t0 = Instant::now();
+        let mut ps = Paths::default();
+        for (i, ms) in [(0, 10), (1, 30), (2, 20)] {
+            ps.up(i, t0);
+            ps.entry(i).snap.srtt = Duration::from_millis(ms);
+        }
+        assert_eq!(ps.fastest_except(0b001), Some(2));
+        ps.suspect(2);
+        assert_eq!(ps.fastest_except(0b001), Some(1));
+    }
+}

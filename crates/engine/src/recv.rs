@@ -1,0 +1,236 @@
+//! The receive side's reorder buffer (the assembler).
+//!
+//! Sequenced frames arrive on any path in any order. The session's cumulative sequence
+//! (`rcv_next`) advances only over a gap-free prefix, which is what the data-ACK reports.
+//! Streams, however, need not wait for each other: a frame that continues its own stream
+//! (the stream's earlier bytes are all in) is handed to it at once, out of session order,
+//! and leaves a marker that keeps its place in the sequence. So one stream's frame stuck
+//! on a slow path delays only that stream (head-of-line blocking per stream, as in QUIC,
+//! not per session as in MPTCP's single byte stream).
+
+use std::collections::{BTreeMap, HashMap};
+
+use mpflex_wire::Frame;
+
+use crate::StreamId;
+
+/// A sequenced frame in the reorder buffer.
+#[derive(Debug)]
+enum Arrived {
+    /// Waits for the frames before it.
+    Waiting(Frame),
+    /// Already handed to its stream; only its place in the sequence is left.
+    Delivered { span: u64 },
+}
+
+/// Most frames the buffer holds, whatever their size: empty frames cost memory too.
+const MAX_FRAMES: usize = 1 << 20;
+
+#[derive(Debug, Default)]
+pub(crate) struct Assembler {
+    rcv_next: u64,
+    reorder: BTreeMap<u64, Arrived>,
+    /// Payload bytes of waiting frames.
+    payload: u64,
+    /// Waiting frames a stream could take out of session order: per stream, the stream
+    /// offset each starts at (a `Fin`'s is the stream's length) and its sequence number.
+    waiting_at: HashMap<StreamId, BTreeMap<u64, u64>>,
+    /// Frames handed to their stream ahead of the session's order.
+    early_delivered: u64,
+}
+
+/// Where a frame continues its stream, if it can be delivered early.
+fn stream_position(f: &Frame) -> Option<(StreamId, u64)> {
+    match f {
+        Frame::Data {
+            stream, offset, data, ..
+        } if !data.is_empty() => Some((*stream, *offset)),
+        Frame::Fin { stream, offset, .. } => Some((*stream, *offset)),
+        _ => None,
+    }
+}
+
+impl Assembler {
+    /// Every sequence number below this has arrived (the cumulative ACK).
+    pub fn rcv_next(&self) -> u64 {
+        self.rcv_next
+    }
+
+    /// Whether `seq` arrived before.
+    pub fn is_duplicate(&self, seq: u64) -> bool {
+        seq < self.rcv_next || self.reorder.contains_key(&seq)
+    }
+
+    /// Whether `payload` more bytes fit below `limit` (the session window left).
+    pub fn fits(&self, payload: u64, limit: u64) -> bool {
+        self.payload + payload <= limit && self.reorder.len() <= MAX_FRAMES
+    }
+
+    /// Keeps `frame` until its stream or the sequence can take it.
+    pub fn insert(&mut self, frame: Frame) {
+        let seq = frame.seq().expect("sequenced");
+        if let Some((stream, offset)) = stream_position(&frame) {
+            self.waiting_at.entry(stream).or_default().insert(offset, seq);
+        }
+        self.payload += frame.payload_len() as u64;
+        self.reorder.insert(seq, Arrived::Waiting(frame));
+    }
+
+    /// Records that `frame` (just arrived) is delivered at once, out of order if need be.
+    pub fn mark_delivered(&mut self, frame: &Frame) {
+        let seq = frame.seq().expect("sequenced");
+        if seq != self.rcv_next {
+            self.early_delivered += 1;
+        }
+        self.reorder.insert(seq, Arrived::Delivered { span: frame.seq_span() });
+    }
+
+    /// The next frame in session order, if it is in; the sequence advances over it and
+    /// over frames delivered early. Frames that start inside it overlap it: no sender of
+    /// ours cuts a frame it has sent, so they can only come from a broken peer; they are
+    /// dropped (their payload is added to `overlapped`) instead of sitting in the buffer.
+    pub fn pop_in_order(&mut self, overlapped: &mut u64) -> Option<Frame> {
+        while let Some(a) = self.reorder.remove(&self.rcv_next) {
+            let f = match a {
+                Arrived::Delivered { span } => {
+                    self.rcv_next += span;
+                    continue;
+                }
+                Arrived::Waiting(f) => f,
+            };
+            self.leave(&f);
+            self.rcv_next += f.seq_span();
+            while let Some(entry) = self.reorder.first_entry() {
+                if *entry.key() >= self.rcv_next {
+                    break;
+                }
+                if let Arrived::Waiting(g) = entry.remove() {
+                    self.leave(&g);
+                    *overlapped += g.payload_len() as u64;
+                }
+            }
+            return Some(f);
+        }
+        None
+    }
+
+    /// The waiting frame that continues `stream` at `offset`, handed over ahead of the
+    /// session's order.
+    pub fn take_for_stream(&mut self, stream: StreamId, offset: u64) -> Option<Frame> {
+        let index = self.waiting_at.get_mut(&stream)?;
+        let seq = index.remove(&offset)?;
+        if index.is_empty() {
+            self.waiting_at.remove(&stream);
+        }
+        let Some(Arrived::Waiting(f)) = self.reorder.remove(&seq) else {
+            unreachable!("indexed frames wait in the reorder buffer");
+        };
+        self.payload -= f.payload_len() as u64;
+        self.reorder.insert(seq, Arrived::Delivered { span: f.seq_span() });
+        self.early_delivered += 1;
+        Some(f)
+    }
+
+    /// A waiting frame leaves the buffer: drop it from the payload count and the index.
+    fn leave(&mut self, f: &Frame) {
+        self.payload -= f.payload_len() as u64;
+        let Some((stream, offset)) = stream_position(f) else {
+            return;
+        };
+        if let Some(index) = self.waiting_at.get_mut(&stream) {
+            if index.get(&offset) == f.seq().as_ref() {
+                index.remove(&offset);
+                if index.is_empty() {
+                    self.waiting_at.remove(&stream);
+                }
+            }
+        }
+    }
+
+    /// Whether frames wait behind a gap.
+    pub fn has_gap(&self) -> bool {
+        !self.reorder.is_empty()
+    }
+
+    /// Payload bytes waiting behind a gap.
+    pub fn payload(&self) -> u64 {
+        self.payload
+    }
+
+    /// Frames waiting behind a gap.
+    pub fn waiting_frames(&self) -> usize {
+        self.reorder
+            .values()
+            .filter(|a| matches!(a, Arrived::Waiting(_)))
+            .count()
+    }
+
+    pub fn early_delivered(&self) -> u64 {
+        self.early_delivered
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn data(seq: u64, stream: StreamId, offset: u64, len: usize) -> Frame {
+        Frame::Data {
+            seq,
+            stream,
+            offset,
+            ts: 0,
+            data: Bytes::from(vec![0u8; len]),
+        }
+    }
+
+    #[test]
+    fn frames_leave_in_sequence_order_once_the_gap_fills() {
+        let mut a = Assembler::default();
+        let mut over = 0;
+        a.insert(data(10, 1, 10, 10));
+        assert!(a.pop_in_order(&mut over).is_none());
+        assert_eq!(a.payload(), 10);
+        a.insert(data(0, 1, 0, 10));
+        assert_eq!(a.pop_in_order(&mut over).and_then(|f| f.seq()), Some(0));
+        assert_eq!(a.pop_in_order(&mut over).and_then(|f| f.seq()), Some(10));
+        assert_eq!((a.rcv_next(), a.payload(), over), (20, 0, 0));
+        assert!(a.is_duplicate(5) && !a.is_duplicate(20));
+    }
+
+    #[test]
+    fn a_stream_takes_its_next_frame_past_another_streams_gap() {
+        let mut a = Assembler::default();
+        let mut over = 0;
+        // Stream 2's frame at sequence 10 waits behind stream 1's missing 0..10.
+        a.insert(data(10, 2, 0, 5));
+        let f = a.take_for_stream(2, 0).expect("stream 2 continues at offset 0");
+        assert_eq!(f.seq(), Some(10));
+        assert_eq!((a.early_delivered(), a.payload(), a.waiting_frames()), (1, 0, 0));
+        a.insert(data(0, 1, 0, 10));
+        assert_eq!(a.pop_in_order(&mut over).and_then(|f| f.seq()), Some(0));
+        assert!(a.pop_in_order(&mut over).is_none(), "the marker is passed over");
+        assert_eq!(a.rcv_next(), 15);
+    }
+
+    #[test]
+    fn an_overlapping_frame_is_dropped_not_kept() {
+        let mut a = Assembler::default();
+        let mut over = 0;
+        a.insert(data(5, 1, 5, 10));
+        a.insert(data(0, 1, 0, 10));
+        assert_eq!(a.pop_in_order(&mut over).and_then(|f| f.seq()), Some(0));
+        assert_eq!(over, 10);
+        assert!(!a.has_gap());
+        assert_eq!(a.payload(), 0);
+    }
+
+    #[test]
+    fn the_window_bounds_what_may_wait() {
+        let mut a = Assembler::default();
+        a.insert(data(10, 1, 10, 100));
+        assert!(a.fits(50, 150));
+        assert!(!a.fits(51, 150));
+    }
+}

@@ -1,0 +1,576 @@
+//! The send side of a session: stream frames from staging to acknowledgement.
+//!
+//! A stream frame first waits in its stream's *staging* queue without a sequence number.
+//! Staged frames are *sequenced* round-robin across streams only as far as the paths take
+//! bytes ([`SEQUENCE_AHEAD`]), so a new stream's frame waits behind at most that much of
+//! other streams' data, not behind the flow-control window of a bulk stream (MPFlex's
+//! per-connection fairness inside one multiplexed session). A sequenced frame is
+//! *outgoing* until the peer's cumulative data-ACK covers it: never sent (the unsent
+//! queue), on one or more paths, or queued to go again because every path holding it died
+//! (the retransmit set). Nothing is forgotten before the ACK, so a path that dies loses no
+//! byte.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::Instant;
+
+use bytes::Bytes;
+use mpflex_sched::End;
+use mpflex_wire::{Frame, TargetAddr};
+
+use crate::{ProtocolError, StreamId};
+
+/// Sequenced, never-sent bytes the session keeps ahead of the paths (at least): stream
+/// frames beyond it wait in their stream's staging queue and are sequenced round-robin
+/// across streams as the paths take bytes. One full frame: a larger lead makes a small
+/// request wait behind more of a bulk stream's bytes, while the schedulers see the whole
+/// backlog either way (staged bytes count in their queue view). Two-ended schedulers
+/// (DEMS) sequence everything before sending from the tail: their chunk is the backlog.
+pub const SEQUENCE_AHEAD: u64 = 16 * 1024;
+
+/// The smallest payload either part of a split frame carries (a scheduler's limit cutting
+/// through a frame): a smaller part is not worth its header. Where the limit would leave
+/// less behind, the part sent is cut that much shorter; where the limit allows less than
+/// this, the whole frame goes when it is the decision's first, nothing otherwise.
+pub const MIN_SPLIT: usize = 512;
+
+/// A stream frame before it has a sequence number.
+#[derive(Debug)]
+enum Staged {
+    Open { addr: TargetAddr, data: Bytes },
+    Data { offset: u64, data: Bytes },
+    Fin { offset: u64 },
+}
+
+impl Staged {
+    fn frame(&self, seq: u64, stream: StreamId) -> Frame {
+        match self {
+            Staged::Open { addr, data } => Frame::Open {
+                seq,
+                stream,
+                ts: 0,
+                addr: addr.clone(),
+                data: data.clone(),
+            },
+            Staged::Data { offset, data } => Frame::Data {
+                seq,
+                stream,
+                offset: *offset,
+                ts: 0,
+                data: data.clone(),
+            },
+            Staged::Fin { offset } => Frame::Fin {
+                seq,
+                stream,
+                offset: *offset,
+            },
+        }
+    }
+
+    fn payload(&self) -> u64 {
+        match self {
+            Staged::Open { data, .. } | Staged::Data { data, .. } => data.len() as u64,
+            Staged::Fin { .. } => 0,
+        }
+    }
+}
+
+/// A sequenced frame the peer has not yet acknowledged.
+#[derive(Debug)]
+pub(crate) struct Outgoing {
+    pub frame: Frame,
+    /// Paths currently holding a copy that may still arrive.
+    pub on_paths: u64,
+    /// Sent at least once.
+    pub sent: bool,
+    /// When a copy was last handed to a path.
+    pub last_sent: Option<Instant>,
+    /// The peer reported its arrival (it waits in the peer's reorder buffer): no copy of
+    /// it is needed any more, whatever happens to the paths.
+    pub received: bool,
+    /// When the earliest copy is expected at the peer: the session clock (µs) at sending
+    /// plus the path's one-way-delay estimate at its bytes in flight then. It carries the
+    /// clock offset of every OWD estimate, so it compares only with other such times.
+    /// `None` while the path had no estimate.
+    pub eta_us: Option<i64>,
+}
+
+impl Outgoing {
+    fn new(frame: Frame) -> Self {
+        Outgoing {
+            frame,
+            on_paths: 0,
+            sent: false,
+            last_sent: None,
+            received: false,
+            eta_us: None,
+        }
+    }
+
+    /// Sent, not reported by the peer, and no path holds a copy: it must go again.
+    fn orphaned(&self) -> bool {
+        self.on_paths == 0 && self.sent && !self.received
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct SendQueue {
+    next_seq: u64,
+    /// Peer's cumulative ACK: every frame below it arrived.
+    peer_cum: u64,
+    outgoing: BTreeMap<u64, Outgoing>,
+    /// Never sent, in sequence order.
+    unsent: VecDeque<u64>,
+    unsent_bytes: u64,
+    /// Stream frames not sequenced yet, per stream in order, with their encoded length,
+    /// and the streams that have some, in round-robin order.
+    staged: HashMap<StreamId, VecDeque<(Staged, usize)>>,
+    staged_order: VecDeque<StreamId>,
+    staged_bytes: u64,
+    staged_frames: usize,
+    /// Sent on paths that died; to be sent again on any path, lowest first.
+    retransmit: BTreeSet<u64>,
+}
+
+impl SendQueue {
+    fn stage(&mut self, stream: StreamId, s: Staged) {
+        let len = s.frame(0, stream).encoded_len();
+        let q = self.staged.entry(stream).or_default();
+        if q.is_empty() {
+            self.staged_order.push_back(stream);
+        }
+        q.push_back((s, len));
+        self.staged_bytes += len as u64;
+        self.staged_frames += 1;
+    }
+
+    /// Stages a stream's Open frame.
+    pub fn stage_open(&mut self, stream: StreamId, addr: TargetAddr) {
+        self.stage(
+            stream,
+            Staged::Open {
+                addr,
+                data: Bytes::new(),
+            },
+        );
+    }
+
+    /// Stages stream bytes starting at stream `offset`, in frames of at most `max_frame`
+    /// payload bytes. The first bytes of a stream whose Open is still staged ride in the
+    /// Open (zero extra frames for client-speaks-first protocols).
+    pub fn stage_data(&mut self, stream: StreamId, mut offset: u64, mut data: Bytes, max_frame: usize) {
+        if let Some((Staged::Open { addr, data: first }, len)) = self.staged.get_mut(&stream).and_then(|q| q.back_mut())
+        {
+            if first.is_empty() && offset == 0 {
+                let take = data.len().min(max_frame);
+                *first = data.split_to(take);
+                let new_len = Staged::Open {
+                    addr: addr.clone(),
+                    data: first.clone(),
+                }
+                .frame(0, stream)
+                .encoded_len();
+                self.staged_bytes += (new_len - *len) as u64;
+                *len = new_len;
+                offset += take as u64;
+            }
+        }
+        while !data.is_empty() {
+            let chunk = data.split_to(data.len().min(max_frame));
+            let n = chunk.len() as u64;
+            self.stage(stream, Staged::Data { offset, data: chunk });
+            offset += n;
+        }
+    }
+
+    pub fn stage_fin(&mut self, stream: StreamId, offset: u64) {
+        self.stage(stream, Staged::Fin { offset });
+    }
+
+    /// Drops a stream's staged frames (the stream was reset). Returns their payload bytes,
+    /// which go back to the session's flow-control window.
+    pub fn unstage(&mut self, stream: StreamId) -> u64 {
+        let Some(frames) = self.staged.remove(&stream) else {
+            return 0;
+        };
+        self.staged_order.retain(|&id| id != stream);
+        let mut payload = 0;
+        for (s, len) in frames {
+            self.staged_bytes -= len as u64;
+            self.staged_frames -= 1;
+            payload += s.payload();
+        }
+        payload
+    }
+
+    /// Sequences staged frames, one per stream in turn, until `target` bytes are sequenced
+    /// and unsent (or nothing is staged).
+    pub fn promote(&mut self, target: u64) {
+        while self.unsent_bytes < target {
+            let Some(stream) = self.staged_order.pop_front() else {
+                break;
+            };
+            let q = self.staged.get_mut(&stream).expect("ordered streams are staged");
+            let (s, len) = q.pop_front().expect("staged queues are not empty");
+            if q.is_empty() {
+                self.staged.remove(&stream);
+            } else {
+                self.staged_order.push_back(stream);
+            }
+            self.staged_bytes -= len as u64;
+            self.staged_frames -= 1;
+            let frame = s.frame(self.next_seq, stream);
+            self.push_sequenced(frame);
+        }
+    }
+
+    /// Gives a frame that needs no staging (a Reset) the next sequence number.
+    pub fn sequence_reset(&mut self, stream: StreamId, code: u8) {
+        let frame = Frame::Reset {
+            seq: self.next_seq,
+            stream,
+            code,
+        };
+        self.push_sequenced(frame);
+    }
+
+    fn push_sequenced(&mut self, frame: Frame) {
+        let seq = self.next_seq;
+        debug_assert_eq!(frame.seq(), Some(seq));
+        self.next_seq += frame.seq_span();
+        self.unsent_bytes += frame.encoded_len() as u64;
+        self.outgoing.insert(seq, Outgoing::new(frame));
+        self.unsent.push_back(seq);
+    }
+
+    /// The peer acknowledged everything below `cum`. `on_acked` sees the path mask of each
+    /// frame this releases.
+    pub fn on_ack(&mut self, cum: u64, mut on_acked: impl FnMut(u64)) -> Result<(), ProtocolError> {
+        if cum > self.next_seq {
+            return Err(ProtocolError::AckBeyondSent {
+                cum,
+                next: self.next_seq,
+            });
+        }
+        if cum <= self.peer_cum {
+            return Ok(());
+        }
+        self.peer_cum = cum;
+        let keep = self.outgoing.split_off(&cum);
+        let acked = std::mem::replace(&mut self.outgoing, keep);
+        for (seq, out) in acked {
+            on_acked(out.on_paths);
+            if !out.sent {
+                // Cannot be acknowledged before it was sent: the peer lies.
+                return Err(ProtocolError::AckBeyondSent { cum, next: seq });
+            }
+        }
+        self.retransmit = self.retransmit.split_off(&cum);
+        Ok(())
+    }
+
+    /// The peer reported the arrival of `seq`: no further copy is needed.
+    pub fn on_report(&mut self, seq: u64) {
+        if let Some(o) = self.outgoing.get_mut(&seq) {
+            if o.sent && !o.received {
+                o.received = true;
+                self.retransmit.remove(&seq);
+            }
+        }
+    }
+
+    /// Treats every copy `path` holds as lost: frames no other path holds are queued for
+    /// re-sending. Returns how many were.
+    pub fn lost_on(&mut self, path: usize) -> usize {
+        let bit = 1u64 << path;
+        let mut n = 0;
+        for (&seq, out) in self.outgoing.iter_mut() {
+            if out.on_paths & bit != 0 {
+                out.on_paths &= !bit;
+                if out.orphaned() {
+                    self.retransmit.insert(seq);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Whether `path` holds a copy of a frame the peer has not reported.
+    pub fn holds_unreported(&self, path: usize) -> bool {
+        let bit = 1u64 << path;
+        self.outgoing.values().any(|o| o.on_paths & bit != 0 && !o.received)
+    }
+
+    pub fn get(&self, seq: u64) -> Option<&Outgoing> {
+        self.outgoing.get(&seq)
+    }
+
+    /// Outgoing frames from the lowest sequence number up (`Head`) or down (`Tail`).
+    pub fn iter_from(&self, end: End) -> Box<dyn Iterator<Item = (&u64, &Outgoing)> + '_> {
+        match end {
+            End::Head => Box::new(self.outgoing.iter()),
+            End::Tail => Box::new(self.outgoing.iter().rev()),
+        }
+    }
+
+    /// The lowest frame queued for re-sending that still needs it; stale entries are
+    /// dropped on the way.
+    pub fn next_retransmit(&mut self) -> Option<u64> {
+        while let Some(&seq) = self.retransmit.first() {
+            if self.outgoing.get(&seq).is_some_and(Outgoing::orphaned) {
+                return Some(seq);
+            }
+            self.retransmit.pop_first();
+        }
+        None
+    }
+
+    pub fn retransmitted(&mut self, seq: u64) {
+        self.retransmit.remove(&seq);
+    }
+
+    /// The never-sent frame a send from `end` takes next.
+    pub fn unsent_end(&self, end: End) -> Option<u64> {
+        match end {
+            End::Head => self.unsent.front().copied(),
+            End::Tail => self.unsent.back().copied(),
+        }
+    }
+
+    /// Removes the frame at `end` from the unsent queue (it is being sent).
+    pub fn take_unsent(&mut self, end: End) {
+        let seq = match end {
+            End::Head => self.unsent.pop_front(),
+            End::Tail => self.unsent.pop_back(),
+        };
+        let o = self
+            .outgoing
+            .get_mut(&seq.expect("a frame to take"))
+            .expect("unsent frames are outgoing");
+        o.sent = true;
+        self.unsent_bytes -= o.frame.encoded_len() as u64;
+    }
+
+    /// Splits the never-sent Data frame `seq` (at the `end` of the unsent queue) so that the
+    /// part at that end takes at most `room` bytes on the wire; both parts keep the frame's
+    /// sequence numbers between them (a frame takes one per payload byte), so the peer
+    /// sees two ordinary frames. Neither part carries less than [`MIN_SPLIT`] payload bytes
+    /// (the part sent is cut shorter if need be); other frames are never split.
+    pub fn split_unsent(&mut self, seq: u64, end: End, room: usize) {
+        let o = self.outgoing.get_mut(&seq).expect("unsent frames are outgoing");
+        debug_assert!(!o.sent && o.on_paths == 0);
+        let header = o.frame.encoded_len() - o.frame.payload_len();
+        let Frame::Data {
+            stream,
+            offset,
+            ts,
+            data,
+            ..
+        } = &mut o.frame
+        else {
+            return;
+        };
+        // Leave at least MIN_SPLIT behind: a few hundred bytes short of the limit cost
+        // nothing, a few hundred beyond it may cost a round trip.
+        let part = room.saturating_sub(header).min(data.len().saturating_sub(MIN_SPLIT));
+        if part < MIN_SPLIT {
+            return;
+        }
+        // Head: this frame keeps the first `part` bytes; tail: the new frame takes the last.
+        let keep = match end {
+            End::Head => part,
+            End::Tail => data.len() - part,
+        };
+        let rest = data.split_off(keep);
+        let second = seq + keep as u64;
+        let frame = Frame::Data {
+            seq: second,
+            stream: *stream,
+            offset: *offset + keep as u64,
+            ts: *ts,
+            data: rest,
+        };
+        self.outgoing.insert(second, Outgoing::new(frame));
+        self.unsent_bytes += header as u64;
+        match end {
+            End::Head => self.unsent.insert(1, second),
+            End::Tail => self.unsent.push_back(second),
+        }
+    }
+
+    /// Books a copy of `seq` handed to `path` at `now`, stamped `ts`, expected at the peer
+    /// at `eta_us` (if known). Returns the frame to encode.
+    pub fn book(&mut self, seq: u64, path: usize, now: Instant, ts: u32, eta_us: Option<i64>) -> &Frame {
+        let o = self.outgoing.get_mut(&seq).expect("outgoing frame");
+        if let Some(e) = eta_us {
+            o.eta_us = Some(o.eta_us.map_or(e, |x| x.min(e)));
+        }
+        o.frame.set_ts(ts);
+        o.on_paths |= 1 << path;
+        o.last_sent = Some(now);
+        &o.frame
+    }
+
+    /// Never-sent bytes (sequenced or staged, encoded) and frames.
+    pub fn backlog(&self) -> (u64, usize) {
+        (
+            self.unsent_bytes + self.staged_bytes,
+            self.unsent.len() + self.staged_frames,
+        )
+    }
+
+    pub fn unsent_is_empty(&self) -> bool {
+        self.unsent.is_empty()
+    }
+
+    pub fn outgoing_is_empty(&self) -> bool {
+        self.outgoing.is_empty()
+    }
+
+    pub fn outgoing_len(&self) -> usize {
+        self.outgoing.len()
+    }
+
+    /// Anything never sent or to be sent again.
+    pub fn has_pending(&self) -> bool {
+        !self.unsent.is_empty() || self.staged_frames > 0 || !self.retransmit.is_empty()
+    }
+
+    /// Bytes held until the peer acknowledges them: sequenced and unacknowledged (by
+    /// sequence span) plus staged (encoded).
+    pub fn held_bytes(&self) -> u64 {
+        (self.next_seq - self.peer_cum) + self.staged_bytes
+    }
+
+    /// Whether anything was ever sequenced.
+    pub fn has_history(&self) -> bool {
+        self.next_seq > 0
+    }
+
+    #[cfg(test)]
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::SocketAddr;
+
+    fn addr() -> TargetAddr {
+        TargetAddr::Ip(SocketAddr::from(([127, 0, 0, 1], 80)))
+    }
+
+    fn sent_all(q: &mut SendQueue, path: usize, now: Instant) {
+        q.promote(u64::MAX);
+        while let Some(seq) = q.unsent_end(End::Head) {
+            q.take_unsent(End::Head);
+            q.book(seq, path, now, 0, None);
+        }
+    }
+
+    #[test]
+    fn first_bytes_ride_in_the_staged_open() {
+        let mut q = SendQueue::default();
+        q.stage_open(1, addr());
+        q.stage_data(1, 0, Bytes::from(vec![1u8; 100]), 16 * 1024);
+        q.promote(u64::MAX);
+        let seq = q.unsent_end(End::Head).unwrap();
+        match &q.get(seq).unwrap().frame {
+            Frame::Open { data, .. } => assert_eq!(data.len(), 100),
+            f => panic!("expected an Open with data, got {f:?}"),
+        }
+        assert_eq!(q.backlog().1, 1, "one frame, no separate Data");
+        assert_eq!(q.next_seq(), 100, "one sequence number per payload byte");
+    }
+
+    #[test]
+    fn streams_are_sequenced_in_turn_and_only_ahead_of_the_paths() {
+        let mut q = SendQueue::default();
+        q.stage_data(1, 0, Bytes::from(vec![1u8; 64 * 1024]), 16 * 1024);
+        q.stage_data(2, 0, Bytes::from(vec![2u8; 1000]), 16 * 1024);
+        q.promote(SEQUENCE_AHEAD);
+        assert_eq!(q.unsent.len(), 1, "one frame is sequenced ahead");
+        q.promote(2 * SEQUENCE_AHEAD);
+        let second = q.unsent[1];
+        match &q.get(second).unwrap().frame {
+            Frame::Data { stream, .. } => assert_eq!(*stream, 2, "the other stream's turn"),
+            f => panic!("{f:?}"),
+        }
+    }
+
+    #[test]
+    fn frames_only_a_dead_path_held_are_queued_again_and_acks_release_them() {
+        let now = Instant::now();
+        let mut q = SendQueue::default();
+        q.stage_data(1, 0, Bytes::from(vec![1u8; 3000]), 1000);
+        sent_all(&mut q, 0, now);
+        // Path 1 also holds the middle frame.
+        q.book(1000, 1, now, 0, None);
+        assert_eq!(q.lost_on(0), 2, "the middle frame is still on path 1");
+        assert_eq!(q.next_retransmit(), Some(0));
+        q.on_report(0);
+        assert_eq!(q.next_retransmit(), Some(2000), "a reported frame needs no copy");
+        let mut masks = Vec::new();
+        q.on_ack(3000, |m| masks.push(m)).unwrap();
+        assert_eq!(masks, vec![0, 2, 0]);
+        assert_eq!(q.next_retransmit(), None);
+        assert_eq!(q.held_bytes(), 0);
+    }
+
+    #[test]
+    fn an_ack_beyond_what_was_sent_is_a_protocol_error() {
+        let mut q = SendQueue::default();
+        q.stage_data(1, 0, Bytes::from(vec![1u8; 100]), 1000);
+        q.promote(u64::MAX);
+        assert!(matches!(
+            q.on_ack(101, |_| {}),
+            Err(ProtocolError::AckBeyondSent { .. })
+        ));
+        assert!(
+            matches!(q.on_ack(100, |_| {}), Err(ProtocolError::AckBeyondSent { .. })),
+            "sequenced but never sent"
+        );
+    }
+
+    #[test]
+    fn a_split_keeps_the_sequence_numbers_and_both_ends_work() {
+        for end in [End::Head, End::Tail] {
+            let mut q = SendQueue::default();
+            q.stage_data(1, 0, Bytes::from(vec![1u8; 10_000]), 16 * 1024);
+            q.promote(u64::MAX);
+            let seq = q.unsent_end(end).unwrap();
+            q.split_unsent(seq, end, 4000);
+            let first = q.unsent_end(end).unwrap();
+            let f = &q.get(first).unwrap().frame;
+            assert!(f.encoded_len() <= 4000, "{end:?}: {}", f.encoded_len());
+            let total: usize = q.outgoing.values().map(|o| o.frame.payload_len()).sum();
+            assert_eq!(total, 10_000);
+            let seqs: Vec<u64> = q.outgoing.keys().copied().collect();
+            let second = q.get(seqs[1]).unwrap();
+            assert_eq!(seqs[1], q.get(seqs[0]).unwrap().frame.payload_len() as u64);
+            assert!(matches!(second.frame, Frame::Data { offset, .. } if offset == seqs[1]));
+        }
+    }
+
+    #[test]
+    fn a_split_never_leaves_a_part_below_the_minimum() {
+        let mut q = SendQueue::default();
+        q.stage_data(1, 0, Bytes::from(vec![1u8; 1000]), 16 * 1024);
+        q.promote(u64::MAX);
+        q.split_unsent(0, End::Head, 300);
+        assert_eq!(q.outgoing.len(), 1, "too small to split");
+    }
+
+    #[test]
+    fn unstaging_returns_the_payload_and_keeps_the_counts() {
+        let mut q = SendQueue::default();
+        q.stage_open(1, addr());
+        q.stage_data(1, 0, Bytes::from(vec![1u8; 40_000]), 16 * 1024);
+        q.stage_fin(1, 40_000);
+        q.promote(1);
+        assert_eq!(q.unstage(1), 40_000 - 16 * 1024);
+        assert_eq!(q.backlog().1, 1, "only the sequenced Open is left");
+    }
+}

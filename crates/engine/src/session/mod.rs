@@ -1,0 +1,510 @@
+//! The session: a thin owner of the sub-machines that routes the driver's events to them.
+//!
+//! - [`crate::send`]: staging, sequencing, splitting, the outgoing and retransmit queues;
+//! - [`crate::recv`]: the reorder buffer and per-stream early delivery;
+//! - [`crate::flow`]: stream and session credit, and each stream's receive buffer;
+//! - [`crate::paths`]: liveness, suspicion, keepalives, the statistics schedulers read;
+//! - [`crate::control`]: ACKs, arrival reports and stall notices for the peer;
+//! - [`crate::reinject`]: which copies to send where.
+//!
+//! `transmit` builds what a path sends (and runs a path writer's late-binding policy),
+//! `receive` takes what a path delivered, `timers` keeps the clocks.
+
+mod receive;
+mod timers;
+mod transmit;
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::time::Instant;
+
+use bytes::Bytes;
+use mpflex_sched::{PathSnapshot, Scheduler};
+use mpflex_wire::{reset, TargetAddr};
+
+use crate::config::{EngineConfig, Role};
+use crate::control::Feedback;
+use crate::flow::{SessionFlow, Stream, StreamRead};
+use crate::paths::{bytes_in_flight, PathCounters, PathStatus, Paths};
+use crate::recv::Assembler;
+use crate::send::SendQueue;
+use crate::StreamId;
+
+pub use transmit::PollTransmit;
+
+/// Something the driver must act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// (server) The peer opened a stream: connect it to `addr`.
+    StreamOpened { stream: StreamId, addr: TargetAddr },
+    /// Data or a fin is waiting in [`Session::stream_recv`].
+    StreamReadable(StreamId),
+    /// The stream may send again (flow-control credit arrived).
+    StreamWritable(StreamId),
+    /// The stream is gone: the peer reset it, or the peer lost the session.
+    StreamReset { stream: StreamId, code: u8 },
+    /// Frames are waiting: paths that are idle should poll again.
+    WakePaths,
+    /// The path has been silent for too long; the driver should drop its connection.
+    PathTimedOut(usize),
+    /// The peer closed the session.
+    Closed { code: u8 },
+}
+
+/// A peer broke the protocol; the session cannot continue.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("peer acknowledged sequence {cum} that was never sent (next is {next})")]
+    AckBeyondSent { cum: u64, next: u64 },
+    #[error("peer exceeded flow control on stream {0}")]
+    FlowControl(StreamId),
+    #[error("peer exceeded the session receive window")]
+    SessionWindow,
+    #[error("peer opened stream {0} twice")]
+    DuplicateStream(StreamId),
+    #[error("peer opened too many streams")]
+    TooManyStreams,
+    #[error("a client cannot accept streams")]
+    UnexpectedOpen,
+    #[error("unexpected {0} frame on an established path")]
+    Unexpected(&'static str),
+    #[error("peer sent stream {0} bytes out of place (a gap or an overlap in the stream)")]
+    StreamOffset(StreamId),
+}
+
+/// What [`Session::stream_recv`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecvResult {
+    Data(Bytes),
+    /// The peer will send no more.
+    Fin,
+    /// Nothing yet.
+    Blocked,
+    /// The stream does not exist (reset or finished).
+    Gone,
+}
+
+pub struct Session {
+    cfg: EngineConfig,
+    epoch: Instant,
+    scheduler: Box<dyn Scheduler>,
+    paths: Paths,
+    streams: HashMap<StreamId, Stream>,
+    next_stream: StreamId,
+    /// Streams waiting for flow-control credit.
+    blocked: HashSet<StreamId>,
+    /// Streams whose new receive window the peer must hear of.
+    windows_needed: BTreeSet<StreamId>,
+    flow: SessionFlow,
+    send: SendQueue,
+    recv: Assembler,
+    feedback: Feedback,
+    events: VecDeque<Event>,
+    /// Latest time the driver told us.
+    last_now: Instant,
+    /// Paths the scheduler told to wait: a send elsewhere changes the picture for them.
+    waiting: u64,
+    /// (sender) The gap last re-sent on a `Stall`; one per gap.
+    stall_served: Option<u64>,
+}
+
+impl Session {
+    pub fn new(cfg: EngineConfig, scheduler: Box<dyn Scheduler>, now: Instant) -> Self {
+        Session {
+            epoch: now,
+            scheduler,
+            paths: Paths::default(),
+            streams: HashMap::new(),
+            next_stream: 1,
+            blocked: HashSet::new(),
+            windows_needed: BTreeSet::new(),
+            flow: SessionFlow::new(cfg.session_window),
+            send: SendQueue::default(),
+            recv: Assembler::default(),
+            feedback: Feedback::default(),
+            events: VecDeque::new(),
+            last_now: now,
+            waiting: 0,
+            stall_served: None,
+            cfg,
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    pub fn scheduler_name(&self) -> &'static str {
+        self.scheduler.name()
+    }
+
+    fn wake(&mut self) {
+        self.events.push_back(Event::WakePaths);
+    }
+
+    // ----- paths -----
+
+    /// A path connection is established (first time or again).
+    pub fn path_up(&mut self, path: usize, now: Instant) {
+        self.paths.up(path, now);
+        // Control state may have been lost with an earlier connection; restate it.
+        self.restate_control();
+        self.wake();
+    }
+
+    /// A path connection is gone. Everything only it held is sent again elsewhere.
+    pub fn path_down(&mut self, path: usize) {
+        if !self.paths.down(path) {
+            return;
+        }
+        self.send.lost_on(path);
+        // Acks and window updates handed to the dead path may never arrive.
+        self.restate_control();
+        self.wake();
+    }
+
+    fn restate_control(&mut self) {
+        self.feedback.ack_now();
+        self.flow.update_needed = true;
+        for (&id, s) in &self.streams {
+            if !s.rx_fin {
+                self.windows_needed.insert(id);
+            }
+        }
+    }
+
+    /// Latest kernel statistics of a path, read at `now`. `alive` and `ready` are kept by
+    /// the engine. The scheduler observes every update ([`Scheduler::observe`]).
+    pub fn set_path_stats(&mut self, path: usize, snap: PathSnapshot, now: Instant) {
+        let Some(p) = self.paths.get(path) else { return };
+        let (alive, ready) = (p.snap.alive, p.snap.ready);
+        self.paths.entry(path).snap = PathSnapshot {
+            id: path,
+            alive,
+            ready,
+            ..snap
+        };
+        self.last_now = self.last_now.max(now);
+        let snaps = self.paths.raw_snapshots();
+        self.scheduler.observe(now, &snaps);
+    }
+
+    /// Whether the path's writer is idle and its socket has room. A path that stops being
+    /// ready may be what other paths were waiting for, so they are woken to decide again.
+    pub fn set_path_ready(&mut self, path: usize, ready: bool) {
+        if self.paths.get(path).is_none() {
+            return;
+        }
+        let p = self.paths.entry(path);
+        let woke = p.snap.ready && !ready;
+        p.snap.ready = ready;
+        if woke {
+            self.wake();
+        }
+    }
+
+    pub fn set_path_backup(&mut self, path: usize, backup: bool, now: Instant) {
+        self.paths.ensure(path, now);
+        self.paths.entry(path).snap.backup = backup;
+    }
+
+    pub fn path_status(&self, path: usize) -> PathStatus {
+        self.paths.get(path).map_or(PathStatus::Down, |p| p.status)
+    }
+
+    pub fn path_counters(&self, path: usize) -> Option<(&PathCounters, &PathSnapshot)> {
+        self.paths.get(path).map(|p| (&p.counters, &p.snap))
+    }
+
+    /// The path's one-way-delay estimate at its current bytes in flight and the deviation,
+    /// microseconds (with the peer's clock offset), once the peer has reported arrivals.
+    pub fn path_owd(&self, path: usize) -> Option<(i64, u64)> {
+        let p = self.paths.get(path)?;
+        let o = p.owd.estimate(bytes_in_flight(&p.snap))?;
+        Some((o, p.owd.deviation()))
+    }
+
+    pub fn num_paths(&self) -> usize {
+        self.paths.len()
+    }
+
+    // ----- streams, local side -----
+
+    /// (client) Opens a stream towards `addr`. Its first bytes, offered at once with
+    /// [`Session::stream_send`], ride in the Open frame.
+    pub fn open_stream(&mut self, addr: TargetAddr) -> StreamId {
+        debug_assert_eq!(self.cfg.role, Role::Client);
+        let id = self.next_stream;
+        self.next_stream = self.next_stream.wrapping_add(1).max(1);
+        self.streams.insert(id, Stream::new(self.cfg.stream_window));
+        self.send.stage_open(id, addr);
+        self.wake();
+        id
+    }
+
+    /// Bytes `stream` may queue now (stream and session flow control). When that is zero
+    /// for a live stream, [`Event::StreamWritable`] follows once credit arrives.
+    pub fn send_capacity(&mut self, stream: StreamId) -> u64 {
+        let cap = self.peek_capacity(stream);
+        if cap == 0 && self.streams.get(&stream).is_some_and(|s| !s.tx_done) {
+            self.blocked.insert(stream);
+        }
+        cap
+    }
+
+    fn peek_capacity(&self, stream: StreamId) -> u64 {
+        self.streams
+            .get(&stream)
+            .map_or(0, |s| s.send_room().min(self.flow.send_room()))
+    }
+
+    /// Whether the stream still exists (not reset, not finished both ways).
+    pub fn stream_exists(&self, stream: StreamId) -> bool {
+        self.streams.contains_key(&stream)
+    }
+
+    /// Queues application bytes: the one way bytes enter a stream. Returns how many were
+    /// accepted (up to the capacity); when fewer than offered, [`Event::StreamWritable`]
+    /// follows once credit arrives.
+    pub fn stream_send(&mut self, stream: StreamId, mut data: Bytes) -> usize {
+        let cap = self.peek_capacity(stream) as usize;
+        if cap < data.len() {
+            self.blocked.insert(stream);
+        }
+        let n = data.len().min(cap);
+        if n == 0 {
+            return 0;
+        }
+        data.truncate(n);
+        let s = self.streams.get_mut(&stream).expect("a stream with capacity exists");
+        let offset = s.tx_offset;
+        s.tx_offset += n as u64;
+        self.flow.take(n as u64);
+        self.send.stage_data(stream, offset, data, self.cfg.max_frame_data);
+        self.wake();
+        n
+    }
+
+    /// The application half-closed its side.
+    pub fn stream_finish(&mut self, stream: StreamId) {
+        let Some(s) = self.streams.get_mut(&stream) else { return };
+        if s.tx_done {
+            return;
+        }
+        s.tx_done = true;
+        let offset = s.tx_offset;
+        self.blocked.remove(&stream);
+        self.send.stage_fin(stream, offset);
+        self.maybe_forget(stream);
+        self.wake();
+    }
+
+    /// Aborts the stream in both directions (codes in [`mpflex_wire::reset`]).
+    pub fn stream_reset(&mut self, stream: StreamId, code: u8) {
+        if !self.forget_stream(stream) {
+            return;
+        }
+        self.send.sequence_reset(stream, code);
+        self.wake();
+    }
+
+    /// Drops a stream that was reset, by either side. Its staged bytes need no sending (a
+    /// download the client abandoned must not go on using the links for seconds), and
+    /// they leave the session's count too, or its window would shrink for good.
+    fn forget_stream(&mut self, stream: StreamId) -> bool {
+        if self.streams.remove(&stream).is_none() {
+            return false;
+        }
+        self.blocked.remove(&stream);
+        self.windows_needed.remove(&stream);
+        let unsent = self.send.unstage(stream);
+        self.flow.give_back(unsent);
+        true
+    }
+
+    /// Takes received bytes (up to `max`) for the application.
+    pub fn stream_recv(&mut self, stream: StreamId, max: usize) -> RecvResult {
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return RecvResult::Gone;
+        };
+        let (read, reopen) = s.read(max, self.cfg.stream_window);
+        let chunk = match read {
+            StreamRead::Data(chunk) => chunk,
+            StreamRead::Fin => {
+                self.maybe_forget(stream);
+                return RecvResult::Fin;
+            }
+            StreamRead::Blocked => return RecvResult::Blocked,
+            StreamRead::Done => return RecvResult::Gone,
+        };
+        if reopen {
+            self.windows_needed.insert(stream);
+            self.wake();
+        }
+        if self.flow.on_consumed(chunk.len() as u64) {
+            self.wake();
+        }
+        RecvResult::Data(chunk)
+    }
+
+    /// What `stream` has queued for the peer so far: (bytes, whether its end is queued).
+    pub fn stream_tx(&self, stream: StreamId) -> Option<(u64, bool)> {
+        self.streams.get(&stream).map(|s| (s.tx_offset, s.tx_done))
+    }
+
+    /// Bytes waiting for the application on `stream`.
+    pub fn stream_buffered(&self, stream: StreamId) -> usize {
+        self.streams.get(&stream).map_or(0, Stream::buffered)
+    }
+
+    pub fn num_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Streams still open.
+    pub fn stream_ids(&self) -> Vec<StreamId> {
+        self.streams.keys().copied().collect()
+    }
+
+    fn maybe_forget(&mut self, stream: StreamId) {
+        if self.streams.get(&stream).is_some_and(Stream::finished) {
+            self.streams.remove(&stream);
+            self.windows_needed.remove(&stream);
+        }
+    }
+
+    /// The session clock, µs since `epoch` (the frames' timestamps are it modulo 2³²).
+    fn clock_us(&self, now: Instant) -> i64 {
+        now.saturating_duration_since(self.epoch).as_micros() as i64
+    }
+
+    fn ts(&self, now: Instant) -> u32 {
+        self.clock_us(now) as u32
+    }
+
+    // ----- the whole session -----
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Queues a session close on every path.
+    pub fn close(&mut self, code: u8) {
+        for p in self.paths.iter_mut().filter(|p| p.is_up()) {
+            p.ctrl.push_back(mpflex_wire::Frame::Close { code });
+        }
+        self.wake();
+    }
+
+    /// Sequenced frames kept until the peer acknowledges them (sent or not).
+    pub fn buffered_frames(&self) -> usize {
+        self.send.outgoing_len()
+    }
+
+    /// Stream bytes this session holds in memory: (send side: queued or sent and not yet
+    /// acknowledged by the peer, framing included; receive side: arrived and not yet read
+    /// by the applications, out-of-order frames included). Both stay within the session
+    /// window; the process's memory follows them.
+    pub fn held_bytes(&self) -> (u64, u64) {
+        (self.send.held_bytes(), self.recv.payload() + self.flow.unread())
+    }
+
+    /// Frames a stream took ahead of the session's order (another stream's frame before
+    /// them was still missing), since the session began.
+    pub fn early_delivered(&self) -> u64 {
+        self.recv.early_delivered()
+    }
+
+    /// Frames received out of order, waiting for a gap to fill.
+    pub fn reorder_frames(&self) -> usize {
+        self.recv.waiting_frames()
+    }
+
+    /// (client) The server has no state for this session (it restarted): every stream is
+    /// lost. The streams are reset and every sub-machine that shares state with the peer
+    /// starts over.
+    pub fn peer_lost_state(&mut self) {
+        let mut ids = self.stream_ids();
+        ids.sort_unstable();
+        for stream in ids {
+            self.events.push_back(Event::StreamReset {
+                stream,
+                code: reset::PEER_LOST_STATE,
+            });
+        }
+        self.streams.clear();
+        self.blocked.clear();
+        self.windows_needed.clear();
+        self.flow = SessionFlow::new(self.cfg.session_window);
+        self.send = SendQueue::default();
+        self.recv = Assembler::default();
+        self.feedback = Feedback::default();
+        self.stall_served = None;
+        self.waiting = 0;
+        self.paths.forget_frames();
+    }
+
+    /// Whether this session has ever carried anything (a restarted peer matters only then).
+    pub fn has_history(&self) -> bool {
+        self.send.has_history() || self.recv.rcv_next() > 0
+    }
+}
+
+impl Session {
+    /// (client) A path joined and the server said whether the session is `fresh` there.
+    /// A fresh session after this one carried data means the server lost it: the streams
+    /// are reset ([`Session::peer_lost_state`]). Returns whether that happened.
+    pub fn joined(&mut self, fresh: bool) -> bool {
+        if fresh && self.has_history() {
+            self.peer_lost_state();
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::Pair;
+
+    /// A server that restarted knows nothing of the session: the client resets every
+    /// stream, forgets every frame (held bytes, per-path counts, ACK state) and the next
+    /// stream works with the new server from sequence zero.
+    #[test]
+    fn a_peer_that_lost_the_session_starts_everything_over() {
+        let mut pair = Pair::new("minrtt", &[(10, 1000), (20, 1000)]);
+        let old = pair.open(&[1u8; 1000]);
+        assert_eq!(pair.client.stream_send(old, Bytes::from(vec![2u8; 300_000])), 300_000);
+        for _ in 0..30 {
+            pair.step();
+        }
+        assert!(pair.client.held_bytes().0 > 0, "the upload is under way");
+        // The server restarts: a new session there, and the client hears `fresh`.
+        let now = pair.now;
+        pair.server = Session::new(
+            EngineConfig::new(Role::Server),
+            mpflex_sched::by_name("minrtt").unwrap(),
+            now,
+        );
+        for p in 0..2 {
+            pair.server.path_up(p, now);
+        }
+        assert!(pair.client.joined(true));
+        let mut resets = Vec::new();
+        while let Some(e) = pair.client.poll_event() {
+            if let Event::StreamReset { stream, code } = e {
+                resets.push((stream, code));
+            }
+        }
+        assert_eq!(resets, vec![(old, reset::PEER_LOST_STATE)]);
+        assert_eq!(pair.client.held_bytes(), (0, 0));
+        assert!(!pair.client.has_history());
+        assert!(pair.client.paths.iter().all(|p| p.held == 0 && p.dup.is_empty()));
+        let new = pair.open(b"hello after the restart");
+        for _ in 0..200 {
+            pair.step();
+        }
+        assert_eq!(pair.server_rx[&new], b"hello after the restart");
+        assert!(pair.client.has_history());
+    }
+}

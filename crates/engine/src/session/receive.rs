@@ -1,0 +1,227 @@
+//! What a path delivered: control frames to their sub-machine, sequenced frames through
+//! the reorder buffer to their streams.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use mpflex_wire::Frame;
+
+use super::{Event, ProtocolError, Session};
+use crate::config::Role;
+use crate::flow::Stream;
+use crate::reinject;
+use crate::StreamId;
+
+impl Session {
+    /// A frame arrived on `path`.
+    pub fn handle_frame(&mut self, path: usize, frame: Frame, now: Instant) -> Result<(), ProtocolError> {
+        self.last_now = self.last_now.max(now);
+        if self.paths.heard(path, now, frame.encoded_len()) {
+            self.wake();
+        }
+        match frame {
+            Frame::Hello { .. } => return Err(ProtocolError::Unexpected("Hello")),
+            Frame::HelloAck { .. } => return Err(ProtocolError::Unexpected("HelloAck")),
+            Frame::Ping { id } => {
+                self.paths.entry(path).ctrl.push_back(Frame::Pong { id });
+                self.wake();
+            }
+            Frame::Pong { .. } => {}
+            Frame::Close { code } => self.events.push_back(Event::Closed { code }),
+            Frame::Ack { cum } => {
+                let paths = &mut self.paths;
+                self.send.on_ack(cum, |mask| paths.released(mask, now))?
+            }
+            Frame::Owd {
+                path: on,
+                seq,
+                ts,
+                delay,
+            } => {
+                self.paths.on_report(on as usize, ts, delay, now);
+                self.send.on_report(seq);
+            }
+            Frame::Stall { cum } => self.on_stall(cum, now),
+            Frame::Window { stream, max } => self.on_window(stream, max),
+            Frame::MaxData { max } => {
+                if self.flow.raise(max) {
+                    for id in self.blocked.drain() {
+                        self.events.push_back(Event::StreamWritable(id));
+                    }
+                }
+            }
+            f @ (Frame::Open { .. } | Frame::Data { .. } | Frame::Fin { .. } | Frame::Reset { .. }) => {
+                self.on_sequenced(path, f, now)?
+            }
+        }
+        Ok(())
+    }
+
+    fn on_window(&mut self, stream: StreamId, max: u64) {
+        let Some(s) = self.streams.get_mut(&stream) else { return };
+        if max > s.tx_max {
+            s.tx_max = max;
+            if self.blocked.remove(&stream) {
+                self.events.push_back(Event::StreamWritable(stream));
+            }
+        }
+    }
+
+    /// The peer's reorder buffer is filling behind the gap at `cum`: send that frame again
+    /// on the fastest path that does not hold it (once per gap).
+    fn on_stall(&mut self, cum: u64, now: Instant) {
+        if self.stall_served == Some(cum) {
+            return;
+        }
+        let Some(t) = reinject::stall_target(&self.send, &self.paths, cum) else {
+            return;
+        };
+        self.stall_served = Some(cum);
+        let p = self.paths.entry(t);
+        p.dup.push_front(cum);
+        p.counters.stall_reinjections += 1;
+        self.wake();
+        tracing::debug!(seq = cum, path = t, ?now, "peer stalled on a gap; re-sending it");
+    }
+
+    fn on_sequenced(&mut self, path: usize, frame: Frame, now: Instant) -> Result<(), ProtocolError> {
+        let seq = frame.seq().expect("sequenced");
+        let payload = frame.payload_len() as u64;
+        if let Some(ts) = frame.ts() {
+            // Arrival report: a one-way-delay sample for the sender, and a selective ack.
+            self.feedback.report(path, seq, ts, self.ts(now));
+        }
+        if self.recv.is_duplicate(seq) {
+            self.paths.entry(path).counters.duplicate_received += payload;
+            // The sender may be retransmitting because our ACK got lost; repeat it.
+            self.feedback.ack_now();
+            self.wake();
+            return Ok(());
+        }
+        // The sender respects our session window, so the reorder buffer stays below it;
+        // a peer that does not is cut off instead of growing our memory.
+        if !self.recv.fits(payload, self.flow.receive_room()) {
+            return Err(ProtocolError::SessionWindow);
+        }
+        // Streams that took bytes may now take frames waiting further on.
+        let mut touched: Vec<StreamId> = Vec::new();
+        match frame {
+            // A new stream opens at once: its frames follow its Open in the sequence, so
+            // none of them can have been mistaken for a closed stream's before it.
+            Frame::Open { stream, .. } if !self.streams.contains_key(&stream) => {
+                self.recv.mark_delivered(&frame);
+                self.deliver(frame)?;
+                touched.push(stream);
+            }
+            frame => {
+                if let Frame::Data { stream, .. } | Frame::Fin { stream, .. } = &frame {
+                    touched.push(*stream);
+                }
+                self.recv.insert(frame);
+            }
+        }
+        self.deliver_in_order(path, &mut touched)?;
+        touched.sort_unstable();
+        touched.dedup();
+        for stream in touched {
+            self.deliver_early(stream)?;
+        }
+        // Smart reinjection: frames stuck behind a gap fill the receive buffer.
+        if self.recv.has_gap() {
+            let buffered = self.recv.payload() + self.flow.unread();
+            if self.feedback.maybe_stall(self.recv.rcv_next(), buffered, &self.cfg) {
+                self.wake();
+            }
+        }
+        if self.feedback.on_data(payload, now, &self.cfg) {
+            self.wake();
+        }
+        Ok(())
+    }
+
+    /// Delivers the frames that are next in session order.
+    fn deliver_in_order(&mut self, path: usize, touched: &mut Vec<StreamId>) -> Result<(), ProtocolError> {
+        let mut overlapped = 0;
+        while let Some(f) = self.recv.pop_in_order(&mut overlapped) {
+            if let Frame::Open { stream, .. } | Frame::Data { stream, .. } = &f {
+                if touched.last() != Some(stream) {
+                    touched.push(*stream);
+                }
+            }
+            self.deliver(f)?;
+        }
+        self.paths.entry(path).counters.duplicate_received += overlapped;
+        Ok(())
+    }
+
+    /// Hands `stream` the frames waiting in the reorder buffer that continue it, ahead of
+    /// the session's order.
+    fn deliver_early(&mut self, stream: StreamId) -> Result<(), ProtocolError> {
+        while let Some(next) = self.streams.get(&stream).map(|s| s.rx_offset) {
+            let Some(f) = self.recv.take_for_stream(stream, next) else {
+                break;
+            };
+            self.deliver(f)?;
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, frame: Frame) -> Result<(), ProtocolError> {
+        match frame {
+            Frame::Open { stream, addr, data, .. } => {
+                if self.cfg.role == Role::Client {
+                    return Err(ProtocolError::UnexpectedOpen);
+                }
+                if self.streams.contains_key(&stream) {
+                    return Err(ProtocolError::DuplicateStream(stream));
+                }
+                if self.streams.len() >= self.cfg.max_streams {
+                    return Err(ProtocolError::TooManyStreams);
+                }
+                self.streams.insert(stream, Stream::new(self.cfg.stream_window));
+                self.events.push_back(Event::StreamOpened { stream, addr });
+                self.deliver_data(stream, data)?;
+            }
+            Frame::Data {
+                stream, offset, data, ..
+            } => {
+                if self.streams.get(&stream).is_some_and(|s| s.rx_offset != offset) {
+                    return Err(ProtocolError::StreamOffset(stream));
+                }
+                self.deliver_data(stream, data)?
+            }
+            Frame::Fin { stream, offset, .. } => {
+                if let Some(s) = self.streams.get_mut(&stream) {
+                    if s.rx_offset != offset {
+                        return Err(ProtocolError::StreamOffset(stream));
+                    }
+                    s.rx_fin = true;
+                    self.windows_needed.remove(&stream);
+                    self.events.push_back(Event::StreamReadable(stream));
+                }
+            }
+            Frame::Reset { stream, code, .. } => {
+                if self.forget_stream(stream) {
+                    self.events.push_back(Event::StreamReset { stream, code });
+                }
+            }
+            _ => unreachable!("only sequenced frames are delivered"),
+        }
+        Ok(())
+    }
+
+    fn deliver_data(&mut self, stream: StreamId, data: Bytes) -> Result<(), ProtocolError> {
+        let n = data.len() as u64;
+        self.flow.on_received(n)?;
+        let Some(s) = self.streams.get_mut(&stream) else {
+            // Data for a stream reset locally: count it as consumed so the session window
+            // does not shrink for good.
+            self.flow.on_consumed(n);
+            return Ok(());
+        };
+        if s.receive(data, stream)? {
+            self.events.push_back(Event::StreamReadable(stream));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,64 @@
+//! The session's clocks: the delayed ACK, path timeouts, suspicion and keepalives.
+
+use std::time::Instant;
+
+use super::{Event, Session};
+use crate::paths::PathCheck;
+
+impl Session {
+    /// The next instant [`Session::handle_timeout`] has work to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.feedback.deadline(), self.paths.next_timeout(&self.cfg)]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.last_now = self.last_now.max(now);
+        if self.feedback.on_timeout(now) {
+            self.wake();
+        }
+        for i in 0..self.paths.len() {
+            match self.paths.check(i, now, &self.cfg) {
+                PathCheck::TimedOut => {
+                    self.events.push_back(Event::PathTimedOut(i));
+                    self.path_down(i);
+                    continue;
+                }
+                PathCheck::Stuck => self.on_stuck(i, now),
+                PathCheck::Fine => {}
+            }
+            if self.paths.keepalive(i, now, self.cfg.keepalive) {
+                self.wake();
+            }
+        }
+    }
+
+    /// Path `i` held data without progress for too long. Frames the peer reported but
+    /// cannot acknowledge yet (a gap elsewhere holds its cumulative ACK back) are not
+    /// stuck here. Otherwise, do not wait for the path timeout: what this path holds goes
+    /// out on the others now, and it carries nothing new until it is heard from again.
+    fn on_stuck(&mut self, i: usize, now: Instant) {
+        if !self.send.holds_unreported(i) {
+            self.paths.progress(i, now);
+            return;
+        }
+        let n = self.send.lost_on(i);
+        self.paths.suspect(i);
+        self.wake();
+        tracing::debug!(
+            path = i,
+            frames = n,
+            "path silent while holding data; re-sending elsewhere"
+        );
+    }
+
+    /// Whether anything is waiting to be sent on any path.
+    pub fn has_pending(&self) -> bool {
+        self.send.has_pending()
+            || self.feedback.ack_pending()
+            || self.flow.update_needed
+            || !self.windows_needed.is_empty()
+    }
+}

@@ -1,0 +1,447 @@
+//! What a path sends: control first, then copies it owes, then frames of dead paths, then
+//! what the scheduler decides — and the path writer's late-binding loop around it.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use mpflex_sched::{Decision, End, PathSnapshot, QueueView};
+use mpflex_wire::{record, Frame, MAX_RECORD, RECORD_OVERHEAD};
+
+use super::Session;
+use crate::kernel::TcpInfo;
+use crate::reinject::{self, Request};
+use crate::send::SEQUENCE_AHEAD;
+use crate::writer::{PathWriter, WriterStep};
+
+/// Result of [`Session::poll_transmit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollTransmit {
+    /// This many bytes were appended.
+    Sent(usize),
+    /// Nothing to send on this path now; poll again on [`super::Event::WakePaths`] or at
+    /// `until`.
+    Wait { until: Option<Instant> },
+}
+
+/// The record being built for one path.
+#[derive(Debug, Clone, Copy)]
+struct Rec {
+    path: usize,
+    /// Where the record starts in the output buffer, and the most it may hold.
+    start: usize,
+    max: usize,
+    now: Instant,
+    /// The session clock's timestamp for frames sent now.
+    ts: u32,
+}
+
+impl Rec {
+    fn used(&self, out: &[u8]) -> usize {
+        out.len() - self.start
+    }
+
+    fn fits(&self, out: &[u8], f: &Frame) -> bool {
+        self.used(out) + f.encoded_len() <= self.max
+    }
+}
+
+/// A scheduler's `Send` decision.
+#[derive(Debug, Clone, Copy)]
+struct SendNew {
+    end: End,
+    max_bytes: usize,
+    duplicate: bool,
+    exact: bool,
+}
+
+impl Session {
+    /// Runs a path writer's late-binding step on the socket state `info` (from
+    /// `TCP_INFO`; `bandwidth` from the congestion control, if it keeps one): records its
+    /// statistics, and if the socket has room appends records for it to `out` (their
+    /// ranges in `records`, to be sealed), up to the writer's budget.
+    #[allow(clippy::too_many_arguments)]
+    pub fn drive_writer(
+        &mut self,
+        path: usize,
+        writer: &mut PathWriter,
+        info: &TcpInfo,
+        bandwidth: Option<u64>,
+        now: Instant,
+        out: &mut Vec<u8>,
+        records: &mut Vec<Range<usize>>,
+    ) -> WriterStep {
+        let snap = writer.observe(path, info, bandwidth);
+        let budget = match writer.budget(info, self.max_frame_len()) {
+            Ok(budget) => budget,
+            Err(step) => {
+                if step == WriterStep::Full {
+                    // While it waits, the schedulers read the kernel's own latest rate.
+                    let kernel = PathSnapshot {
+                        delivery_rate: info.delivery_rate,
+                        ..snap
+                    };
+                    self.set_path_stats(path, kernel, now);
+                    self.set_path_ready(path, false);
+                }
+                return step;
+            }
+        };
+        self.set_path_stats(path, snap, now);
+        self.set_path_ready(path, true);
+        let until = self.fill(path, now, budget, out, records);
+        if records.is_empty() {
+            return WriterStep::Idle { until };
+        }
+        // Busy writing until the kernel has taken these bytes: other paths must not wait
+        // for this one as if it were free, on statistics from before the write.
+        self.set_path_ready(path, false);
+        WriterStep::Write {
+            reset_ssthresh: writer.reset_ssthresh_before_write(info),
+        }
+    }
+
+    /// Appends records for `path` to `out` until they hold `budget` bytes or nothing is
+    /// left to send now; returns when to look again in the latter case.
+    fn fill(
+        &mut self,
+        path: usize,
+        now: Instant,
+        budget: usize,
+        out: &mut Vec<u8>,
+        records: &mut Vec<Range<usize>>,
+    ) -> Option<Instant> {
+        let base = out.len();
+        let frame = self.max_frame_len();
+        while out.len() - base < budget {
+            let start = record::begin(out);
+            let room = budget.saturating_sub(start - base).max(frame);
+            match self.poll_transmit(path, now, out, room.min(MAX_RECORD)) {
+                PollTransmit::Sent(_) => records.push(start..record::end(out, start)),
+                PollTransmit::Wait { until } => {
+                    out.truncate(start);
+                    return until;
+                }
+            }
+        }
+        None
+    }
+
+    /// The most one stream frame takes on the wire (its payload limit plus headers): a
+    /// `poll_transmit` with at least this much room always makes progress.
+    pub fn max_frame_len(&self) -> usize {
+        self.cfg.max_frame_data + 64
+    }
+
+    /// Appends to `out` what `path` should send now, at most `max` bytes. Call when the
+    /// path's socket can take bytes.
+    pub fn poll_transmit(&mut self, path: usize, now: Instant, out: &mut Vec<u8>, max: usize) -> PollTransmit {
+        self.last_now = self.last_now.max(now);
+        if !self.paths.get(path).is_some_and(|p| p.is_up()) {
+            return PollTransmit::Wait { until: None };
+        }
+        let rec = Rec {
+            path,
+            start: out.len(),
+            max,
+            now,
+            ts: self.ts(now),
+        };
+        if !self.write_control(rec, out) || self.paths.get(path).is_some_and(|p| p.suspect) {
+            return self.sent(rec, out);
+        }
+        if !self.write_owed(rec, out) {
+            return self.sent(rec, out);
+        }
+        self.send.promote(SEQUENCE_AHEAD);
+        if self.send.unsent_is_empty() && (self.send.outgoing_is_empty() || !self.scheduler.reinjects()) {
+            return self.sent(rec, out);
+        }
+        self.write_scheduled(rec, out)
+    }
+
+    /// Path-local control (pongs, keepalives), then session control (ACK, windows,
+    /// arrival reports). False if the record filled up.
+    fn write_control(&mut self, rec: Rec, out: &mut Vec<u8>) -> bool {
+        let p = self.paths.entry(rec.path);
+        while let Some(f) = p.ctrl.front() {
+            if !rec.fits(out, f) {
+                return false;
+            }
+            p.ctrl.pop_front().expect("front").encode(out);
+        }
+        if let Some(f) = self.feedback.take_ack(rec.now, self.recv.rcv_next()) {
+            if !rec.fits(out, &f) {
+                return false;
+            }
+            f.encode(out);
+            self.feedback.ack_sent();
+        }
+        if self.flow.update_needed {
+            let f = Frame::MaxData {
+                max: self.flow.rx_max(),
+            };
+            if !rec.fits(out, &f) {
+                return false;
+            }
+            f.encode(out);
+            self.flow.update_needed = false;
+        }
+        while let Some(&id) = self.windows_needed.first() {
+            if let Some(s) = self.streams.get(&id) {
+                let f = Frame::Window {
+                    stream: id,
+                    max: s.rx_max,
+                };
+                if !rec.fits(out, &f) {
+                    return false;
+                }
+                f.encode(out);
+            }
+            self.windows_needed.pop_first();
+        }
+        while let Some(f) = self.feedback.next_report() {
+            if !rec.fits(out, f) {
+                return false;
+            }
+            self.feedback.pop_report().expect("front").encode(out);
+        }
+        true
+    }
+
+    /// Copies this path owes (redundant scheduling, stalls), then frames whose paths died,
+    /// which go first on whichever path asks. False if the record filled up.
+    fn write_owed(&mut self, rec: Rec, out: &mut Vec<u8>) -> bool {
+        let bit = 1u64 << rec.path;
+        while let Some(&seq) = self.paths.get(rec.path).and_then(|p| p.dup.front()) {
+            match self.send.get(seq) {
+                Some(o) if o.on_paths & bit == 0 && !o.received => {
+                    if !rec.fits(out, &o.frame) {
+                        return false;
+                    }
+                    let payload = self.put(rec, seq, out);
+                    self.paths.entry(rec.path).counters.payload_resent += payload;
+                }
+                _ => {}
+            }
+            self.paths.entry(rec.path).dup.pop_front();
+        }
+        while let Some(seq) = self.send.next_retransmit() {
+            let frame = &self.send.get(seq).expect("queued frames are outgoing").frame;
+            if !rec.fits(out, frame) {
+                return false;
+            }
+            let payload = self.put(rec, seq, out);
+            self.paths.entry(rec.path).counters.payload_resent += payload;
+            self.send.retransmitted(seq);
+        }
+        true
+    }
+
+    /// Asks the scheduler what `rec.path` carries of the backlog, and sends it.
+    fn write_scheduled(&mut self, rec: Rec, out: &mut Vec<u8>) -> PollTransmit {
+        let snaps = self.paths.snapshots();
+        // The scheduler sees the whole backlog, staged or sequenced.
+        let (bytes, frames) = self.send.backlog();
+        let queue = QueueView {
+            bytes,
+            frames,
+            // Unsent queue (already within the window) plus the credit not yet used.
+            send_window: self.flow.send_room().saturating_add(bytes),
+        };
+        let budget = rec.max.saturating_sub(rec.used(out));
+        let decision = self.scheduler.decide(rec.now, rec.path, &snaps, &queue, budget);
+        trace_decision(rec.path, &snaps, &queue, budget, &decision);
+        let bit = 1u64 << rec.path;
+        match decision {
+            Decision::Wait { until } => {
+                self.waiting |= bit;
+                if rec.used(out) > 0 {
+                    return self.sent(rec, out);
+                }
+                PollTransmit::Wait { until }
+            }
+            Decision::Send {
+                end,
+                max_bytes,
+                duplicate,
+                exact,
+            } => {
+                let d = SendNew {
+                    end,
+                    max_bytes,
+                    duplicate,
+                    exact,
+                };
+                self.send_new(rec, out, d, budget, &snaps[rec.path])
+            }
+            Decision::Reinject {
+                end,
+                max_bytes,
+                max_age,
+                sooner_only,
+            } => {
+                let req = Request {
+                    path: rec.path,
+                    end,
+                    max_age,
+                    sooner_only,
+                    used: rec.used(out),
+                    max: rec.max,
+                    limit: rec.used(out) + max_bytes.min(budget),
+                };
+                self.send_copies(rec, out, req)
+            }
+        }
+    }
+
+    /// Sends never-sent frames as a `Send` decision says.
+    fn send_new(&mut self, rec: Rec, out: &mut Vec<u8>, d: SendNew, budget: usize, p: &PathSnapshot) -> PollTransmit {
+        // An exact limit (a path's window room) covers the whole record on the wire, the
+        // control frames already in it and the record's own overhead included (bytes
+        // beyond a path's window wait a round trip in its socket), and a frame larger than
+        // what is left of it is cut to fit. A limit the record's room already keeps is no
+        // window: whole frames then.
+        let exact = d.exact && d.max_bytes < budget;
+        let limit = if exact {
+            (rec.start + d.max_bytes).saturating_sub(RECORD_OVERHEAD)
+        } else {
+            out.len() + d.max_bytes.min(budget)
+        };
+        if d.end == End::Tail {
+            self.send.promote(u64::MAX);
+        }
+        // Always make progress: at least one frame goes out if it fits the record.
+        let mut first = true;
+        let before = out.len();
+        loop {
+            if d.end == End::Head && self.send.unsent_is_empty() {
+                self.send.promote(SEQUENCE_AHEAD);
+            }
+            let Some(mut seq) = self.send.unsent_end(d.end) else {
+                break;
+            };
+            let room = limit.saturating_sub(out.len());
+            if exact && self.send.get(seq).expect("unsent").frame.encoded_len() > room {
+                self.send.split_unsent(seq, d.end, room);
+                seq = self.send.unsent_end(d.end).expect("a split leaves frames unsent");
+            }
+            let len = self.send.get(seq).expect("unsent").frame.encoded_len();
+            // Beyond the limit only a decision's first frame, and under a scheduler's
+            // limit only into an otherwise empty record: a record of control frames goes
+            // alone, and the next decision sees their bytes.
+            let over = out.len() + len > limit && (!first || (exact && rec.used(out) > 0));
+            if rec.used(out) + len > rec.max || over {
+                break;
+            }
+            first = false;
+            self.send.take_unsent(d.end);
+            let payload = self.put(rec, seq, out);
+            self.paths.entry(rec.path).counters.payload_sent += payload;
+            if d.duplicate {
+                for other in self.paths.iter_mut() {
+                    if other.snap.id != rec.path && other.is_up() {
+                        other.dup.push_back(seq);
+                    }
+                }
+            }
+        }
+        tracing::debug!(
+            path = rec.path,
+            end = ?d.end,
+            max_bytes = d.max_bytes,
+            budget,
+            sent = out.len() - before,
+            cwnd = p.send_cwnd(),
+            inflight = p.in_flight,
+            notsent = p.notsent,
+            "send"
+        );
+        self.waiting &= !(1u64 << rec.path);
+        // Paths told to wait (for this one, say) must look again now.
+        if d.duplicate || self.waiting != 0 {
+            self.waiting = 0;
+            self.wake();
+        }
+        self.sent(rec, out)
+    }
+
+    /// Sends copies of frames other paths carry, as a `Reinject` decision says.
+    fn send_copies(&mut self, rec: Rec, out: &mut Vec<u8>, req: Request) -> PollTransmit {
+        let picked = reinject::pick(&self.send, &self.paths, req, rec.now, self.clock_us(rec.now));
+        let bit = 1u64 << rec.path;
+        if picked.seqs.is_empty() {
+            self.waiting |= bit;
+            if rec.used(out) > 0 {
+                return self.sent(rec, out);
+            }
+            return PollTransmit::Wait { until: picked.next_due };
+        }
+        for seq in picked.seqs {
+            let payload = self.put(rec, seq, out);
+            self.paths.entry(rec.path).counters.payload_resent += payload;
+        }
+        self.waiting &= !bit;
+        self.sent(rec, out)
+    }
+
+    /// Encodes outgoing frame `seq` onto the record, stamped with the send time, and books
+    /// the copy. Returns its payload length.
+    fn put(&mut self, rec: Rec, seq: u64, out: &mut Vec<u8>) -> u64 {
+        let here = self.paths.get(rec.path).expect("sending path");
+        let bif = here.bif(rec.used(out));
+        let eta = here.owd.estimate(bif).map(|d| self.clock_us(rec.now) + d);
+        let f = self.send.book(seq, rec.path, rec.now, rec.ts, eta);
+        f.encode(out);
+        let stamp = f.ts().map(|ts| (ts, bif));
+        let payload = f.payload_len() as u64;
+        self.paths.booked(rec.path, rec.now, stamp);
+        payload
+    }
+
+    /// Closes the record: counts it, and until the driver reports the socket again counts
+    /// what was just handed over as unsent in it, record overhead included — decisions in
+    /// the meantime (is this the faster path with window space? how much room is left in
+    /// its window?) must not see it as empty.
+    fn sent(&mut self, rec: Rec, out: &[u8]) -> PollTransmit {
+        let n = rec.used(out);
+        if n == 0 {
+            return PollTransmit::Wait { until: None };
+        }
+        let last_now = self.last_now;
+        let p = self.paths.entry(rec.path);
+        p.counters.bytes_sent += n as u64;
+        p.last_send = p.last_send.max(last_now);
+        p.snap.notsent = p.snap.notsent.saturating_add((n + RECORD_OVERHEAD) as u32);
+        PollTransmit::Sent(n)
+    }
+}
+
+/// Logs a scheduling decision with the statistics it was made on (trace level).
+fn trace_decision(path: usize, snaps: &[PathSnapshot], queue: &QueueView, budget: usize, decision: &Decision) {
+    if !tracing::enabled!(tracing::Level::TRACE) {
+        return;
+    }
+    let view: Vec<String> = snaps
+        .iter()
+        .map(|p| {
+            format!(
+                "{}:{}{} srtt={}us min_rtt={}us rttvar={}us cwnd={}{} inflight={} notsent={} rate={} pacing={} bw={} owd={:?}",
+                p.id,
+                if p.alive { "up" } else { "down" },
+                if p.ready { ",ready" } else { "" },
+                p.srtt.as_micros(),
+                p.min_rtt.as_micros(),
+                p.rttvar.as_micros(),
+                p.cwnd,
+                p.restart_cwnd.map(|w| format!("->{w}")).unwrap_or_default(),
+                p.in_flight,
+                p.notsent,
+                p.delivery_rate,
+                p.pacing_rate,
+                p.bandwidth,
+                p.owd_us,
+            )
+        })
+        .collect();
+    tracing::trace!(path, queue = queue.bytes, budget, ?decision, paths = ?view, "schedule");
+}

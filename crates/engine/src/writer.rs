@@ -1,0 +1,221 @@
+//! Late binding: how many bytes a path's socket may take now.
+//!
+//! A byte handed to a kernel socket is bound to that path; the scheduler can no longer
+//! move it. So each path's writer hands over only what keeps its link busy until the next
+//! wake-up — about 10 ms of the path's delivery rate unsent in the kernel, enforced with
+//! `TCP_NOTSENT_LOWAT` — and the scheduler decides, message by message, at the moment a
+//! path can actually send (MPFlex's user-level scheduling; the same short queue keeps
+//! on-device buffers from bloating, as QCUT argues). Until the kernel has a rate estimate,
+//! a quarter of the congestion window stands in for it.
+//!
+//! This module is the policy only; the driver reads `TCP_INFO`, applies the low-water
+//! mark, and moves the bytes [`crate::Session::drive_writer`] wrote.
+
+use mpflex_sched::PathSnapshot;
+
+use crate::kernel::{RateEstimate, TcpInfo};
+
+/// `tcpi_state` values (linux/tcp_states.h) in which a socket can still send.
+const TCP_ESTABLISHED: u8 = 1;
+const TCP_CLOSE_WAIT: u8 = 8;
+
+/// The low-water mark a path starts with, before the kernel has estimates.
+pub const INITIAL_LOWAT: u32 = 32 * 1024;
+/// The smallest low-water mark: below it a writer wakes up for every few segments.
+pub const MIN_LOWAT: u32 = 8 * 1024;
+
+/// What a path's writer does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriterStep {
+    /// The connection was reset or closed under us (its TCP state): end the path. Such a
+    /// socket polls writable while its unsent count stays frozen, so a writer that waited
+    /// on it would spin.
+    Closed { state: u8 },
+    /// The kernel holds at least the low-water mark unsent: wait until it drains below.
+    Full,
+    /// Nothing to send: wait for a wake-up, or until `until`.
+    Idle { until: Option<std::time::Instant> },
+    /// Records were written: seal and write them — after resetting the path's slow-start
+    /// threshold if `reset_ssthresh` (see [`PathWriter`]).
+    Write { reset_ssthresh: bool },
+}
+
+/// One path writer's late-binding state.
+///
+/// It also decides when an idle path's slow-start threshold goes back to a new
+/// connection's. A persistent path keeps whatever threshold its last window reduction
+/// left, while the kernel restarts its *window* after every idle spell longer than an RTO
+/// (RFC 2861). A keepalive lost while the path idles times out and sets the threshold to
+/// 0.7 × a restarted window of 10 segments; every later burst then leaves slow start at 7
+/// segments and the path stays slow transfer after transfer. A threshold below the initial
+/// window comes from a loss at a window no larger than a restart's: it says nothing of the
+/// path's capacity. So when a write finds the kernel about to restart the window
+/// ([`TcpInfo::ssthresh_reset_due`]) with such a threshold, the driver resets it. A
+/// threshold from a congestion event of a real burst stays: it is RFC 2861's memory of the
+/// path, and dropping it makes the next burst overshoot the bottleneck buffer again.
+#[derive(Debug)]
+pub struct PathWriter {
+    lowat: u32,
+    lowat_max: u32,
+    /// Whether the kernel restarts this connection's window after idle spells.
+    idle_restart: bool,
+    /// Whether idle restarts reset a low slow-start threshold.
+    ssthresh_reset: bool,
+    rate: RateEstimate,
+    /// Threshold resets asked for.
+    pub resets: u64,
+}
+
+impl PathWriter {
+    /// A writer whose low-water mark never exceeds `lowat_max`. `idle_restart`: the kernel
+    /// restarts this connection's window after idle spells (not so for BBR, or with
+    /// `tcp_slow_start_after_idle` off); `fresh_ssthresh`: reset low thresholds then.
+    pub fn new(lowat_max: u32, idle_restart: bool, fresh_ssthresh: bool) -> Self {
+        PathWriter {
+            lowat: INITIAL_LOWAT,
+            lowat_max: lowat_max.max(MIN_LOWAT),
+            idle_restart,
+            ssthresh_reset: fresh_ssthresh && idle_restart,
+            rate: RateEstimate::default(),
+            resets: 0,
+        }
+    }
+
+    /// The low-water mark the socket should have (`TCP_NOTSENT_LOWAT`).
+    pub fn lowat(&self) -> u32 {
+        self.lowat
+    }
+
+    /// The threshold reset cannot be done on this path (the driver could not switch its
+    /// congestion control): off for good.
+    pub fn disable_ssthresh_reset(&mut self) {
+        self.ssthresh_reset = false;
+    }
+
+    /// Takes a `TCP_INFO` sample (and the congestion control's bandwidth estimate, if it
+    /// keeps one): updates the rate estimate and the low-water mark, and returns the
+    /// path's statistics for the schedulers.
+    pub fn observe(&mut self, path: usize, info: &TcpInfo, bandwidth: Option<u64>) -> PathSnapshot {
+        let delivery_rate = self.rate.update(info);
+        let by_rate = delivery_rate / 100;
+        let by_cwnd = info.snd_cwnd as u64 * info.snd_mss as u64 / 4;
+        let want = if by_rate > 0 { by_rate } else { by_cwnd };
+        let want = want.clamp(MIN_LOWAT as u64, self.lowat_max as u64) as u32;
+        // Small changes are not worth a system call.
+        if want.abs_diff(self.lowat) > self.lowat / 4 {
+            self.lowat = want;
+        }
+        PathSnapshot {
+            bandwidth: bandwidth.unwrap_or(0),
+            delivery_rate,
+            ..info.snapshot(path, self.idle_restart)
+        }
+    }
+
+    /// What to do with the socket as `info` shows it: `Err(step)` if it cannot take bytes
+    /// now, else how many bytes to hand over — up to the low-water mark plus at most one
+    /// frame (`max_frame`). Every byte beyond the mark is bound to this path early, and at
+    /// a chunk's end that decides which path finishes last.
+    pub fn budget(&self, info: &TcpInfo, max_frame: usize) -> Result<usize, WriterStep> {
+        if info.state != TCP_ESTABLISHED && info.state != TCP_CLOSE_WAIT {
+            return Err(WriterStep::Closed { state: info.state });
+        }
+        if info.notsent_bytes >= self.lowat {
+            return Err(WriterStep::Full);
+        }
+        Ok((self.lowat - info.notsent_bytes) as usize + max_frame)
+    }
+
+    /// Whether the write about to happen should first reset the slow-start threshold.
+    pub fn reset_ssthresh_before_write(&mut self, info: &TcpInfo) -> bool {
+        let due = self.ssthresh_reset && info.ssthresh_reset_due();
+        self.resets += due as u64;
+        due
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(notsent: u32, rate: u64) -> TcpInfo {
+        TcpInfo {
+            state: TCP_ESTABLISHED,
+            snd_cwnd: 40,
+            snd_mss: 1448,
+            notsent_bytes: notsent,
+            delivery_rate: rate,
+            snd_ssthresh: crate::kernel::INFINITE_SSTHRESH,
+            ..TcpInfo::default()
+        }
+    }
+
+    #[test]
+    fn late_binding_keeps_ten_ms_of_the_rate_unsent() {
+        let mut w = PathWriter::new(1 << 20, true, true);
+        assert_eq!(w.lowat(), INITIAL_LOWAT);
+        w.observe(0, &info(0, 5_000_000), None);
+        assert_eq!(w.lowat(), 50_000, "10 ms of 5 MB/s");
+        w.observe(0, &info(0, 5_500_000), None);
+        assert_eq!(w.lowat(), 50_000, "a change under a quarter is not applied");
+        w.observe(0, &info(0, 500_000), None);
+        assert_eq!(w.lowat(), MIN_LOWAT, "never below the minimum");
+        w.observe(0, &info(0, 1_000_000_000), None);
+        assert_eq!(w.lowat(), 1 << 20, "never above the configured maximum");
+    }
+
+    #[test]
+    fn late_binding_uses_a_quarter_window_before_a_rate_is_known() {
+        let mut w = PathWriter::new(1 << 20, true, true);
+        w.observe(0, &info(0, 0), None);
+        assert_eq!(w.lowat(), 40 * 1448 / 4);
+    }
+
+    #[test]
+    fn notsent_at_the_mark_waits_and_below_it_fills_to_the_mark_plus_a_frame() {
+        let w = PathWriter::new(1 << 20, true, true);
+        assert_eq!(w.budget(&info(INITIAL_LOWAT, 0), 16_448), Err(WriterStep::Full));
+        assert_eq!(w.budget(&info(INITIAL_LOWAT - 1000, 0), 16_448), Ok(1000 + 16_448));
+    }
+
+    #[test]
+    fn late_binding_ends_a_path_whose_connection_is_gone() {
+        let w = PathWriter::new(1 << 20, true, true);
+        let mut i = info(0, 0);
+        i.state = 7; // TCP_CLOSE
+        assert_eq!(w.budget(&i, 100), Err(WriterStep::Closed { state: 7 }));
+        i.state = TCP_CLOSE_WAIT;
+        assert!(w.budget(&i, 100).is_ok(), "the peer half-closed: we may still send");
+    }
+
+    #[test]
+    fn late_binding_reads_an_application_limited_trickle_as_a_lower_bound() {
+        let mut w = PathWriter::new(1 << 20, true, true);
+        let busy = w.observe(0, &info(0, 2_000_000), None);
+        assert_eq!(busy.delivery_rate, 2_000_000);
+        let mut trickle = info(0, 40_000);
+        trickle.flags = 1; // application-limited sample
+        assert_eq!(w.observe(0, &trickle, Some(3_000_000)).delivery_rate, 2_000_000);
+        assert_eq!(w.observe(0, &trickle, Some(3_000_000)).bandwidth, 3_000_000);
+    }
+
+    #[test]
+    fn late_binding_resets_a_low_threshold_only_where_the_window_restarts() {
+        let mut i = info(0, 0);
+        i.snd_ssthresh = 7;
+        i.rto = 300_000;
+        i.last_data_sent = 1000;
+        assert!(PathWriter::new(1 << 20, true, true).reset_ssthresh_before_write(&i));
+        assert!(
+            !PathWriter::new(1 << 20, false, true).reset_ssthresh_before_write(&i),
+            "no idle restart (BBR, or the sysctl off): the threshold stays"
+        );
+        assert!(
+            !PathWriter::new(1 << 20, true, false).reset_ssthresh_before_write(&i),
+            "off"
+        );
+        let mut w = PathWriter::new(1 << 20, true, true);
+        w.disable_ssthresh_reset();
+        assert!(!w.reset_ssthresh_before_write(&i));
+    }
+}
