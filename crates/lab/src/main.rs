@@ -67,49 +67,56 @@ enum Cmd {
     },
     /// (internal) Run one measurement of a workload other than chunk; prints JSON.
     #[command(hide = true)]
-    WorkloadClient {
-        #[arg(long)]
-        workload: String,
-        #[arg(long)]
-        variant: Option<String>,
-        #[arg(long, default_value = "fresh")]
-        mode: String,
-        #[arg(long)]
-        secs: f64,
-        #[arg(long, default_value_t = 2000)]
-        rate_kbit: u64,
-        #[arg(long)]
-        server: std::net::SocketAddr,
-        #[arg(long)]
-        bind: Option<std::net::IpAddr>,
-        #[arg(long)]
-        mptcp: bool,
-        #[arg(long)]
-        socks: Option<std::net::SocketAddr>,
-    },
+    WorkloadClient(WorkloadClientArgs),
     /// (internal) Time one chunk download; prints milliseconds.
     #[command(hide = true)]
-    ChunkClient {
-        #[arg(long)]
-        server: std::net::SocketAddr,
-        #[arg(long)]
-        bind: Option<std::net::IpAddr>,
-        #[arg(long)]
-        mptcp: bool,
-        #[arg(long)]
-        socks: Option<std::net::SocketAddr>,
-        #[arg(long)]
-        size: u64,
-        #[arg(long, default_value = "fresh")]
-        mode: String,
-        /// Oracle: second server/bind; `share` of the chunk goes to the first.
-        #[arg(long)]
-        split_server: Option<std::net::SocketAddr>,
-        #[arg(long)]
-        split_bind: Option<std::net::IpAddr>,
-        #[arg(long, default_value_t = 1.0)]
-        share: f64,
-    },
+    ChunkClient(ChunkClientArgs),
+}
+
+/// How a client subcommand reaches the server.
+#[derive(clap::Args)]
+struct Target {
+    #[arg(long)]
+    server: std::net::SocketAddr,
+    #[arg(long)]
+    bind: Option<std::net::IpAddr>,
+    #[arg(long)]
+    mptcp: bool,
+    #[arg(long)]
+    socks: Option<std::net::SocketAddr>,
+}
+
+#[derive(clap::Args)]
+struct WorkloadClientArgs {
+    #[arg(long)]
+    workload: String,
+    #[arg(long)]
+    variant: Option<String>,
+    #[arg(long, default_value = "fresh")]
+    mode: String,
+    #[arg(long)]
+    secs: f64,
+    #[arg(long, default_value_t = 2000)]
+    rate_kbit: u64,
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(clap::Args)]
+struct ChunkClientArgs {
+    #[command(flatten)]
+    target: Target,
+    #[arg(long)]
+    size: u64,
+    #[arg(long, default_value = "fresh")]
+    mode: String,
+    /// Oracle: second server/bind; `share` of the chunk goes to the first.
+    #[arg(long)]
+    split_server: Option<std::net::SocketAddr>,
+    #[arg(long)]
+    split_bind: Option<std::net::IpAddr>,
+    #[arg(long, default_value_t = 1.0)]
+    share: f64,
 }
 
 #[derive(clap::Args)]
@@ -188,8 +195,8 @@ fn real_main() -> Result<()> {
     let cli = Cli::parse();
     match &cli.cmd {
         Cmd::ChunkServer { listen, mptcp, cc } => return workload::serve(*listen, *mptcp, cc.as_deref()),
-        Cmd::ChunkClient { .. } => return chunk_client(&cli.cmd),
-        Cmd::WorkloadClient { .. } => return workload_client(&cli.cmd),
+        Cmd::ChunkClient(args) => return chunk_client(args),
+        Cmd::WorkloadClient(args) => return workload_client(args),
         Cmd::Report {
             results,
             plots,
@@ -371,28 +378,15 @@ fn check_binaries(cfg: &RunConfig) -> Result<()> {
     Ok(())
 }
 
-fn chunk_client(cmd: &Cmd) -> Result<()> {
-    let Cmd::ChunkClient {
-        server,
-        bind,
-        mptcp,
-        socks,
-        size,
-        mode,
-        split_server,
-        split_bind,
-        share,
-    } = cmd
-    else {
-        unreachable!()
-    };
+fn chunk_client(a: &ChunkClientArgs) -> Result<()> {
+    let t = &a.target;
     let run = chunk::ChunkRun {
-        server: *server,
-        via: Via::of(*socks, *mptcp, *bind),
-        size: *size,
-        warm: mode == "warm",
-        split: split_server.map(|s| (s, Via::of(*socks, *mptcp, *split_bind))),
-        share: *share,
+        server: t.server,
+        via: Via::of(t.socks, t.mptcp, t.bind),
+        size: a.size,
+        warm: a.mode == "warm",
+        split: a.split_server.map(|s| (s, Via::of(t.socks, t.mptcp, a.split_bind))),
+        share: a.share,
     };
     match chunk::client(&run)? {
         (ms, Some(w)) => println!("{ms:.3} {w:.3}"),
@@ -401,31 +395,18 @@ fn chunk_client(cmd: &Cmd) -> Result<()> {
     Ok(())
 }
 
-fn workload_client(cmd: &Cmd) -> Result<()> {
-    let Cmd::WorkloadClient {
-        workload,
-        variant,
-        mode,
-        secs,
-        rate_kbit,
-        server,
-        bind,
-        mptcp,
-        socks,
-    } = cmd
-    else {
-        unreachable!()
+fn workload_client(a: &WorkloadClientArgs) -> Result<()> {
+    let Some(w) = Workload::parse(&a.workload) else {
+        bail!("unknown workload {:?}", a.workload);
     };
-    let Some(w) = Workload::parse(workload) else {
-        bail!("unknown workload {workload:?}");
-    };
+    let t = &a.target;
     let run = ClientRun {
-        server: *server,
-        via: Via::of(*socks, *mptcp, *bind),
-        variant: variant.clone(),
-        warm: mode == "warm",
-        secs: *secs,
-        rate_kbit: *rate_kbit,
+        server: t.server,
+        via: Via::of(t.socks, t.mptcp, t.bind),
+        variant: a.variant.clone(),
+        warm: a.mode == "warm",
+        secs: a.secs,
+        rate_kbit: a.rate_kbit,
     };
     let fields = w.spec().client(&run)?;
     println!("{}", serde_json::Value::Object(fields));

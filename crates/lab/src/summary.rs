@@ -59,6 +59,12 @@ pub fn median_of(rs: &[&Record], f: Measure) -> Option<f64> {
     dist(rs, f).map(|d| d.med)
 }
 
+/// The median of a measure over some records as `text` puts it, or nothing if no record
+/// has it (a table heading's figure).
+pub fn median_text(rs: &[&Record], f: Measure, text: impl Fn(f64) -> String) -> String {
+    median_of(rs, f).map(text).unwrap_or_default()
+}
+
 pub fn goodput(r: &Record) -> Option<f64> {
     r.goodput_mbit
 }

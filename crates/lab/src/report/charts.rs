@@ -7,6 +7,7 @@ use super::{chunk_groups, chunk_systems, order_systems};
 use crate::record::Record;
 use crate::summary::{dist, Dist, Summary};
 use crate::units::{human, sanitize};
+use crate::workload::Workload;
 
 const PLOT_SIZE: (u32, u32) = (1024, 640);
 
@@ -72,6 +73,7 @@ pub(super) fn charts(recs: &[Record]) -> Vec<(String, Chart)> {
 /// Per (profile, cc, mode): completion per size as a ratio to mptcp's median (absolute
 /// without mptcp), and the CDF of the largest size.
 fn chunk_charts(chunks: &[&Record], colour_of: ColourOf) -> Vec<(String, Chart)> {
+    let name = Workload::Chunk.spec().name();
     let mut out = Vec::new();
     for ((profile, cc, mode), sizes) in &chunk_groups(chunks) {
         let systems = chunk_systems(sizes);
@@ -106,7 +108,7 @@ fn chunk_charts(chunks: &[&Record], colour_of: ColourOf) -> Vec<(String, Chart)>
             ("chunk completion", "ms", "completion, ms (median, p10–p90)", None)
         };
         out.push((
-            sanitize(&["chunk", profile, cc, mode, suffix]),
+            sanitize(&[name, profile, cc, mode, suffix]),
             Chart::Bars(Bars {
                 title: format!("{profile}, {cc}, {mode}: {what}"),
                 y_desc: y_desc.into(),
@@ -117,7 +119,7 @@ fn chunk_charts(chunks: &[&Record], colour_of: ColourOf) -> Vec<(String, Chart)>
         ));
         if let Some((size, by)) = sizes.last_key_value() {
             out.push((
-                sanitize(&["chunk", profile, cc, mode, "cdf"]),
+                sanitize(&[name, profile, cc, mode, "cdf"]),
                 Chart::Cdf(Cdf {
                     title: format!("{profile}, {cc}, {mode}: {} chunk completion, CDF", human(*size)),
                     x_desc: "completion, ms".into(),

@@ -133,13 +133,7 @@ fn oracle_static(recs: &mut [Record]) {
             continue;
         }
         if let Some(m) = pairs(r) {
-            let key = (
-                r.profile.clone(),
-                r.cc.clone(),
-                r.mode_label(),
-                r.size,
-                r.system.clone(),
-            );
+            let key = cell_of(r);
             cells.entry(key).or_default().push((i, m));
         }
     }
@@ -172,6 +166,17 @@ type Group = (String, String, String);
 type BySize = BTreeMap<u64, BTreeMap<String, Vec<f64>>>;
 /// (profile, congestion control, mode, size, system).
 type Cell = (String, String, String, u64, String);
+
+/// The record's cell.
+fn cell_of(r: &Record) -> Cell {
+    (
+        r.profile.clone(),
+        r.cc.clone(),
+        r.mode_label(),
+        r.size,
+        r.system.clone(),
+    )
+}
 
 /// Baselines first (single-path TCP, mptcp, oracle), mpflex last.
 fn order_systems(mut s: Vec<String>) -> Vec<String> {

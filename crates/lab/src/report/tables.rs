@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{chunk_groups, chunk_systems, order_systems, BySize, Cell};
+use super::{cell_of, chunk_groups, chunk_systems, order_systems, BySize, Cell};
 use crate::record::Record;
 use crate::summary::{dist, median_of, quantile, Column, Dist, Measure, Summary, Table};
 use crate::units::human;
@@ -29,13 +29,7 @@ impl ChunkExtras {
             if let Some(b) = r.bound_ms {
                 x.bounds.insert((r.profile.clone(), r.size), b);
             }
-            let key = (
-                r.profile.clone(),
-                r.cc.clone(),
-                r.mode_label(),
-                r.size,
-                r.system.clone(),
-            );
+            let key = cell_of(r);
             if let Some(p) = r.p {
                 x.shares.entry(key.clone()).or_default().push(p);
             }

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 
 use super::{connect, fields, make_request, mbit, ClientRun, Fields, Spec, Via, OP_DOWNLOAD, OP_UPLOAD, UNTIL_EOF};
 use crate::record::Record;
-use crate::summary::{capacity, goodput, median_of, pct_of_capacity, BarChart, Column, Summary, Table};
+use crate::summary::{capacity, goodput, median_of, median_text, pct_of_capacity, BarChart, Column, Summary, Table};
 
 pub struct Bulk;
 
@@ -42,9 +42,7 @@ impl Spec for Bulk {
     fn summary(&self) -> Summary {
         let table = Table {
             heading: |all| {
-                let cap = median_of(all, capacity)
-                    .map(|c| format!(", capacity {c:.1} Mbit/s"))
-                    .unwrap_or_default();
+                let cap = median_text(all, capacity, |c| format!(", capacity {c:.1} Mbit/s"));
                 format!("{cap} — goodput: median (p10–p90)")
             },
             columns: vec![

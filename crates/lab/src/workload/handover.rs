@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use super::{connect, fields, make_request, percentile, unix_ns, ClientRun, Fields, Spec, Via, MESSAGE, OP_STREAM};
 use crate::record::Record;
-use crate::summary::{median_of, no_line, BarChart, Column, Summary, Table};
+use crate::summary::{median_text, no_line, BarChart, Column, Summary, Table};
 
 pub struct Handover;
 
@@ -37,9 +37,7 @@ impl Spec for Handover {
     fn summary(&self) -> Summary {
         let table = Table {
             heading: |all| {
-                let rate = median_of(all, |r| r.field("rate_kbit"))
-                    .map(|k| format!(", {k:.0} kbit/s stream"))
-                    .unwrap_or_default();
+                let rate = median_text(all, |r| r.field("rate_kbit"), |k| format!(", {k:.0} kbit/s stream"));
                 format!("{rate} — median (p10–p90)")
             },
             columns: vec![

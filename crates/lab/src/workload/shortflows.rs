@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::{connect, fields, request, timed, ClientRun, Fields, Spec, Via};
 use crate::record::Record;
-use crate::summary::{completion, median_of, no_line, quantile, BarChart, Column, Summary, Table};
+use crate::summary::{completion, median_text, no_line, quantile, BarChart, Column, Summary, Table};
 use crate::units::human;
 
 pub struct Shortflows;
@@ -35,12 +35,8 @@ impl Spec for Shortflows {
     fn summary(&self) -> Summary {
         let table = Table {
             heading: |all| {
-                let objects = median_of(all, |r| r.field("objects"))
-                    .map(|n| format!(", {n:.0} objects"))
-                    .unwrap_or_default();
-                let bytes = median_of(all, |r| r.field("bytes"))
-                    .map(|b| format!(", {} in all", human(b as u64)))
-                    .unwrap_or_default();
+                let objects = median_text(all, |r| r.field("objects"), |n| format!(", {n:.0} objects"));
+                let bytes = median_text(all, |r| r.field("bytes"), |b| format!(", {} in all", human(b as u64)));
                 format!("{objects}{bytes} — bundle completion: median (p10–p90)")
             },
             columns: vec![

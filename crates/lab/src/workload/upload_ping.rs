@@ -10,7 +10,7 @@ use super::bulk::{upload_for, upload_goodput};
 use super::{connect, fields, percentile, request, ClientRun, Fields, Spec, Via};
 use crate::record::Record;
 use crate::summary::{
-    capacity, goodput, median_of, no_line, pct_of_capacity, values, BarChart, Column, Summary, Table,
+    capacity, goodput, median_text, no_line, pct_of_capacity, values, BarChart, Column, Summary, Table,
 };
 
 pub struct UploadPing;
@@ -35,9 +35,7 @@ impl Spec for UploadPing {
     fn summary(&self) -> Summary {
         let table = Table {
             heading: |all| {
-                let cap = median_of(all, capacity)
-                    .map(|c| format!(", upload capacity {c:.1} Mbit/s"))
-                    .unwrap_or_default();
+                let cap = median_text(all, capacity, |c| format!(", upload capacity {c:.1} Mbit/s"));
                 format!("{cap} — per-run ping percentiles and goodput: median over runs (p10–p90)")
             },
             columns: vec![

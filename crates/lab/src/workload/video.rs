@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use super::{connect, fields, mbit, request, ClientRun, Fields, Spec, Via};
 use crate::record::Record;
-use crate::summary::{capacity, median_of, BarChart, Column, Summary, Table};
+use crate::summary::{capacity, median_of, median_text, BarChart, Column, Summary, Table};
 
 pub struct Video;
 
@@ -47,12 +47,8 @@ impl Spec for Video {
     fn summary(&self) -> Summary {
         let table = Table {
             heading: |all| {
-                let ideal = median_of(all, |r| r.ideal_mbit)
-                    .map(|c| format!(", ideal {c:.2} Mbit/s"))
-                    .unwrap_or_default();
-                let cap = median_of(all, capacity)
-                    .map(|c| format!(" (capacity {c:.1} Mbit/s)"))
-                    .unwrap_or_default();
+                let ideal = median_text(all, |r| r.ideal_mbit, |c| format!(", ideal {c:.2} Mbit/s"));
+                let cap = median_text(all, capacity, |c| format!(" (capacity {c:.1} Mbit/s)"));
                 format!("{ideal}{cap} — median (p10–p90)")
             },
             columns: vec![
