@@ -112,3 +112,23 @@ impl Record {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_round_trip_and_old_records_have_none() {
+        let line = r#"{"system":"mpflex@old:minrtt","profile":"p","workload":"chunk","mode":"fresh","cc":"cubic","size":1,"rep":2,"completion_ms":3.5,"goodput_mbit":1.0,"idle_restart":true,"mpflex_per_run":true,"build":{"name":"old","path":"/x/mpflex","version":"mpflex 0.1.0","id":"10-00ff"},"pacing":false,"bound_ms":1.0,"warmup_ms":7.0}"#;
+        let r: Record = serde_json::from_str(line).unwrap();
+        assert_eq!(r.build.as_ref().and_then(|b| b.name.as_deref()), Some("old"));
+        assert_eq!((r.pacing, r.rep, r.field("warmup_ms")), (Some(false), 2, Some(7.0)));
+        assert_eq!(serde_json::to_string(&r).unwrap(), line);
+        let old: Record = serde_json::from_str(
+            r#"{"system":"mptcp","profile":"p","mode":"warm","cc":"bbr","size":1,"rep":0,"completion_ms":1.0}"#,
+        )
+        .unwrap();
+        assert_eq!((old.workload.as_str(), old.idle_restart), ("chunk", true));
+        assert!(old.build.is_none() && old.pacing.is_none() && old.variant.is_none());
+    }
+}

@@ -150,7 +150,10 @@ pub trait Spec: Sync {
         false
     }
 
-    /// Runs one measurement (the `workload-client` subcommand).
+    /// Runs one measurement (the `workload-client` subcommand). Besides its own, fields
+    /// the runner reads: `completion_ms` (else the run's length), `goodput_mbit` (else
+    /// from `bytes`, or `received_bytes`, over the completion time) and `bytes` (the
+    /// record's size).
     fn client(&self, run: &ClientRun) -> Result<Fields>;
 
     /// What the report shows.
