@@ -340,7 +340,7 @@ pub fn plots(results: &Path, out_dir: &Path) -> Result<Vec<PathBuf>> {
     plots_files(&[results.to_path_buf()], out_dir)
 }
 
-/// [`plots`] over several results files (see [`report_files`]); grids of a two-rate
+/// [`plots`] over several results files (see [`super::report_files`]); grids of a two-rate
 /// family also as heat maps (`grid-<family>-<cc>-<mode>-<system>`, one panel per size).
 pub fn plots_files(results: &[PathBuf], out_dir: &Path) -> Result<Vec<PathBuf>> {
     use plotters::prelude::{BitMapBackend, IntoDrawingArea, SVGBackend};

@@ -1,11 +1,11 @@
 //! Markdown tables and plots from results files.
 //!
 //! Chunk downloads: median (p10–p90) completion per system and size, ratios to `mptcp`
-//! and `oracle`, the fluid bound beside them ([`tables`]), and grids of two-rate families
-//! ([`grid`]). The other workloads: one table per (profile, congestion control,
+//! and `oracle`, the fluid bound beside them (`tables`), and grids of two-rate families
+//! (`grid`). The other workloads: one table per (profile, congestion control,
 //! workload, variant, mode), one row per system, median (p10–p90) of each measure over
 //! the repetitions and the ratio of medians to `mptcp`, laid out as the workload's
-//! [`Summary`] says. [`plots`] draws the same groups as SVG and PNG files ([`charts`]).
+//! [`Summary`] says. [`plots`] draws the same groups as SVG and PNG files (`charts`, `draw`).
 //!
 //! Rule: every ratio compares systems of one run: a group found in several files is
 //! taken from the last one only. The reason: runs on different days meet different
@@ -272,7 +272,7 @@ pub fn report(path: &Path) -> Result<String> {
 /// [`report`] over several results files. A group (profile, workload, variant, congestion
 /// control, mode) found in more than one file is taken from the last of them only, so a
 /// rerun replaces a point and ratios never mix runs. Chunk points of a two-rate family
-/// (`bw-grid:<w>x<l>`, `ecf-asym:<w>x<l>`) are also tabulated as grids ([`grid::grid_tables`]).
+/// (`bw-grid:<w>x<l>`, `ecf-asym:<w>x<l>`) are also tabulated as grids (`grid`).
 pub fn report_files(paths: &[PathBuf]) -> Result<String> {
     let recs = load_files(paths)?;
     let (chunks, others): (Vec<&Record>, Vec<&Record>) = recs.iter().partition(|r| by_size(r));

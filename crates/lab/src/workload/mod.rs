@@ -7,7 +7,7 @@
 //! names are parsed in one place, [`Workload::parse`]. The reason: a workload's
 //! knowledge is in one file, and adding one is a new file and a line in `workloads!`.
 //!
-//! The server and its request protocol, which all of them share, are in [`net`].
+//! The server and its request protocol, which all of them share, are in `net`.
 
 pub mod bulk;
 pub mod chunk;
