@@ -1,11 +1,19 @@
 //! The mpflex lab: emulated multi-link networks in network namespaces, real systems over
 //! them, and reports.
+//!
+//! Layers, each using only those before it: `units`, `record`, `summary` and `workload`
+//! (what a measurement is, what it writes, how it is summarised); `runner` (measures and
+//! writes records); `report` (reads them). The runner and the report never import each
+//! other: what both need is in the layers below.
 
 pub mod emulator;
 pub mod link;
 pub mod netns;
 pub mod profile;
+pub mod record;
 pub mod report;
 pub mod runner;
+pub mod summary;
 pub mod trace;
+pub mod units;
 pub mod workload;

@@ -1,0 +1,581 @@
+//! Runs systems side by side on one emulated topology and appends one JSON object per
+//! measurement ([`Record`]) to a results file.
+//!
+//! Rule: the systems of a point take turns under the same conditions: each measurement
+//! starts on quiet links, at the start of a trace, on new connections (mpflex: on a client
+//! and server started for it, unless `--keep-mpflex`). The reason: the lab's results are
+//! ratios between systems, and whatever one system leaves behind (queued bytes, a
+//! trace's position, a path's TCP state) would bias the next one's measurement.
+
+mod clients;
+mod mpflex;
+mod oracle;
+mod system;
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+pub use system::{parse_builds, System};
+
+use crate::emulator::Emulator;
+use crate::link::Rate;
+use crate::netns::Topology;
+use crate::profile::Profile;
+use crate::record::{Build, Record};
+use crate::units::{human, sanitize};
+use crate::workload::{Fields, Spec, Workload};
+use mpflex::Procs;
+
+pub const TCP_PORT: u16 = 9000;
+pub const MPTCP_PORT: u16 = 9001;
+
+pub struct RunConfig {
+    pub profile: Profile,
+    pub systems: Vec<System>,
+    pub workload: Workload,
+    /// The workload's variants to run (none: the workload has none).
+    pub variants: Vec<String>,
+    /// Length of a run, or seconds of `video`.
+    pub secs: f64,
+    /// `handover`: the stream's rate.
+    pub rate_kbit: u64,
+    /// `handover`: the path taken down at a third of the run and back up at two thirds.
+    pub handover_path: usize,
+    pub sizes: Vec<u64>,
+    pub modes: Vec<String>,
+    pub ccs: Vec<String>,
+    pub reps: usize,
+    pub oracle_step: f64,
+    pub out: PathBuf,
+    /// The mpflex binary of systems `mpflex:…`.
+    pub mpflex_bin: PathBuf,
+    /// Named mpflex binaries, of systems `mpflex@<name>:…`.
+    pub builds: Vec<(String, PathBuf)>,
+    /// Whether idle TCP connections restart from the initial window (sysctl, both hosts).
+    pub idle_restart: bool,
+    /// Keep each mpflex system's pair up for the whole block; else each measurement
+    /// starts its own.
+    pub keep_mpflex: bool,
+}
+
+impl RunConfig {
+    /// The binary of an mpflex system on `build` (none: the default one).
+    pub fn bin_of(&self, build: Option<&str>) -> Result<&Path> {
+        match build {
+            None => Ok(&self.mpflex_bin),
+            Some(b) => self
+                .builds
+                .iter()
+                .find(|(n, _)| n == b)
+                .map(|(_, p)| p.as_path())
+                .with_context(|| format!("mpflex@{b}: no build {b:?} in --builds")),
+        }
+    }
+}
+
+/// One measurement: completion (ms), the oracle's share, mpflex's bytes per path and
+/// duplicate bytes, the workload client's fields.
+struct Measured {
+    ms: f64,
+    share: Option<f64>,
+    mpflex: Option<(Vec<u64>, u64)>,
+    extra: Fields,
+}
+
+/// Links count as quiet when at most [`QUIET_TRICKLE`] bytes crossed them in one
+/// [`QUIET_WINDOW`]; a run waits for that at most [`QUIET_LIMIT`] before it starts.
+const QUIET_WINDOW: Duration = Duration::from_millis(200);
+const QUIET_TRICKLE: u64 = 6000;
+const QUIET_LIMIT: Duration = Duration::from_secs(30);
+
+/// Runs `cfg` on its profile; returns how many records it appended.
+pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
+    let topo = Topology::create(cfg.profile.paths.len(), 0)?;
+    let emu = Emulator::start(&topo, &cfg.profile, 1)?;
+    let dir = std::env::temp_dir().join(&topo.name);
+    std::fs::create_dir_all(&dir)?;
+    topo.sysctl("net.ipv4.tcp_no_metrics_save=1")?;
+    topo.sysctl(&format!(
+        "net.ipv4.tcp_slow_start_after_idle={}",
+        cfg.idle_restart as u8
+    ))?;
+    let plan = Plan::new(cfg);
+    let mut bench = Bench {
+        cfg,
+        topo: &topo,
+        emu: &emu,
+        dir,
+        stop,
+        out: OpenOptions::new().create(true).append(true).open(&cfg.out)?,
+        links: Links::of(&cfg.profile),
+        builds: describe_builds(cfg)?,
+        bar: progress_bar(cfg.ccs.len() * plan.items.len() * plan.modes.len() * cfg.reps * plan.systems.len()),
+        written: 0,
+    };
+    for cc in &cfg.ccs {
+        if bench.run_cc(&plan, cc)?.is_break() {
+            bench.bar.abandon_with_message("interrupted");
+            return Ok(bench.written);
+        }
+    }
+    bench.bar.finish_with_message("done");
+    Ok(bench.written)
+}
+
+fn progress_bar(total: usize) -> ProgressBar {
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
+            .unwrap()
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+/// The builds the mpflex systems run on, described once: build name -> description.
+fn describe_builds(cfg: &RunConfig) -> Result<BTreeMap<Option<String>, Build>> {
+    let mut builds = BTreeMap::new();
+    for s in &cfg.systems {
+        if let System::Mpflex { build, .. } = s {
+            if !builds.contains_key(build) {
+                let d = mpflex::describe(build.as_deref(), cfg.bin_of(build.as_deref())?);
+                builds.insert(build.clone(), d);
+            }
+        }
+    }
+    Ok(builds)
+}
+
+/// What one block of repetitions varies, and who runs.
+struct Plan<'a> {
+    /// Chunk sizes, or the workload's variants (size 0).
+    items: Vec<(u64, Option<String>)>,
+    modes: Vec<String>,
+    systems: Vec<&'a System>,
+}
+
+impl<'a> Plan<'a> {
+    fn new(cfg: &'a RunConfig) -> Plan<'a> {
+        let spec = cfg.workload.spec();
+        let items = if spec.chunks() {
+            cfg.sizes.iter().map(|&s| (s, None)).collect()
+        } else if cfg.variants.is_empty() {
+            vec![(0, None)]
+        } else {
+            cfg.variants.iter().map(|v| (0, Some(v.clone()))).collect()
+        };
+        let modes = if spec.warm_mode() {
+            cfg.modes.clone()
+        } else {
+            vec!["fresh".into()]
+        };
+        let systems: Vec<&System> = cfg
+            .systems
+            .iter()
+            .filter(|s| spec.chunks() || **s != System::Oracle)
+            .collect();
+        if systems.len() < cfg.systems.len() {
+            eprintln!("oracle is a chunk baseline; left out of {}", spec.name());
+        }
+        Plan { items, modes, systems }
+    }
+}
+
+/// The profile's figures records carry.
+struct Links {
+    /// Σ of the path rates down and up, bytes/s (unlimited paths count nothing).
+    down: f64,
+    up: f64,
+    /// The smallest round-trip delay.
+    min_rtt_ms: f64,
+    /// Whether a path replays a trace.
+    traced: bool,
+}
+
+impl Links {
+    fn of(profile: &Profile) -> Links {
+        let paths = &profile.paths;
+        Links {
+            down: paths.iter().filter_map(|p| p.down.bytes_per_sec()).sum(),
+            up: paths.iter().filter_map(|p| p.up.bytes_per_sec()).sum(),
+            min_rtt_ms: paths
+                .iter()
+                .map(|p| (p.down.delay + p.up.delay).as_secs_f64() * 1000.0)
+                .fold(f64::INFINITY, f64::min),
+            traced: paths
+                .iter()
+                .any(|p| matches!(p.down.rate, Rate::Trace(_)) || matches!(p.up.rate, Rate::Trace(_))),
+        }
+    }
+}
+
+/// One point of a block: what every system measures `reps` times.
+struct Point<'p> {
+    cc: &'p str,
+    size: u64,
+    variant: Option<&'p str>,
+    mode: &'p str,
+}
+
+/// An mpflex system's client/server pair: its ports (`k`), log directory, and the
+/// processes when kept up for the block.
+struct Pair {
+    system: System,
+    k: u16,
+    dir: PathBuf,
+    kept: Option<Procs>,
+}
+
+struct Bench<'a> {
+    cfg: &'a RunConfig,
+    topo: &'a Topology,
+    emu: &'a Emulator,
+    /// The topology's scratch directory (mpflex configurations and logs).
+    dir: PathBuf,
+    stop: &'a AtomicBool,
+    out: File,
+    links: Links,
+    builds: BTreeMap<Option<String>, Build>,
+    bar: ProgressBar,
+    written: usize,
+}
+
+impl Bench<'_> {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    fn spec(&self) -> &'static dyn Spec {
+        self.cfg.workload.spec()
+    }
+
+    /// Every point of the plan with congestion control `cc`.
+    fn run_cc(&mut self, plan: &Plan, cc: &str) -> Result<ControlFlow<()>> {
+        // Non-initial namespaces may not choose every algorithm as their default (cubic
+        // is restricted here), so the senders set it per socket as well: the chunk
+        // servers, and mpflex's path connections through `tuning.congestion`.
+        let _ = self.topo.sysctl(&format!("net.ipv4.tcp_congestion_control={cc}"));
+        let _servers = self.servers(cc)?;
+        std::thread::sleep(Duration::from_millis(300));
+        let pairs = self.pairs(cc)?;
+        for (size, variant) in &plan.items {
+            for mode in &plan.modes {
+                let point = Point {
+                    cc,
+                    size: *size,
+                    variant: variant.as_deref(),
+                    mode,
+                };
+                if self.run_point(plan, &point, &pairs)?.is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// The TCP and MPTCP servers, sending with `cc`.
+    fn servers(&self, cc: &str) -> Result<Procs> {
+        let exe = std::env::current_exe().context("own path")?;
+        let exe = exe.to_str().context("utf-8 path")?;
+        let server = |port: u16, mptcp: bool| {
+            let listen = format!("0.0.0.0:{port}");
+            let mut args = vec![exe, "chunk-server", "--listen", &listen];
+            if mptcp {
+                args.push("--mptcp");
+            }
+            args.extend(["--cc", cc]);
+            mpflex::spawn_in(&self.topo.server_ns, &args, None)
+        };
+        Ok(Procs(vec![server(TCP_PORT, false)?, server(MPTCP_PORT, true)?]))
+    }
+
+    /// A client/server pair per mpflex system, with its own ports and log directory.
+    /// mpflex path connections are made after the congestion control's sysctl, so they
+    /// use `cc` too. By default a pair is started for each measurement and stopped after
+    /// it, as the baselines open new connections for every measurement: a pair left idle
+    /// while other systems run sends keepalives into links those systems fill, and one
+    /// lost there cuts the path's ssthresh, which its next transfers inherit.
+    /// `--keep-mpflex` keeps every pair up for the block.
+    fn pairs(&self, cc: &str) -> Result<Vec<Pair>> {
+        let mut pairs: Vec<Pair> = Vec::new();
+        for s in &self.cfg.systems {
+            let System::Mpflex { build, sched } = s else {
+                continue;
+            };
+            let k = pairs.len() as u16;
+            // Logs of one profile, system and cc each in their own directory (a family
+            // of profiles runs in one topology directory).
+            let mut name = vec![self.cfg.profile.name.as_str()];
+            name.extend(build.as_deref());
+            name.extend([sched.as_str(), cc]);
+            let dir = self.dir.join(sanitize(&name));
+            std::fs::create_dir_all(&dir)?;
+            let kept = if self.cfg.keep_mpflex {
+                let bin = self.cfg.bin_of(build.as_deref())?;
+                Some(mpflex::start(self.topo, bin, sched, cc, &dir, k, self.stop)?)
+            } else {
+                None
+            };
+            pairs.push(Pair {
+                system: s.clone(),
+                k,
+                dir,
+                kept,
+            });
+        }
+        Ok(pairs)
+    }
+
+    /// Every repetition of every system at `point`, each measurement appended.
+    fn run_point(&mut self, plan: &Plan, point: &Point, pairs: &[Pair]) -> Result<ControlFlow<()>> {
+        // The oracle's best share (in steps) from the first repetition's sweep.
+        let mut oracle_best: Option<usize> = None;
+        for rep in 0..self.cfg.reps {
+            for &sys in &plan.systems {
+                if self.stopped() {
+                    return Ok(ControlFlow::Break(()));
+                }
+                let label = sys.label(&self.cfg.profile);
+                let what = match point.variant {
+                    Some(v) => format!("{} {v}", self.spec().name()),
+                    None => human(point.size),
+                };
+                self.bar
+                    .set_message(format!("{} {} {what} {label}", point.cc, point.mode));
+                let ControlFlow::Continue(m) = self.measure_system(sys, point, pairs, &mut oracle_best)? else {
+                    return Ok(ControlFlow::Break(()));
+                };
+                let rec = self.record(point, sys, label, rep, m);
+                writeln!(self.out, "{}", serde_json::to_string(&rec)?)?;
+                self.written += 1;
+                self.bar.inc(1);
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// One measurement of `sys` (the oracle: one repetition's sweep).
+    fn measure_system(
+        &self,
+        sys: &System,
+        point: &Point,
+        pairs: &[Pair],
+        oracle_best: &mut Option<usize>,
+    ) -> Result<ControlFlow<(), Measured>> {
+        let server = |i: usize, port: u16| format!("{}:{port}", self.topo.server_addr(i));
+        let m = match sys {
+            System::Tcp(i) => {
+                let via = [
+                    "--server".into(),
+                    server(*i, TCP_PORT),
+                    "--bind".into(),
+                    self.topo.client_addr(*i),
+                ];
+                self.measure_plain(point, &via)?
+            }
+            System::Mptcp => {
+                let via = ["--server".into(), server(0, MPTCP_PORT), "--mptcp".into()];
+                self.measure_plain(point, &via)?
+            }
+            System::Oracle => {
+                return oracle::sweep(self.cfg.oracle_step, oracle_best, self.stop, |p| {
+                    let via = [
+                        "--server".into(),
+                        server(0, TCP_PORT),
+                        "--bind".into(),
+                        self.topo.client_addr(0),
+                        "--split-server".into(),
+                        server(1, TCP_PORT),
+                        "--split-bind".into(),
+                        self.topo.client_addr(1),
+                        "--share".into(),
+                        p.to_string(),
+                    ];
+                    self.measure(point, &via)
+                });
+            }
+            System::Mpflex { build, sched } => {
+                let pair = pairs.iter().find(|p| p.system == *sys).expect("configured");
+                self.measure_mpflex(point, pair, self.cfg.bin_of(build.as_deref())?, sched)?
+            }
+        };
+        Ok(ControlFlow::Continue(m))
+    }
+
+    /// A baseline's measurement.
+    fn measure_plain(&self, point: &Point, via: &[String]) -> Result<Measured> {
+        let (ms, extra) = self.measure(point, via)?;
+        Ok(Measured {
+            ms,
+            share: None,
+            mpflex: None,
+            extra,
+        })
+    }
+
+    /// An mpflex system's measurement, with the bytes its client counted meanwhile.
+    fn measure_mpflex(&self, point: &Point, pair: &Pair, bin: &Path, sched: &str) -> Result<Measured> {
+        let k = pair.k;
+        // Started here unless kept up for the block; stopped when this measurement is
+        // done (dropped at the end).
+        let _own = match pair.kept {
+            Some(_) => None,
+            None => Some(mpflex::start(self.topo, bin, sched, point.cc, &pair.dir, k, self.stop)?),
+        };
+        if self.spec().takes_path_down() {
+            // The previous run took a path down: start with all up.
+            mpflex::wait_paths_up(self.topo, bin, k, Duration::from_secs(15));
+        }
+        let upload = self.spec().upload(point.variant);
+        let (before, dup_before) = mpflex::counters(&mpflex::status(self.topo, bin, k)?, upload);
+        let via = [
+            "--server".into(),
+            format!("127.0.0.1:{TCP_PORT}"),
+            "--socks".into(),
+            mpflex::socks_addr(k),
+        ];
+        let (ms, extra) = self.measure(point, &via)?;
+        let (after, dup_after) = mpflex::counters(&mpflex::status(self.topo, bin, k)?, upload);
+        let delta = after
+            .iter()
+            .zip(before.iter().chain(std::iter::repeat(&0)))
+            .map(|(a, b)| a.saturating_sub(*b))
+            .collect();
+        Ok(Measured {
+            ms,
+            share: None,
+            mpflex: Some((delta, dup_after.saturating_sub(dup_before))),
+            extra,
+        })
+    }
+
+    /// One client run over `via` (its arguments for reaching the server): completion
+    /// (ms) and fields.
+    fn measure(&self, point: &Point, via: &[String]) -> Result<(f64, Fields)> {
+        // Start on quiet links: what the previous run left in flight would otherwise
+        // compete with this one.
+        let settle = self.emu.wait_quiet(QUIET_WINDOW, QUIET_TRICKLE, QUIET_LIMIT);
+        let mut settled = Fields::new();
+        if settle >= 2 * QUIET_WINDOW {
+            settled.insert("settle_ms".into(), (settle.as_millis() as u64).into());
+        }
+        // Every transfer meets the same stretch of a trace, not wherever the looped
+        // trace happens to be by then.
+        if self.links.traced {
+            self.emu.rewind_traces();
+            settled.insert("trace_rewound".into(), true.into());
+        }
+        if self.spec().chunks() {
+            let mut a = vec![
+                "--size".into(),
+                point.size.to_string(),
+                "--mode".into(),
+                point.mode.into(),
+            ];
+            a.extend_from_slice(via);
+            let times = clients::chunk(self.topo, &a)?;
+            let ms = *times.first().context("chunk-client printed no time")?;
+            // Warm mode: the warm-up's time, printed after the chunk's.
+            if let Some(w) = times.get(1) {
+                settled.insert("warmup_ms".into(), (*w).into());
+            }
+            return Ok((ms, settled));
+        }
+        let mut a = vec![
+            "--workload".into(),
+            self.spec().name().into(),
+            "--mode".into(),
+            point.mode.into(),
+            "--secs".into(),
+            self.cfg.secs.to_string(),
+            "--rate-kbit".into(),
+            self.cfg.rate_kbit.to_string(),
+        ];
+        if let Some(v) = point.variant {
+            a.extend(["--variant".into(), v.into()]);
+        }
+        a.extend_from_slice(via);
+        let path_down = self
+            .spec()
+            .takes_path_down()
+            .then_some((self.emu, self.cfg.handover_path));
+        let mut f = clients::workload(self.topo, &a, path_down, self.cfg.secs)?;
+        f.extend(settled);
+        let ms = f
+            .get("completion_ms")
+            .and_then(|v| v.as_f64())
+            .unwrap_or(self.cfg.secs * 1000.0);
+        Ok((ms, f))
+    }
+
+    /// The record of one measurement.
+    fn record(&self, point: &Point, sys: &System, system: String, rep: usize, m: Measured) -> Record {
+        let (spec, cfg, links) = (self.spec(), self.cfg, &self.links);
+        let Measured {
+            ms,
+            share,
+            mpflex,
+            mut extra,
+        } = m;
+        let mbit = |bytes_per_sec: f64| bytes_per_sec * 8.0 / 1e6;
+        let capacity = spec.has_capacity().then(|| {
+            mbit(if spec.upload(point.variant) {
+                links.up
+            } else {
+                links.down
+            })
+        });
+        let goodput = match extra.remove("goodput_mbit").and_then(|v| v.as_f64()) {
+            Some(g) => g,
+            None if spec.chunks() => point.size as f64 * 8.0 / (ms / 1000.0) / 1e6,
+            None => {
+                let bytes = extra.get("bytes").or_else(|| extra.get("received_bytes"));
+                bytes.and_then(|v| v.as_f64()).unwrap_or(0.0) * 8.0 / (ms / 1000.0) / 1e6
+            }
+        };
+        extra.remove("completion_ms");
+        let size = if spec.chunks() {
+            point.size
+        } else {
+            extra.get("bytes").and_then(|v| v.as_u64()).unwrap_or(0)
+        };
+        let on_mpflex = match sys {
+            System::Mpflex { build, sched } => Some((self.builds.get(build).cloned(), mpflex::pacing(sched))),
+            _ => None,
+        };
+        Record {
+            system,
+            profile: cfg.profile.name.clone(),
+            workload: spec.name().into(),
+            variant: point.variant.map(String::from),
+            mode: point.mode.into(),
+            cc: point.cc.into(),
+            size,
+            rep,
+            completion_ms: Some(ms),
+            goodput_mbit: Some(goodput),
+            p: share,
+            dup_bytes: mpflex.as_ref().map(|b| b.1),
+            bytes_per_path: mpflex.map(|b| b.0),
+            idle_restart: cfg.idle_restart,
+            mpflex_per_run: on_mpflex.is_some().then_some(!cfg.keep_mpflex),
+            build: on_mpflex.as_ref().and_then(|o| o.0.clone()),
+            pacing: on_mpflex.map(|o| o.1),
+            bound_ms: spec
+                .chunks()
+                .then(|| size as f64 / links.down * 1000.0 + links.min_rtt_ms),
+            ideal_mbit: spec.ideal_mbit(mbit(links.down)),
+            capacity_mbit: capacity,
+            extra,
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! mpflex's client and server in the namespaces: configuration, start, status counters,
+//! and what records say of the binary that ran.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use crate::netns::Topology;
+use crate::record::Build;
+
+const SOCKS_PORT: u16 = 1080;
+const MPFLEX_PORT: u16 = 7000;
+const STATUS_PORT: u16 = 9190;
+
+/// mpflex's `[tuning] pacing` when a system does not set it.
+const DEFAULT_PACING: bool = true;
+
+/// Child processes, killed and reaped when dropped.
+pub struct Procs(pub Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts `args` in namespace `ns`, its output appended to `log` (or discarded).
+pub fn spawn_in(ns: &str, args: &[&str], log: Option<&Path>) -> Result<Child> {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).args(args);
+    match log {
+        Some(l) => {
+            // Appended: a pair started for each measurement logs into the same file.
+            let f = std::fs::OpenOptions::new().create(true).append(true).open(l)?;
+            c.stdout(f.try_clone()?).stderr(f);
+        }
+        None => {
+            c.stdout(Stdio::null()).stderr(Stdio::null());
+        }
+    }
+    Ok(c.spawn()?)
+}
+
+/// The SOCKS5 address of the `k`th mpflex pair's client.
+pub fn socks_addr(k: u16) -> String {
+    format!("127.0.0.1:{}", SOCKS_PORT + k)
+}
+
+/// A fresh key pair from `mpflex keygen`: (private, public).
+fn keygen(bin: &Path) -> Result<(String, String)> {
+    let out = Command::new(bin).arg("keygen").output().context("run mpflex keygen")?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let get = |k: &str| {
+        text.lines()
+            .find(|l| l.starts_with(k))
+            .and_then(|l| l.split('"').nth(1))
+            .map(String::from)
+    };
+    Ok((
+        get("private_key").context("keygen")?,
+        get("public_key").context("keygen")?,
+    ))
+}
+
+/// The server's and the client's configuration for the `k`th pair.
+fn configs(topo: &Topology, bin: &Path, sched: &str, cc: &str, k: u16) -> Result<(String, String)> {
+    // `<scheduler>[+<key>=<value>...]`: the rest are `[tuning]` settings for both ends
+    // (checked by System::parse).
+    let mut parts = sched.split('+');
+    let sched = parts.next().unwrap_or(sched);
+    let tuning: String = parts.map(|kv| format!("{kv}\n")).collect();
+    let (sp, spub) = keygen(bin)?;
+    let (cp, cpub) = keygen(bin)?;
+    let (mport, sport, stport) = (MPFLEX_PORT + k, SOCKS_PORT + k, STATUS_PORT + k);
+    let server = format!(
+        "listen = [\"0.0.0.0:{mport}\"]\nprivate_key = \"{sp}\"\nscheduler = \"{sched}\"\n\
+         [[clients]]\nname = \"lab\"\npublic_key = \"{cpub}\"\n[acl]\nallow_loopback = true\nallow_private = true\n[tuning]\ncongestion = \"{cc}\"\n{tuning}"
+    );
+    let mut client = format!(
+        "private_key = \"{cp}\"\nserver_public_key = \"{spub}\"\nscheduler = \"{sched}\"\n\
+         socks_listen = \"127.0.0.1:{sport}\"\nstatus_listen = \"127.0.0.1:{stport}\"\n"
+    );
+    for i in 0..topo.paths {
+        client += &format!(
+            "[[paths]]\nname = \"p{i}\"\nserver = \"{}:{mport}\"\nsource = \"{}\"\n",
+            topo.server_addr(i),
+            topo.client_addr(i)
+        );
+    }
+    client += &format!("[tuning]\ncongestion = \"{cc}\"\n{tuning}");
+    Ok((server, client))
+}
+
+/// Starts mpflex server and client (`bin`) with `sched` as the `k`th pair, configuration
+/// and logs in `dir`, and waits until every path is up.
+pub fn start(
+    topo: &Topology,
+    bin: &Path,
+    sched: &str,
+    cc: &str,
+    dir: &Path,
+    k: u16,
+    stop: &AtomicBool,
+) -> Result<Procs> {
+    let (server, client) = configs(topo, bin, sched, cc, k)?;
+    std::fs::write(dir.join("server.toml"), server)?;
+    std::fs::write(dir.join("client.toml"), client)?;
+    let b = bin.to_str().context("utf-8 path")?;
+    let s = spawn_in(
+        &topo.server_ns,
+        &[b, "server", "--config", dir.join("server.toml").to_str().unwrap()],
+        Some(&dir.join("mpflex-server.log")),
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    let c = spawn_in(
+        &topo.client_ns,
+        &[b, "client", "--config", dir.join("client.toml").to_str().unwrap()],
+        Some(&dir.join("mpflex-client.log")),
+    )?;
+    let procs = Procs(vec![s, c]);
+    // Wait for every path to join (or a stop request: the processes go with `procs`).
+    for _ in 0..100 {
+        if stop.load(Ordering::SeqCst) {
+            bail!("interrupted while mpflex ({sched}) started");
+        }
+        if paths_up(topo, bin, k) {
+            return Ok(procs);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("mpflex paths did not come up; see {}", dir.display())
+}
+
+/// The `k`th pair's client status.
+pub fn status(topo: &Topology, bin: &Path, k: u16) -> Result<serde_json::Value> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &topo.client_ns])
+        .arg(bin)
+        .args(["status", "--json", "--addr", &format!("127.0.0.1:{}", STATUS_PORT + k)])
+        .output()?;
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// Whether the `k`th pair's client has every path up.
+fn paths_up(topo: &Topology, bin: &Path, k: u16) -> bool {
+    status(topo, bin, k).is_ok_and(|v| {
+        let up = v["paths"]
+            .as_array()
+            .map_or(0, |a| a.iter().filter(|p| p["up"] == true).count());
+        up == topo.paths
+    })
+}
+
+/// Waits (up to `limit`) until every mpflex path is up again.
+pub fn wait_paths_up(topo: &Topology, bin: &Path, k: u16, limit: Duration) {
+    let until = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < until {
+        if paths_up(topo, bin, k) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A per-path counter of a status.
+fn path_counter(v: &serde_json::Value, key: &str) -> Vec<u64> {
+    v["paths"]
+        .as_array()
+        .map(|a| a.iter().map(|p| p[key].as_u64().unwrap_or(0)).collect())
+        .unwrap_or_default()
+}
+
+/// Per-path payload bytes in the workload's main direction, as the client counts them,
+/// and the duplicate bytes it received in all.
+pub fn counters(v: &serde_json::Value, upload: bool) -> (Vec<u64>, u64) {
+    let bytes = path_counter(v, if upload { "bytes_sent" } else { "bytes_received" });
+    (bytes, path_counter(v, "duplicate_received").iter().sum())
+}
+
+/// What a record says of the binary at `bin`: its path, version and contents' hash.
+pub fn describe(name: Option<&str>, bin: &Path) -> Build {
+    let version = Command::new(bin)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|v| !v.is_empty());
+    let id = std::fs::read(bin)
+        .ok()
+        .map(|b| format!("{}-{:016x}", b.len(), fnv1a(&b)));
+    Build {
+        name: name.map(String::from),
+        path: std::fs::canonicalize(bin)
+            .unwrap_or_else(|_| bin.to_path_buf())
+            .display()
+            .to_string(),
+        version,
+        id,
+    }
+}
+
+/// 64-bit FNV-1a.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// `pacing` as a system `<scheduler>[+<key>=<value>...]` runs it.
+pub fn pacing(sched: &str) -> bool {
+    sched
+        .split('+')
+        .skip(1)
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| *k == "pacing")
+        .filter_map(|(_, v)| v.parse().ok())
+        .last()
+        .unwrap_or(DEFAULT_PACING)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pacing_from_the_tuning_settings() {
+        assert!(pacing("minrtt"));
+        assert!(!pacing("dems-f+pacing=false"));
+        assert!(pacing("dems-f+fresh_ssthresh=false+pacing=true"));
+    }
+
+    #[test]
+    fn builds_are_described() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        let b = describe(Some("x"), Path::new("/no/such/mpflex"));
+        assert_eq!(b.name.as_deref(), Some("x"));
+        assert_eq!((b.version, b.id), (None, None));
+    }
+}

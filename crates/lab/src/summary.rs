@@ -1,0 +1,130 @@
+//! How records are summarised: measures of a record, their spread over repetitions, and
+//! the layout of a workload's table and chart.
+//!
+//! Rule: a workload file declares what its report shows with these types; `report` lays
+//! them out. The reason: the workload knows its fields, the report knows Markdown and
+//! plots, and neither imports the other.
+
+use crate::record::Record;
+
+/// A per-record measure.
+pub type Measure = fn(&Record) -> Option<f64>;
+
+/// The `q` quantile of some samples (nearest rank); panics on none.
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let i = ((s.len() - 1) as f64 * q).round() as usize;
+    s[i]
+}
+
+/// Median and the p10–p90 range of some samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dist {
+    pub med: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Dist {
+    /// The finite samples' distribution, if there are any.
+    pub fn of(v: &[f64]) -> Option<Dist> {
+        let v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+        (!v.is_empty()).then(|| Dist {
+            med: quantile(&v, 0.5),
+            lo: quantile(&v, 0.1),
+            hi: quantile(&v, 0.9),
+        })
+    }
+
+    pub fn scaled(self, k: f64) -> Dist {
+        Dist {
+            med: self.med * k,
+            lo: self.lo * k,
+            hi: self.hi * k,
+        }
+    }
+}
+
+/// The finite values of a measure over some records.
+pub fn values(rs: &[&Record], f: Measure) -> Vec<f64> {
+    rs.iter().filter_map(|r| f(r)).filter(|v| v.is_finite()).collect()
+}
+
+pub fn dist(rs: &[&Record], f: Measure) -> Option<Dist> {
+    Dist::of(&values(rs, f))
+}
+
+pub fn median_of(rs: &[&Record], f: Measure) -> Option<f64> {
+    dist(rs, f).map(|d| d.med)
+}
+
+/// The median of a measure over some records as `text` puts it, or nothing if no record
+/// has it (a table heading's figure).
+pub fn median_text(rs: &[&Record], f: Measure, text: impl Fn(f64) -> String) -> String {
+    median_of(rs, f).map(text).unwrap_or_default()
+}
+
+pub fn goodput(r: &Record) -> Option<f64> {
+    r.goodput_mbit
+}
+
+pub fn completion(r: &Record) -> Option<f64> {
+    r.completion_ms
+}
+
+pub fn capacity(r: &Record) -> Option<f64> {
+    r.capacity_mbit
+}
+
+pub fn pct_of_capacity(r: &Record) -> Option<f64> {
+    Some(r.goodput_mbit? / r.capacity_mbit.filter(|c| *c > 0.0)? * 100.0)
+}
+
+/// One column of a workload's table: a cell per system from that system's records.
+pub enum Column {
+    /// Median (p10–p90) with this many decimals.
+    Dist(Measure, usize),
+    /// The ratio of the system's median to mptcp's, bold.
+    VsMptcp(Measure),
+    /// The median share of the bytes on each path, "61% / 39%".
+    PathShares,
+    /// Anything else.
+    Other(fn(&[&Record]) -> String),
+}
+
+/// A workload's table: one per (profile, cc, workload, variant, mode), a row per system.
+pub struct Table {
+    /// The heading's end, after "profile, cc, workload variant, mode", from every record
+    /// of the group (e.g. ", capacity 80.0 Mbit/s — goodput: median (p10–p90)").
+    pub heading: fn(&[&Record]) -> String,
+    /// (column head, column), after the system's name.
+    pub columns: Vec<(&'static str, Column)>,
+}
+
+/// A workload's chart: bars per system with p10–p90 whiskers.
+pub struct BarChart {
+    /// The end of the file's name.
+    pub suffix: &'static str,
+    /// What the title says after the group.
+    pub title: &'static str,
+    pub y_desc: &'static str,
+    /// The bar groups: (label, measure); no label is the group's own ("bulk down").
+    pub bars: Vec<(Option<&'static str>, Measure)>,
+    /// A reference line from every record of the group: (value, label).
+    pub line: fn(&[&Record]) -> Option<(f64, String)>,
+}
+
+/// How the report summarises a workload.
+pub enum Summary {
+    /// One download per chunk size: tables with a row per size and a column per system,
+    /// ratios to mptcp and the oracle, the fluid bound, grids of two-rate families.
+    BySize,
+    /// A table and a chart per group, a row (bar) per system.
+    BySystem(Table, BarChart),
+}
+
+/// No reference line.
+pub fn no_line(_: &[&Record]) -> Option<(f64, String)> {
+    None
+}

@@ -1,0 +1,232 @@
+//! Workloads: what one measurement does over the emulated paths, and what it reports.
+//!
+//! Rule: each workload lives in its own file, with its client (run in the client
+//! namespace as `mpflex-lab chunk-client` / `workload-client`), the fields it measures,
+//! and everything the runner and the report need to know of it, as a [`Spec`]. Code
+//! outside this module asks a [`Workload`]'s spec and never matches a workload's name:
+//! names are parsed in one place, [`Workload::parse`]. The reason: a workload's
+//! knowledge is in one file, and adding one is a new file and a line in `workloads!`.
+//!
+//! The server and its request protocol, which all of them share, are in `net`.
+
+pub mod bulk;
+pub mod chunk;
+pub mod handover;
+mod net;
+pub mod shortflows;
+pub mod upload_ping;
+pub mod video;
+
+use std::net::SocketAddr;
+
+use anyhow::{bail, Result};
+
+pub use net::*;
+
+use crate::summary::Summary;
+
+/// Declares the workloads: the enum and its spec per variant, in report order.
+macro_rules! workloads {
+    ($($variant:ident => $spec:path,)*) => {
+        /// A workload `run` knows; the order is the report's.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Workload {
+            $($variant,)*
+        }
+
+        impl Workload {
+            /// Every workload, in order.
+            pub const ALL: &'static [Workload] = &[$(Workload::$variant,)*];
+
+            /// What there is to know about it.
+            pub fn spec(self) -> &'static dyn Spec {
+                match self {
+                    $(Workload::$variant => &$spec,)*
+                }
+            }
+        }
+    };
+}
+
+workloads! {
+    Chunk => chunk::Chunk,
+    Bulk => bulk::Bulk,
+    Shortflows => shortflows::Shortflows,
+    Video => video::Video,
+    UploadPing => upload_ping::UploadPing,
+    Handover => handover::Handover,
+}
+
+impl Workload {
+    /// The workload of that name.
+    pub fn parse(name: &str) -> Option<Workload> {
+        Workload::ALL.iter().copied().find(|w| w.spec().name() == name)
+    }
+
+    /// The names, for messages: "chunk, bulk, …".
+    pub fn names() -> String {
+        Workload::ALL
+            .iter()
+            .map(|w| w.spec().name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The variants to run: those asked for (comma-separated), else the defaults.
+    pub fn variants(self, asked: Option<&str>) -> Result<Vec<String>> {
+        let spec = self.spec();
+        let (allowed, default) = spec.variants();
+        let variants: Vec<String> = match asked {
+            Some(v) => v.split(',').map(|x| x.trim().to_string()).collect(),
+            None => default.iter().map(|s| s.to_string()).collect(),
+        };
+        if let Some(v) = variants.iter().find(|v| !allowed.contains(&v.as_str())) {
+            bail!("--variants: {v:?} is not one of {allowed:?} for {}", spec.name());
+        }
+        Ok(variants)
+    }
+}
+
+/// One measurement of a workload other than `chunk`, as `workload-client` runs it.
+#[derive(Debug, Clone)]
+pub struct ClientRun {
+    pub server: SocketAddr,
+    pub via: Via,
+    pub variant: Option<String>,
+    /// `warm` mode: connections established (and idle) before the clock starts.
+    pub warm: bool,
+    pub secs: f64,
+    /// A stream's rate, kbit/s.
+    pub rate_kbit: u64,
+}
+
+/// What the runner and the report know of a workload. The defaults suit a workload with
+/// no variants, 20 s runs, no warm mode, no capacity and no path events.
+pub trait Spec: Sync {
+    /// The name on the command line and in records.
+    fn name(&self) -> &'static str;
+
+    /// The variants it has, and those run unless `--variants` says otherwise.
+    fn variants(&self) -> (&'static [&'static str], &'static [&'static str]) {
+        (&[], &[])
+    }
+
+    /// Seconds per run unless `--secs` says otherwise.
+    fn default_secs(&self) -> f64 {
+        20.0
+    }
+
+    /// Whether `warm` (connections established and idle first) means anything; if not,
+    /// it runs `fresh` only.
+    fn warm_mode(&self) -> bool {
+        false
+    }
+
+    /// Whether a measurement downloads one chunk of each `--sizes` size through
+    /// `chunk-client`: the oracle runs as a baseline, records carry the chunk's size and
+    /// fluid bound, and goodput is the chunk's.
+    fn chunks(&self) -> bool {
+        false
+    }
+
+    /// Whether this variant's payload goes up (client to server).
+    fn upload(&self, _variant: Option<&str>) -> bool {
+        false
+    }
+
+    /// Whether records carry the capacity (Σ path rates in the payload's direction).
+    fn has_capacity(&self) -> bool {
+        false
+    }
+
+    /// The best result the capacity allows, recorded as `ideal_mbit`.
+    fn ideal_mbit(&self, _capacity_mbit: f64) -> Option<f64> {
+        None
+    }
+
+    /// Whether the runner takes a path down during the run (at a third of it, and back
+    /// up at two thirds).
+    fn takes_path_down(&self) -> bool {
+        false
+    }
+
+    /// Runs one measurement (the `workload-client` subcommand). Besides its own, fields
+    /// the runner reads: `completion_ms` (else the run's length), `goodput_mbit` (else
+    /// from `bytes`, or `received_bytes`, over the completion time) and `bytes` (the
+    /// record's size).
+    fn client(&self, run: &ClientRun) -> Result<Fields>;
+
+    /// What the report shows.
+    fn summary(&self) -> Summary;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_to_their_workload() {
+        for &w in Workload::ALL {
+            assert_eq!(Workload::parse(w.spec().name()), Some(w));
+        }
+        assert_eq!(Workload::parse("upload-ping"), Some(Workload::UploadPing));
+        assert_eq!(Workload::parse("teleport"), None);
+        assert_eq!(
+            Workload::names(),
+            "chunk, bulk, shortflows, video, upload-ping, handover"
+        );
+    }
+
+    #[test]
+    fn variants_default_and_checked() {
+        assert_eq!(Workload::Bulk.variants(None).unwrap(), ["down", "up"]);
+        assert_eq!(Workload::Video.variants(None).unwrap(), ["buffer"]);
+        assert_eq!(Workload::Shortflows.variants(Some("par")).unwrap(), ["par"]);
+        assert!(Workload::Chunk.variants(None).unwrap().is_empty());
+        let e = Workload::Bulk.variants(Some("down,sideways")).unwrap_err().to_string();
+        assert!(
+            e.contains("\"sideways\" is not one of [\"down\", \"up\"] for bulk"),
+            "{e}"
+        );
+    }
+
+    /// Each operation against a real server on loopback.
+    #[test]
+    fn operations_on_loopback() {
+        use std::net::TcpStream;
+        use std::time::Duration;
+
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        std::thread::spawn(move || serve(addr, false, None));
+        let via = Via::Tcp { bind: None };
+        let mut ok = false;
+        for _ in 0..50 {
+            if TcpStream::connect(addr).is_ok() {
+                ok = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(ok, "server did not start");
+        let f = bulk::down(addr, &via, 0.5).unwrap();
+        assert!(f["bytes"].as_u64().unwrap() > 1 << 20, "{f:?}");
+        let f = bulk::up(addr, &via, 0.6).unwrap();
+        assert!(f["bytes"].as_u64().unwrap() > 1 << 20, "{f:?}");
+        assert!(f["goodput_mbit"].as_f64().unwrap() > 10.0, "{f:?}");
+        let f = shortflows::run(addr, &via, true, false).unwrap();
+        assert_eq!(f["objects"], 10);
+        assert_eq!(f["object_ms"].as_array().unwrap().len(), 10);
+        let f = handover::run(addr, &via, 0.5, 8000).unwrap();
+        assert_eq!(f["lost_bytes"], 0, "{f:?}");
+        assert_eq!(f["received_bytes"], 500_000, "{f:?}");
+        assert_eq!(f["out_of_order"], 0);
+        let f = video::run(addr, &via, 10.0, video::Abr::Buffer).unwrap();
+        assert_eq!(f["segments"], 2);
+        assert_eq!(f["segment_ms"].as_array().unwrap().len(), 2);
+        assert_eq!(f["stalls"], 0, "{f:?}");
+        let f = upload_ping::run(addr, &via, 1.5).unwrap();
+        assert!(f["pings"].as_u64().unwrap() >= 3, "{f:?}");
+    }
+}

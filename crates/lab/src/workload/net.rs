@@ -1,0 +1,333 @@
+//! What every workload shares: the server in the server namespace, its request protocol,
+//! and the client's ways to reach it (plain TCP, kernel MPTCP, or SOCKS5 to mpflex).
+//!
+//! Requests are 8 bytes, big-endian: the top byte is the operation, the low 56 bits its
+//! argument.
+//! * `0` download: the server sends `arg` bytes (`chunk`, `shortflows`, `video`, `bulk`
+//!   down with a huge `arg`, the small exchanges of `upload-ping`).
+//! * `1` upload: the server reads `arg` bytes (or until the client's EOF), reporting the
+//!   count every 250 ms as 16-byte records (count, 0) and the final one as (count, 1).
+//! * `2` stream: another 8 bytes follow (the duration in ms); the server sends 1000-byte
+//!   messages (sequence number, send time in ns since the Unix epoch) at `arg` kbit/s for
+//!   that long, then closes (`handover`).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+pub const IPPROTO_MPTCP: i32 = 262;
+
+fn proto(mptcp: bool) -> Protocol {
+    if mptcp {
+        Protocol::from(IPPROTO_MPTCP)
+    } else {
+        Protocol::TCP
+    }
+}
+
+/// Serves chunk requests until killed.
+pub fn serve(listen: SocketAddr, mptcp: bool, cc: Option<&str>) -> Result<()> {
+    let s = Socket::new(Domain::for_address(listen), Type::STREAM, Some(proto(mptcp)))
+        .context("socket (is MPTCP enabled? sysctl net.mptcp.enabled)")?;
+    // The sender's congestion control decides a download; accepted sockets inherit it.
+    if let Some(cc) = cc {
+        s.set_tcp_congestion(cc.as_bytes())
+            .with_context(|| format!("congestion control {cc:?}"))?;
+    }
+    s.set_reuse_address(true)?;
+    s.bind(&listen.into())?;
+    s.listen(1024)?;
+    let l: TcpListener = s.into();
+    let zeros = vec![0u8; 1 << 20];
+    let zeros: &'static [u8] = Box::leak(zeros.into_boxed_slice());
+    for conn in l.incoming() {
+        let Ok(mut c) = conn else { continue };
+        std::thread::spawn(move || {
+            let _ = c.set_nodelay(true);
+            let mut req = [0u8; 8];
+            while c.read_exact(&mut req).is_ok() {
+                let (op, arg) = split_request(u64::from_be_bytes(req));
+                let ok = match op {
+                    OP_DOWNLOAD => send_zeros(&mut c, zeros, arg),
+                    OP_UPLOAD => sink(&mut c, arg),
+                    OP_STREAM => {
+                        let mut d = [0u8; 8];
+                        c.read_exact(&mut d).is_ok() && stream(&mut c, arg, u64::from_be_bytes(d)).is_ok()
+                    }
+                    _ => false,
+                };
+                if !ok {
+                    return;
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+pub const OP_DOWNLOAD: u8 = 0;
+pub const OP_UPLOAD: u8 = 1;
+pub const OP_STREAM: u8 = 2;
+/// "Until the connection ends", for downloads and uploads without a fixed size.
+pub const UNTIL_EOF: u64 = (1 << 56) - 1;
+/// Size of a `stream` message.
+pub const MESSAGE: usize = 1000;
+
+pub fn make_request(op: u8, arg: u64) -> [u8; 8] {
+    ((op as u64) << 56 | arg.min(UNTIL_EOF)).to_be_bytes()
+}
+
+fn split_request(r: u64) -> (u8, u64) {
+    ((r >> 56) as u8, r & UNTIL_EOF)
+}
+
+fn send_zeros(c: &mut TcpStream, zeros: &[u8], n: u64) -> bool {
+    let mut left = n as usize;
+    while left > 0 {
+        let k = left.min(zeros.len());
+        if c.write_all(&zeros[..k]).is_err() {
+            return false;
+        }
+        left -= k;
+    }
+    true
+}
+
+/// Reads up to `n` bytes (or to EOF), reporting progress; true if the connection may
+/// carry another request.
+fn sink(c: &mut TcpStream, n: u64) -> bool {
+    let Ok(mut w) = c.try_clone() else { return false };
+    let got = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let reporter = {
+        let (got, done) = (got.clone(), done.clone());
+        let mut w = w.try_clone().expect("clone");
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(250));
+                let mut rec = [0u8; 16];
+                rec[..8].copy_from_slice(&got.load(Ordering::SeqCst).to_be_bytes());
+                if done.load(Ordering::SeqCst) || w.write_all(&rec).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut eof = false;
+    while got.load(Ordering::SeqCst) < n {
+        let want = (n - got.load(Ordering::SeqCst)).min(buf.len() as u64) as usize;
+        match c.read(&mut buf[..want]) {
+            Ok(0) => {
+                eof = true;
+                break;
+            }
+            Ok(k) => {
+                got.fetch_add(k as u64, Ordering::SeqCst);
+            }
+            Err(_) => {
+                eof = true;
+                break;
+            }
+        }
+    }
+    done.store(true, Ordering::SeqCst);
+    let _ = reporter.join();
+    let mut rec = [0u8; 16];
+    rec[..8].copy_from_slice(&got.load(Ordering::SeqCst).to_be_bytes());
+    rec[15] = 1;
+    w.write_all(&rec).is_ok() && !eof
+}
+
+pub fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Sends numbered, timestamped messages at `kbit` kbit/s for `ms` milliseconds.
+fn stream(c: &mut TcpStream, kbit: u64, ms: u64) -> std::io::Result<()> {
+    let interval = Duration::from_secs_f64(MESSAGE as f64 * 8.0 / (kbit.max(1) as f64 * 1000.0));
+    let start = Instant::now();
+    let end = start + Duration::from_millis(ms);
+    let mut msg = [0u8; MESSAGE];
+    let mut seq = 0u64;
+    loop {
+        let due = start + interval * seq as u32;
+        if due >= end {
+            break;
+        }
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        msg[..8].copy_from_slice(&seq.to_be_bytes());
+        msg[8..16].copy_from_slice(&unix_ns().to_be_bytes());
+        c.write_all(&msg)?;
+        seq += 1;
+    }
+    c.shutdown(std::net::Shutdown::Write)
+}
+
+/// How the client reaches the server.
+#[derive(Debug, Clone)]
+pub enum Via {
+    Tcp { bind: Option<SocketAddr> },
+    Mptcp,
+    Socks(SocketAddr),
+}
+
+impl Via {
+    /// From a client's options: a SOCKS5 proxy if given, else MPTCP if asked, else TCP
+    /// bound to `bind`.
+    pub fn of(socks: Option<SocketAddr>, mptcp: bool, bind: Option<std::net::IpAddr>) -> Via {
+        match (socks, mptcp) {
+            (Some(p), _) => Via::Socks(p),
+            (None, true) => Via::Mptcp,
+            (None, false) => Via::Tcp {
+                bind: bind.map(|b| SocketAddr::new(b, 0)),
+            },
+        }
+    }
+}
+
+pub fn connect(server: SocketAddr, via: &Via) -> Result<TcpStream> {
+    let s = match via {
+        Via::Tcp { bind } => {
+            let s = Socket::new(Domain::for_address(server), Type::STREAM, Some(Protocol::TCP))?;
+            if let Some(b) = bind {
+                s.bind(&SockAddr::from(*b))?;
+            }
+            s.connect_timeout(&server.into(), Duration::from_secs(20))?;
+            s.into()
+        }
+        Via::Mptcp => {
+            let s = Socket::new(
+                Domain::for_address(server),
+                Type::STREAM,
+                Some(Protocol::from(IPPROTO_MPTCP)),
+            )?;
+            s.connect_timeout(&server.into(), Duration::from_secs(20))?;
+            s.into()
+        }
+        Via::Socks(proxy) => {
+            let mut s = TcpStream::connect_timeout(proxy, Duration::from_secs(5))?;
+            s.set_nodelay(true)?;
+            s.write_all(&[5, 1, 0])?;
+            let mut r = [0u8; 2];
+            s.read_exact(&mut r)?;
+            let mut req = vec![5, 1, 0];
+            match server {
+                SocketAddr::V4(a) => {
+                    req.push(1);
+                    req.extend_from_slice(&a.ip().octets());
+                }
+                SocketAddr::V6(a) => {
+                    req.push(4);
+                    req.extend_from_slice(&a.ip().octets());
+                }
+            }
+            req.extend_from_slice(&server.port().to_be_bytes());
+            s.write_all(&req)?;
+            let mut rep = [0u8; 10];
+            s.read_exact(&mut rep)?;
+            if rep[1] != 0 {
+                bail!("SOCKS5 reply {}", rep[1]);
+            }
+            s
+        }
+    };
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(Duration::from_secs(120)))?;
+    Ok(s)
+}
+
+/// Requests `size` bytes and reads them all.
+pub fn request(s: &mut TcpStream, size: u64) -> Result<()> {
+    s.write_all(&make_request(OP_DOWNLOAD, size))?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut left = size as usize;
+    while left > 0 {
+        let n = s.read(&mut buf[..left.min(256 * 1024)])?;
+        if n == 0 {
+            bail!("connection closed with {left} bytes missing");
+        }
+        left -= n;
+    }
+    Ok(())
+}
+
+/// `total` bytes split by `share` (of the first part, 0..=1): (first, rest), the first
+/// rounded to the nearest byte, the two adding up to `total`.
+pub fn split(total: u64, share: f64) -> (u64, u64) {
+    let first = ((total as f64 * share.clamp(0.0, 1.0)).round() as u64).min(total);
+    (first, total - first)
+}
+
+/// One measurement: `fresh` connects first (and the time includes it), otherwise the
+/// request goes on `warm`, an established connection.
+pub fn timed(server: SocketAddr, via: &Via, size: u64, warm: Option<&mut TcpStream>) -> Result<Duration> {
+    let t = Instant::now();
+    match warm {
+        Some(s) => request(s, size)?,
+        None => {
+            let mut s = connect(server, via)?;
+            request(&mut s, size)?;
+        }
+    }
+    Ok(t.elapsed())
+}
+
+pub use crate::record::Fields;
+
+/// Fields from (name, value) pairs.
+pub(super) fn fields(pairs: Vec<(&str, serde_json::Value)>) -> Fields {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// Mbit/s of `bytes` in `d`.
+pub(super) fn mbit(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 * 8.0 / d.as_secs_f64().max(1e-9) / 1e6
+}
+
+/// The `q` quantile (nearest rank) of some samples; NaN (written as null) for none.
+pub(super) fn percentile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    s[((s.len() - 1) as f64 * q).round() as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_split_adds_up_to_the_total() {
+        assert_eq!(split(1 << 20, 0.25), (262_144, 786_432));
+        assert_eq!(split(1 << 20, 1.0), (1 << 20, 0));
+        assert_eq!(split(1 << 20, 0.0), (0, 1 << 20));
+        assert_eq!(split(1000, 1.0 / 3.0), (333, 667));
+        assert_eq!(split(10, 1.5), (10, 0));
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        for (op, arg) in [
+            (OP_DOWNLOAD, 0),
+            (OP_UPLOAD, UNTIL_EOF),
+            (OP_STREAM, 2000),
+            (OP_DOWNLOAD, 1 << 40),
+        ] {
+            assert_eq!(split_request(u64::from_be_bytes(make_request(op, arg))), (op, arg));
+        }
+        // An old-style chunk request (the size alone) is a download.
+        assert_eq!(split_request(4 << 20), (OP_DOWNLOAD, 4 << 20));
+    }
+}
