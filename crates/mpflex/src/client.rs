@@ -16,6 +16,7 @@ use tracing::{debug, info, warn};
 use crate::config::{ClientConfig, PathConfig};
 use crate::crypto::{client_handshake, decode_key};
 use crate::driver::{run_stream, SessionHandle};
+use crate::listen::accept_each;
 use crate::pathconn::{configure_path_socket, join_as_client};
 
 /// How long the client waits for an application's first bytes so they can ride in the
@@ -94,23 +95,10 @@ enum Ingress {
 }
 
 async fn accept_loop(l: TcpListener, h: SessionHandle, kind: Ingress) {
-    loop {
-        let (app, peer) = match l.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let h = h.clone();
-        tokio::spawn(async move {
-            if let Err(e) = serve_app(h, app, kind).await {
-                debug!(%peer, "application connection refused: {e:#}");
-            }
-        });
-    }
+    accept_each(l, "application connection refused", move |app, _| {
+        serve_app(h.clone(), app, kind)
+    })
+    .await
 }
 
 async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Result<()> {

@@ -5,6 +5,7 @@ pub mod client;
 pub mod config;
 pub mod crypto;
 pub mod driver;
+pub mod listen;
 pub mod pathconn;
 pub mod redirect;
 pub mod server;

@@ -150,64 +150,27 @@ mod tests {
                 return;
             }
         };
+        // Each command as one line, split at spaces.
+        let run = |cmds: &[&str]| {
+            cmds.iter()
+                .try_for_each(|c| ns.exec(&c.split(' ').collect::<Vec<_>>()).map(drop))
+        };
         let v4 = [
-            &["ip", "addr", "add", "192.0.2.1/24", "dev", "lo"][..],
-            &[
-                "iptables",
-                "-t",
-                "nat",
-                "-A",
-                "OUTPUT",
-                "-p",
-                "tcp",
-                "--dport",
-                "1234",
-                "-j",
-                "REDIRECT",
-                "--to-ports",
-                "4321",
-            ],
-            &[
-                "iptables",
-                "-t",
-                "nat",
-                "-A",
-                "OUTPUT",
-                "-p",
-                "tcp",
-                "--dport",
-                "1235",
-                "-j",
-                "REDIRECT",
-                "--to-ports",
-                "4322",
-            ],
+            "ip addr add 192.0.2.1/24 dev lo",
+            "iptables -t nat -A OUTPUT -p tcp --dport 1234 -j REDIRECT --to-ports 4321",
+            "iptables -t nat -A OUTPUT -p tcp --dport 1235 -j REDIRECT --to-ports 4322",
         ];
         // `lo` is up already.
-        if let Err(e) = v4.iter().try_for_each(|c| ns.exec(c).map(drop)) {
+        if let Err(e) = run(&v4) {
             mpflex_netns::skip(test, &format!("setup failed: {e:#}"));
             return;
         }
         let v6 = [
-            &["ip", "-6", "addr", "add", "2001:db8::1/64", "dev", "lo", "nodad"][..],
-            &[
-                "ip6tables",
-                "-t",
-                "nat",
-                "-A",
-                "OUTPUT",
-                "-p",
-                "tcp",
-                "--dport",
-                "1234",
-                "-j",
-                "REDIRECT",
-                "--to-ports",
-                "4322",
-            ],
+            "ip -6 addr add 2001:db8::1/64 dev lo nodad",
+            "ip6tables -t nat -A OUTPUT -p tcp --dport 1234 -j REDIRECT --to-ports 4322",
         ];
         // A kernel without IPv6 (or its NAT) skips only the IPv6 case.
-        let families = match v6.iter().try_for_each(|c| ns.exec(c).map(drop)) {
+        let families = match run(&v6) {
             Ok(()) => "46",
             Err(e) => {
                 mpflex_netns::skip(&format!("{test} (IPv6 case)"), &format!("{e:#}"));

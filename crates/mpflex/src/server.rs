@@ -20,6 +20,7 @@ use crate::acl::Acl;
 use crate::config::ServerConfig;
 use crate::crypto::{decode_key, encode_key, server_handshake, ReplayGuard};
 use crate::driver::{run_stream, Opened, SessionHandle};
+use crate::listen::accept_each;
 use crate::pathconn::{answer_join, configure_path_socket, read_join_request};
 
 /// Handshakes that do not finish in this time are dropped (slowloris protection).
@@ -81,22 +82,10 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
 }
 
 async fn accept_loop(l: TcpListener, srv: Arc<Server>) {
-    loop {
-        let (sock, peer) = match l.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let srv = srv.clone();
-        tokio::spawn(async move {
-            if let Err(e) = serve_path(srv, sock, peer).await {
-                debug!(%peer, "path connection ended: {e:#}");
-            }
-        });
-    }
+    accept_each(l, "path connection ended", move |sock, peer| {
+        serve_path(srv.clone(), sock, peer)
+    })
+    .await
 }
 
 async fn serve_path(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) -> Result<()> {
