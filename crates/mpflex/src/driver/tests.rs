@@ -1,6 +1,9 @@
+use super::path::path_writer;
 use super::*;
 use crate::crypto::{client_handshake, generate_keypair, server_handshake, ReplayGuard};
+use crate::tcpinfo::{set_linger_zero, tcp_info};
 use mpflex_engine::{EngineConfig, Role};
+use std::io;
 use tokio::io::AsyncReadExt;
 
 /// A path whose peer resets the connection while the kernel still holds unsent bytes

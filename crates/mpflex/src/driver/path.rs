@@ -1,0 +1,175 @@
+//! A path connection's two tasks: the reader (decrypt, decode, feed the engine) and the
+//! writer (late binding: hand the socket what the engine's policy lets it take).
+
+use std::io;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use bytes::BytesMut;
+use mpflex_engine::{PathWriter, WriterStep};
+use mpflex_wire::decode_all;
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tracing::warn;
+
+use super::SessionHandle;
+use crate::crypto::{seal_record, Opener, Transport};
+use crate::tcpinfo::{cc_bandwidth, idle_restart_applies, set_notsent_lowat, tcp_info, SsthreshReset};
+
+pub(super) async fn path_reader(
+    h: SessionHandle,
+    p: usize,
+    sock: Arc<TcpStream>,
+    t: Arc<Transport>,
+    nonce: u64,
+    mut buf: BytesMut,
+) -> Result<()> {
+    let mut opener = Opener::starting_at(nonce);
+    let mut frames = Vec::new();
+    loop {
+        if buf.capacity() - buf.len() < 128 * 1024 {
+            buf.reserve(256 * 1024);
+        }
+        if !buf.is_empty() {
+            // Bytes read during the join exchange come first.
+            while let Some(plain) = opener.open(&t, &mut buf)? {
+                frames.extend(decode_all(plain.freeze()).context("malformed frame")?);
+            }
+        }
+        sock.readable().await?;
+        match sock.try_read_buf(&mut buf) {
+            Ok(0) => bail!("peer closed the path"),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e.into()),
+        }
+        while let Some(plain) = opener.open(&t, &mut buf)? {
+            frames.extend(decode_all(plain.freeze()).context("malformed frame")?);
+        }
+        if frames.is_empty() {
+            continue;
+        }
+        let now = Instant::now();
+        let res = h.with(|sh| {
+            for f in frames.drain(..) {
+                sh.sess.handle_frame(p, f, now)?;
+            }
+            Ok::<_, mpflex_engine::ProtocolError>(())
+        });
+        if let Err(e) = res {
+            warn!("protocol error from peer: {e}; closing the session");
+            h.closed.cancel();
+            return Err(e.into());
+        }
+    }
+}
+
+/// Moves the bytes the engine's late-binding policy lets this path take
+/// ([`Session::drive_writer`]): reads the socket's statistics, applies the low-water mark,
+/// writes the sealed records, and waits on the socket or for a wake-up.
+pub(super) async fn path_writer(
+    h: SessionHandle,
+    p: usize,
+    sock: Arc<TcpStream>,
+    t: Arc<Transport>,
+    wake: Arc<Notify>,
+    mut nonce: u64,
+) -> Result<()> {
+    // Records are encoded straight into the wire buffer and sealed there in place.
+    let mut records: Vec<Range<usize>> = Vec::new();
+    let mut wire = Vec::with_capacity(1 << 20);
+    let idle_restart = idle_restart_applies(&*sock);
+    let mut ssthresh = SsthreshReset::new(&*sock, h.fresh_ssthresh && idle_restart);
+    let mut writer = PathWriter::new(h.lowat_max, idle_restart, ssthresh.available());
+    let mut lowat = writer.lowat();
+    set_notsent_lowat(&*sock, lowat)?;
+    loop {
+        let info = tcp_info(&*sock)?;
+        let bandwidth = cc_bandwidth(&*sock);
+        wire.clear();
+        records.clear();
+        let step = h.with(|sh| {
+            sh.sess.drive_writer(
+                p,
+                &mut writer,
+                &info,
+                bandwidth,
+                Instant::now(),
+                &mut wire,
+                &mut records,
+            )
+        });
+        if writer.lowat() != lowat {
+            lowat = writer.lowat();
+            set_notsent_lowat(&*sock, lowat)?;
+        }
+        match step {
+            WriterStep::Closed { state } => bail!("path connection closed (TCP state {state})"),
+            WriterStep::Full => wait_below_lowat(&sock).await?,
+            WriterStep::Idle { until } => {
+                let deadline = until.unwrap_or_else(|| Instant::now() + Duration::from_millis(200));
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep_until(deadline.into()) => {}
+                }
+            }
+            WriterStep::Write { reset_ssthresh } => {
+                for r in &records {
+                    seal_record(&t, &mut nonce, &mut wire[r.clone()])?;
+                }
+                if reset_ssthresh && !ssthresh.reset(&*sock) {
+                    writer.disable_ssthresh_reset();
+                }
+                write_all(&sock, &wire).await?;
+            }
+        }
+    }
+}
+
+/// Waits until the socket's unsent bytes drop below its low-water mark.
+async fn wait_below_lowat(sock: &TcpStream) -> Result<()> {
+    // Forget the cached readiness so the wait ends only at the kernel's "below the
+    // low-water mark" edge.
+    let _ = sock.try_io(Interest::WRITABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
+    // The kernel signals "writable again" only to a waiter that found the socket
+    // unwritable: poll(2) once, which records that (SOCK_NOSPACE).
+    if poll_writable_now(sock) {
+        // Let the other tasks (this path's reader first) run before looking again.
+        tokio::task::yield_now().await;
+        return Ok(());
+    }
+    tokio::select! {
+        r = sock.writable() => r?,
+        // Never sleep long on a missed edge.
+        _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+    }
+    Ok(())
+}
+
+/// A zero-timeout poll(2) for POLLOUT, which honours TCP_NOTSENT_LOWAT.
+fn poll_writable_now(sock: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut pfd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout.
+    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+    n > 0 && pfd.revents & libc::POLLOUT != 0
+}
+
+async fn write_all(sock: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        sock.writable().await?;
+        match sock.try_write(buf) {
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
