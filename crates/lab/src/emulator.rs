@@ -1,18 +1,20 @@
 //! The user-space link emulator: per path and direction, one thread moves raw Ethernet
 //! frames from one veth (AF_PACKET) through a [`Link`] model to the other veth.
 
-use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use crate::link::{Link, LinkStats};
 use crate::netns::Topology;
 use crate::profile::Profile;
+
+/// Moves the calling thread into a namespace (the shared harness's).
+pub use mpflex_netns::try_enter as enter_ns;
 
 const ETH_HDR: usize = 14;
 
@@ -72,15 +74,6 @@ pub struct Emulator {
     /// links[path] = [down (server→client), up (client→server)].
     pub links: Vec<[SharedLink; 2]>,
     pub start: Instant,
-}
-
-pub fn enter_ns(ns: &str) -> Result<()> {
-    let f = File::open(format!("/var/run/netns/{ns}")).with_context(|| format!("no namespace {ns}"))?;
-    // SAFETY: valid namespace fd; affects only the calling thread.
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        bail!("setns {ns}: {}", std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// An AF_PACKET socket bound to `dev` in the current namespace.

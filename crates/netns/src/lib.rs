@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
-pub use ns::{clean_stale, enter, in_ns, ns_path, spawn_in_ns, Netns, PREFIX};
+pub use ns::{clean_stale, enter, in_ns, ns_path, spawn_in_ns, try_enter, Netns, PREFIX};
 pub use skip::{require, require_root, require_tools, skip};
 pub use topology::{Layout, Topology};
 

@@ -196,12 +196,19 @@ impl Netns {
 }
 
 /// Moves the calling thread (and threads it spawns later) into namespace `ns`.
-pub fn enter(ns: &str) {
+pub fn try_enter(ns: &str) -> Result<()> {
     let path = ns_path(ns);
-    let fd = File::open(&path).unwrap_or_else(|e| panic!("namespace {}: {e}", path.display()));
+    let fd = File::open(&path).with_context(|| format!("no namespace {ns} ({})", path.display()))?;
     // SAFETY: setns on this thread only, with a namespace fd we hold open.
-    let rc = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "setns {ns}: {}", std::io::Error::last_os_error());
+    if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        bail!("setns {ns}: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// [`try_enter`], for tests: a namespace that cannot be entered is a failure.
+pub fn enter(ns: &str) {
+    try_enter(ns).unwrap_or_else(|e| panic!("{e:#}"));
 }
 
 /// Runs `f` on a thread inside namespace `ns`, so sockets it creates live there.
