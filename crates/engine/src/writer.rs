@@ -11,6 +11,8 @@
 //! This module is the policy only; the driver reads `TCP_INFO`, applies the low-water
 //! mark, and moves the bytes [`crate::Session::drive_writer`] wrote.
 
+use std::time::Duration;
+
 use mpflex_sched::PathSnapshot;
 
 use crate::kernel::{RateEstimate, TcpInfo};
@@ -35,6 +37,9 @@ pub enum WriterStep {
     Full,
     /// Nothing to send: wait for a wake-up, or until `until`.
     Idle { until: Option<std::time::Instant> },
+    /// The path's bottleneck queue is at its target (queue control): look again after
+    /// `retry`, when about that much of the excess has drained.
+    Throttled { retry: Duration },
     /// Records were written: seal and write them — after resetting the path's slow-start
     /// threshold if `reset_ssthresh` (see [`PathWriter`]).
     Write { reset_ssthresh: bool },
@@ -62,6 +67,10 @@ pub struct PathWriter {
     /// Whether idle restarts reset a low slow-start threshold.
     ssthresh_reset: bool,
     rate: RateEstimate,
+    /// The delivery-rate estimate of the last sample, bytes per second.
+    delivery_rate: u64,
+    /// Queue control's delay target; zero: off.
+    queue_target: Duration,
     /// Threshold resets asked for.
     pub resets: u64,
 }
@@ -77,8 +86,32 @@ impl PathWriter {
             idle_restart,
             ssthresh_reset: fresh_ssthresh && idle_restart,
             rate: RateEstimate::default(),
+            delivery_rate: 0,
+            queue_target: Duration::ZERO,
             resets: 0,
         }
+    }
+
+    /// Keeps the bytes queued at the path's bottleneck at about `target` of its rate
+    /// (QCUT-D's rule, Pan et al., applied to every path in user space): the writer hands
+    /// bytes over only while what the path holds — in flight and unsent — stays within
+    /// rate × (min RTT + target). A fixed byte threshold fails because the right value
+    /// changes with the link; a delay target follows it. Zero turns it off.
+    pub fn with_queue_target(mut self, target: Duration) -> Self {
+        self.queue_target = target;
+        self
+    }
+
+    /// What the path may hold (in flight and unsent) under queue control, bytes: `None`
+    /// while it is off or the rate or the minimum RTT is not known yet.
+    fn queue_limit(&self, info: &TcpInfo) -> Option<u64> {
+        if self.queue_target.is_zero() || self.delivery_rate == 0 || info.min_rtt == 0 || info.min_rtt == u32::MAX {
+            return None;
+        }
+        let horizon = Duration::from_micros(info.min_rtt as u64) + self.queue_target;
+        // Never below a few segments: a path must always be able to carry something.
+        let floor = 4 * info.snd_mss.max(1) as u64;
+        Some(((self.delivery_rate as f64 * horizon.as_secs_f64()) as u64).max(floor))
     }
 
     /// The low-water mark the socket should have (`TCP_NOTSENT_LOWAT`).
@@ -97,6 +130,7 @@ impl PathWriter {
     /// path's statistics for the schedulers.
     pub fn observe(&mut self, path: usize, info: &TcpInfo, bandwidth: Option<u64>) -> PathSnapshot {
         let delivery_rate = self.rate.update(info);
+        self.delivery_rate = delivery_rate;
         let by_rate = delivery_rate / 100;
         let by_cwnd = info.snd_cwnd as u64 * info.snd_mss as u64 / 4;
         let want = if by_rate > 0 { by_rate } else { by_cwnd };
@@ -114,8 +148,9 @@ impl PathWriter {
 
     /// What to do with the socket as `info` shows it: `Err(step)` if it cannot take bytes
     /// now, else how many bytes to hand over — up to the low-water mark plus at most one
-    /// frame (`max_frame`). Every byte beyond the mark is bound to this path early, and at
-    /// a chunk's end that decides which path finishes last.
+    /// frame (`max_frame`), and under queue control no more than the path may still hold.
+    /// Every byte beyond the mark is bound to this path early, and at a chunk's end that
+    /// decides which path finishes last.
     pub fn budget(&self, info: &TcpInfo, max_frame: usize) -> Result<usize, WriterStep> {
         if info.state != TCP_ESTABLISHED && info.state != TCP_CLOSE_WAIT {
             return Err(WriterStep::Closed { state: info.state });
@@ -123,7 +158,18 @@ impl PathWriter {
         if info.notsent_bytes >= self.lowat {
             return Err(WriterStep::Full);
         }
-        Ok((self.lowat - info.notsent_bytes) as usize + max_frame)
+        let budget = (self.lowat - info.notsent_bytes) as usize + max_frame;
+        let Some(limit) = self.queue_limit(info) else {
+            return Ok(budget);
+        };
+        let held = info.unacked as u64 * info.snd_mss.max(1) as u64 + info.notsent_bytes as u64;
+        if held >= limit {
+            // Look again once about a tenth of the limit has drained (1 to 10 ms).
+            let drain = Duration::from_secs_f64(limit as f64 / 10.0 / self.delivery_rate as f64);
+            let retry = drain.clamp(Duration::from_millis(1), Duration::from_millis(10));
+            return Err(WriterStep::Throttled { retry });
+        }
+        Ok(budget.min((limit - held) as usize))
     }
 
     /// Whether the write about to happen should first reset the slow-start threshold.
@@ -186,6 +232,28 @@ mod tests {
         assert_eq!(w.budget(&i, 100), Err(WriterStep::Closed { state: 7 }));
         i.state = TCP_CLOSE_WAIT;
         assert!(w.budget(&i, 100).is_ok(), "the peer half-closed: we may still send");
+    }
+
+    #[test]
+    fn queue_control_keeps_what_a_path_holds_within_its_rate_times_min_rtt_plus_target() {
+        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+        let mut i = info(0, 1_000_000);
+        i.min_rtt = 50_000;
+        w.observe(0, &i, None);
+        // 1 MB/s × (50 + 20) ms = 70,000 bytes.
+        i.unacked = 40; // 57,920 bytes in flight
+        assert_eq!(w.budget(&i, 16_448), Ok(70_000 - 57_920));
+        i.unacked = 49; // 70,952
+        assert_eq!(
+            w.budget(&i, 16_448),
+            Err(WriterStep::Throttled {
+                retry: Duration::from_millis(7)
+            })
+        );
+        let off = PathWriter::new(1 << 20, true, true);
+        assert!(off.budget(&i, 16_448).is_ok(), "off by default");
+        i.min_rtt = u32::MAX;
+        assert!(w.budget(&i, 16_448).is_ok(), "no minimum RTT yet: no limit");
     }
 
     #[test]

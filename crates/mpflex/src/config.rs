@@ -49,6 +49,12 @@ pub struct Tuning {
     /// switching back leaves it on: with `pacing = false` a path that had a reset paces
     /// from then on.
     pub fresh_ssthresh: bool,
+    /// Queue control: keep the bytes queued at each path's bottleneck at about this many
+    /// milliseconds of the path's rate (the path writer holds back while what the path
+    /// holds exceeds rate × (min RTT + target)), so an upload does not fill a cellular
+    /// uplink buffer in front of interactive traffic. 0: off (the default while it is
+    /// being measured).
+    pub queue_target_ms: u64,
 }
 
 impl Default for Tuning {
@@ -64,6 +70,7 @@ impl Default for Tuning {
             slow_start_after_idle: None,
             pacing: true,
             fresh_ssthresh: true,
+            queue_target_ms: 0,
         }
     }
 }

@@ -144,6 +144,7 @@ impl Server {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut h = SessionHandle::new(sess, Vec::new(), Some(tx), self.cfg.tuning.notsent_lowat);
         h.fresh_ssthresh = self.cfg.tuning.fresh_ssthresh;
+        h.queue_target = Duration::from_millis(self.cfg.tuning.queue_target_ms);
         sessions.insert((client, token), h.clone());
         info!(client = %name, session = %encode_key(&token), "new session");
         tokio::spawn(egress_loop(self.clone(), h.clone(), rx));

@@ -74,7 +74,7 @@ impl Session {
         let budget = match writer.budget(info, self.max_frame_len()) {
             Ok(budget) => budget,
             Err(step) => {
-                if step == WriterStep::Full {
+                if matches!(step, WriterStep::Full | WriterStep::Throttled { .. }) {
                     // While it waits, the schedulers read the kernel's own latest rate.
                     let kernel = PathSnapshot {
                         delivery_rate: info.delivery_rate,

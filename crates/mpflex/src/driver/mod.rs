@@ -75,6 +75,11 @@ pub struct SessionHandle {
     /// Whether a path restarting after an idle spell drops its old slow-start threshold
     /// ([`SsthreshReset`]).
     pub fresh_ssthresh: bool,
+    /// Queue control's delay target for every path ([`PathWriter::with_queue_target`];
+    /// zero: off).
+    ///
+    /// [`PathWriter::with_queue_target`]: mpflex_engine::PathWriter::with_queue_target
+    pub queue_target: Duration,
 }
 
 impl SessionHandle {
@@ -107,6 +112,7 @@ impl SessionHandle {
             congestion: None,
             pacing: true,
             fresh_ssthresh: true,
+            queue_target: Duration::ZERO,
         };
         tokio::spawn(timer_task(h.clone()));
         h

@@ -83,7 +83,7 @@ pub(super) async fn path_writer(
     let mut wire = Vec::with_capacity(1 << 20);
     let idle_restart = idle_restart_applies(&*sock);
     let mut ssthresh = SsthreshReset::new(&*sock, h.fresh_ssthresh && idle_restart);
-    let mut writer = PathWriter::new(h.lowat_max, idle_restart, ssthresh.available());
+    let mut writer = PathWriter::new(h.lowat_max, idle_restart, ssthresh.available()).with_queue_target(h.queue_target);
     let mut lowat = writer.lowat();
     set_notsent_lowat(&*sock, lowat)?;
     loop {
@@ -109,6 +109,7 @@ pub(super) async fn path_writer(
         match step {
             WriterStep::Closed { state } => bail!("path connection closed (TCP state {state})"),
             WriterStep::Full => wait_below_lowat(&sock).await?,
+            WriterStep::Throttled { retry } => tokio::time::sleep(retry).await,
             WriterStep::Idle { until } => {
                 let deadline = until.unwrap_or_else(|| Instant::now() + Duration::from_millis(200));
                 tokio::select! {
