@@ -1,0 +1,331 @@
+//! The harness's simulated kernel TCP socket and the link under it.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use mpflex_wire::record;
+
+use super::LOWAT_MAX;
+use crate::kernel::{TcpInfo, INFINITE_SSTHRESH};
+
+/// Segment size of the simulated sockets.
+pub const MSS: u32 = 1448;
+
+/// One path's properties (the same in both directions).
+#[derive(Debug, Clone, Copy)]
+pub struct PathSpec {
+    /// One-way delay.
+    pub delay: Duration,
+    /// Bottleneck rate, bytes per millisecond.
+    pub rate: usize,
+    /// Congestion window, segments (a fixed window: the harness models no congestion
+    /// control). `None`: the path's bandwidth-delay product plus ten segments, what a
+    /// well-behaved congestion control settles at.
+    pub cwnd: Option<u32>,
+    /// The fluid model the multipath papers analyse instead of a TCP socket: no window
+    /// and no queue anywhere but the link's serialisation, the path ready whenever less
+    /// than 2 ms of bytes wait to be serialised, and fixed statistics (RTT twice the
+    /// delay, the link's rate). For tests that hold an algorithm to a bound derived in
+    /// that model (DEMS's balanced completion); everything else runs on the socket.
+    pub ideal: bool,
+}
+
+impl PathSpec {
+    /// The same path in the fluid model (see [`PathSpec::ideal`]).
+    pub fn ideal(self) -> Self {
+        PathSpec { ideal: true, ..self }
+    }
+}
+
+impl From<(u64, usize)> for PathSpec {
+    /// `(one-way delay in ms, bytes per ms)`.
+    fn from((delay_ms, rate): (u64, usize)) -> Self {
+        PathSpec {
+            delay: Duration::from_millis(delay_ms),
+            rate,
+            cwnd: None,
+            ideal: false,
+        }
+    }
+}
+
+/// A segment on the link (or its acknowledgement on the way back).
+#[derive(Debug)]
+struct Segment {
+    /// When it reaches the receiver, and when its acknowledgement reaches the sender.
+    arrives: Instant,
+    acked: Instant,
+    sent: Instant,
+    /// Its payload, until the receiver takes it.
+    bytes: Option<Bytes>,
+    len: usize,
+    /// The delivery-rate sampling state when it was sent (`tcp_rate_skb_sent`).
+    prior_delivered: u64,
+    prior_mstamp: Instant,
+    first_tx: Instant,
+    app_limited: bool,
+}
+
+/// A simulated kernel TCP socket and the link under it, one direction of a path.
+///
+/// The application's bytes form one stream, cut into segments of at most [`MSS`] (the
+/// path sockets set `TCP_NODELAY`, so a short tail goes at once); a segment leaves while
+/// fewer than `cwnd` segments are unacknowledged, and everything else waits unsent (what
+/// `tcpi_notsent_bytes` counts). The link serialises segments at its rate, delivers them
+/// after its delay (the receiver reassembles the records), and each acknowledgement comes
+/// back after the same delay: an RTT sample includes the wait in the bottleneck queue, as
+/// the kernel's does. The delivery rate is sampled as Linux's `tcp_rate.c` does, and the
+/// application-limited mark is set on a write that finds the socket with less than a
+/// segment unsent and window room (`tcp_rate_check_app_limited`).
+#[derive(Debug)]
+pub struct SimSocket {
+    spec: PathSpec,
+    pub(super) cwnd: u32,
+    /// Written by the application, not yet sent.
+    unsent: BytesMut,
+    /// Sent and not yet acknowledged.
+    flight: VecDeque<Segment>,
+    /// The receiver's reassembly buffer: stream bytes that do not complete a record yet.
+    pub(super) rx: BytesMut,
+    /// Whole records delivered to the receiver, waiting for the harness to pick up.
+    pub(super) arrived: VecDeque<Vec<u8>>,
+    busy_until: Instant,
+    srtt: Duration,
+    rttvar: Duration,
+    min_rtt: Duration,
+    /// Delivery-rate state (`tcp_sock`'s `delivered`, `delivered_mstamp`,
+    /// `first_tx_mstamp`, `app_limited`, and the retained sample).
+    delivered: u64,
+    delivered_mstamp: Instant,
+    first_tx_mstamp: Instant,
+    app_limited_until: u64,
+    rate_delivered: u64,
+    rate_interval: Duration,
+    rate_app_limited: bool,
+    last_send: Instant,
+    /// Delivers nothing and acknowledges nothing (a link gone dark or dead).
+    pub dark: bool,
+    /// The most bytes ever unsent in the socket (for late-binding tests).
+    pub max_notsent: usize,
+    /// The longest a segment waited in the bottleneck queue (its RTT beyond the path's
+    /// two delays and its own serialisation), for queue-control tests.
+    pub max_queue_delay: Duration,
+}
+
+impl SimSocket {
+    pub fn new(spec: PathSpec, now: Instant) -> Self {
+        let rtt = 2 * spec.delay;
+        let bdp = (spec.rate as u128 * rtt.as_micros() / 1000) as u32 / MSS;
+        SimSocket {
+            spec,
+            cwnd: spec.cwnd.unwrap_or(bdp + 10).max(1),
+            unsent: BytesMut::new(),
+            flight: VecDeque::new(),
+            rx: BytesMut::new(),
+            arrived: VecDeque::new(),
+            busy_until: now,
+            // The handshake's RTT sample, as the kernel has it.
+            srtt: rtt,
+            rttvar: rtt / 2,
+            min_rtt: rtt,
+            delivered: 0,
+            delivered_mstamp: now,
+            first_tx_mstamp: now,
+            app_limited_until: 0,
+            rate_delivered: 0,
+            rate_interval: Duration::ZERO,
+            rate_app_limited: false,
+            last_send: now,
+            dark: false,
+            max_notsent: 0,
+            max_queue_delay: Duration::ZERO,
+        }
+    }
+
+    /// Bytes in flight (sent, not acknowledged).
+    fn in_flight_bytes(&self) -> u64 {
+        self.flight.iter().map(|s| s.len as u64).sum()
+    }
+
+    /// The application writes `bytes`.
+    pub fn write(&mut self, bytes: &[u8]) {
+        if self.spec.ideal {
+            return self.write_ideal(bytes);
+        }
+        // tcp_rate_check_app_limited, at the start of tcp_sendmsg: less than a segment
+        // unsent and room in the window: the samples of what is in flight now are
+        // application-limited.
+        if self.unsent.len() < MSS as usize && (self.flight.len() as u32) < self.cwnd {
+            self.app_limited_until = (self.delivered + self.in_flight_bytes()).max(1);
+        }
+        self.unsent.extend_from_slice(bytes);
+        self.max_notsent = self.max_notsent.max(self.unsent.len());
+    }
+
+    /// The fluid model: the record goes straight onto the link.
+    fn write_ideal(&mut self, bytes: &[u8]) {
+        let now = self.last_send;
+        let start = self.busy_until.max(now);
+        self.busy_until = start + Duration::from_nanos(bytes.len() as u64 * 1_000_000 / self.spec.rate.max(1) as u64);
+        let arrives = self.busy_until + self.spec.delay;
+        self.flight.push_back(Segment {
+            arrives,
+            acked: arrives + self.spec.delay,
+            sent: now,
+            bytes: Some(Bytes::copy_from_slice(bytes)),
+            len: bytes.len(),
+            prior_delivered: 0,
+            prior_mstamp: now,
+            first_tx: now,
+            app_limited: false,
+        });
+    }
+
+    /// Advances to `now`: acknowledgements come back, segments go out as the window
+    /// allows, and what reached the receiver is reassembled into records.
+    pub fn advance(&mut self, now: Instant) {
+        if self.spec.ideal {
+            self.last_send = now;
+        }
+        while !self.dark && self.flight.front().is_some_and(|s| s.acked <= now) {
+            let s = self.flight.pop_front().expect("front");
+            if !self.spec.ideal {
+                self.ack(s, now);
+            }
+        }
+        while (self.flight.len() as u32) < self.cwnd && !self.unsent.is_empty() {
+            let len = self.unsent.len().min(MSS as usize);
+            let bytes = self.unsent.split_to(len).freeze();
+            if self.flight.is_empty() {
+                // A new flight: the sampling interval starts now (tcp_rate_skb_sent).
+                self.first_tx_mstamp = now;
+                self.delivered_mstamp = now;
+            }
+            let start = self.busy_until.max(now);
+            self.busy_until = start + Duration::from_nanos(len as u64 * 1_000_000 / self.spec.rate.max(1) as u64);
+            let arrives = self.busy_until + self.spec.delay;
+            self.last_send = now;
+            self.flight.push_back(Segment {
+                arrives,
+                acked: arrives + self.spec.delay,
+                sent: now,
+                bytes: Some(bytes),
+                len,
+                prior_delivered: self.delivered,
+                prior_mstamp: self.delivered_mstamp,
+                first_tx: self.first_tx_mstamp,
+                app_limited: self.app_limited_until != 0,
+            });
+        }
+        for s in &mut self.flight {
+            if s.arrives > now {
+                break;
+            }
+            if let Some(b) = s.bytes.take() {
+                if !self.dark {
+                    self.rx.extend_from_slice(&b);
+                }
+            }
+        }
+        // Whole records go up.
+        while self.rx.len() >= record::LEN_PREFIX {
+            let len = u16::from_be_bytes([self.rx[0], self.rx[1]]) as usize;
+            if self.rx.len() < record::LEN_PREFIX + len {
+                break;
+            }
+            self.arrived
+                .push_back(self.rx.split_to(record::LEN_PREFIX + len).to_vec());
+        }
+    }
+
+    /// An acknowledgement: the RTT estimator and a delivery-rate sample (`tcp_rate_gen`).
+    fn ack(&mut self, s: Segment, now: Instant) {
+        self.delivered += s.len as u64;
+        self.delivered_mstamp = now;
+        let rtt = now - s.sent;
+        let own = Duration::from_nanos(s.len as u64 * 1_000_000 / self.spec.rate.max(1) as u64);
+        self.max_queue_delay = self.max_queue_delay.max(rtt.saturating_sub(2 * self.spec.delay + own));
+        self.rttvar = (3 * self.rttvar + self.srtt.abs_diff(rtt)) / 4;
+        self.srtt = (7 * self.srtt + rtt) / 8;
+        self.min_rtt = self.min_rtt.min(rtt);
+        if self.app_limited_until != 0 && self.delivered > self.app_limited_until {
+            self.app_limited_until = 0;
+        }
+        let send_elapsed = s.sent - s.first_tx;
+        let ack_elapsed = now - s.prior_mstamp;
+        self.first_tx_mstamp = s.sent;
+        let interval = send_elapsed.max(ack_elapsed);
+        let delivered = self.delivered - s.prior_delivered;
+        // An interval shorter than the minimum RTT is an artefact (ACK compression).
+        if interval < self.min_rtt {
+            return;
+        }
+        // An application-limited sample replaces the retained one only if it is faster.
+        let faster =
+            delivered as u128 * self.rate_interval.as_nanos() >= self.rate_delivered as u128 * interval.as_nanos();
+        if !s.app_limited || faster {
+            self.rate_delivered = delivered;
+            self.rate_interval = interval;
+            self.rate_app_limited = s.app_limited;
+        }
+    }
+
+    /// What the kernel would report in `TCP_INFO` at `now`.
+    pub fn info(&self, now: Instant) -> TcpInfo {
+        if self.spec.ideal {
+            return self.info_ideal(now);
+        }
+        let delivery_rate = if self.rate_interval.is_zero() {
+            0
+        } else {
+            (self.rate_delivered as u128 * 1_000_000_000 / self.rate_interval.as_nanos()) as u64
+        };
+        TcpInfo {
+            state: 1,
+            snd_mss: MSS,
+            snd_cwnd: self.cwnd,
+            snd_ssthresh: INFINITE_SSTHRESH,
+            unacked: self.flight.len() as u32,
+            notsent_bytes: self.unsent.len() as u32,
+            rtt: self.srtt.as_micros() as u32,
+            rttvar: self.rttvar.as_micros() as u32,
+            min_rtt: self.min_rtt.as_micros() as u32,
+            // __tcp_set_rto: srtt + max(4 mdev, tcp_rto_min).
+            rto: (self.srtt + (4 * self.rttvar).max(Duration::from_millis(200))).as_micros() as u32,
+            delivery_rate,
+            flags: self.rate_app_limited as u8,
+            pacing_rate: (self.cwnd as f64 * MSS as f64 / self.srtt.as_secs_f64().max(1e-3) * 1.2) as u64,
+            last_data_sent: (now - self.last_send).as_millis() as u32,
+            ..TcpInfo::default()
+        }
+    }
+
+    /// The fluid model's statistics: the path takes bytes while its link has less than
+    /// 2 ms of them to serialise.
+    fn info_ideal(&self, now: Instant) -> TcpInfo {
+        let backlogged = self.busy_until > now + Duration::from_millis(2);
+        let rtt = 2 * self.spec.delay;
+        let rate = self.spec.rate as u64 * 1000;
+        // A backlogged link shows the writer its low-water mark (10 ms of the rate, as
+        // `PathWriter` sets it) unsent, so it waits; an idle one nothing.
+        let lowat = (rate / 100).clamp(crate::MIN_LOWAT as u64, LOWAT_MAX as u64) as u32;
+        TcpInfo {
+            state: 1,
+            snd_mss: MSS,
+            snd_cwnd: 100,
+            snd_ssthresh: INFINITE_SSTHRESH,
+            notsent_bytes: if backlogged { lowat } else { 0 },
+            rtt: rtt.as_micros() as u32,
+            rttvar: (self.spec.delay / 2).as_micros() as u32,
+            min_rtt: u32::MAX,
+            rto: (rtt + Duration::from_millis(200)).as_micros() as u32,
+            delivery_rate: rate,
+            ..TcpInfo::default()
+        }
+    }
+
+    pub(super) fn take_arrived(&mut self) -> Option<Vec<u8>> {
+        self.arrived.pop_front()
+    }
+}
