@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use crate::class::Classifier;
 use crate::ProtocolError;
 
 /// The session-wide credit in both directions.
@@ -123,6 +124,9 @@ pub(crate) struct Stream {
     pub rx_fin: bool,
     /// The application has been told about the fin.
     pub rx_fin_read: bool,
+
+    /// The stream's traffic class.
+    pub class: Classifier,
 }
 
 /// What a stream's application gets from a read.
@@ -146,6 +150,7 @@ impl Stream {
             rx_max: window,
             rx_fin: false,
             rx_fin_read: false,
+            class: Classifier::default(),
         }
     }
 

@@ -55,6 +55,14 @@ pub struct TcpInfo {
     pub data_segs_in: u32,
     pub data_segs_out: u32,
     pub delivery_rate: u64,
+    pub busy_time: u64,
+    pub rwnd_limited: u64,
+    pub sndbuf_limited: u64,
+    pub delivered: u32,
+    pub delivered_ce: u32,
+    /// Data bytes sent, retransmissions included (Linux 4.19+; 0 before).
+    pub bytes_sent: u64,
+    pub bytes_retrans: u64,
 }
 
 /// The kernel's initial window (`TCP_INIT_CWND`), the floor of a restarted one (a route's
@@ -83,6 +91,21 @@ impl TcpInfo {
             cwnd >>= 1;
         }
         cwnd.max(floor)
+    }
+
+    /// Bytes sent and not yet acknowledged: from the byte counters (sent less
+    /// retransmitted less acknowledged) where the kernel keeps them, else the segments in
+    /// flight times the MSS — which overstates it when writes are smaller than a segment,
+    /// as queue control's are (a 1.9 KB write goes as 1448 + 450 bytes: two segments).
+    pub fn in_flight_bytes(&self) -> u64 {
+        if self.bytes_sent > 0 {
+            // bytes_acked also counts the SYN's sequence number: at most one byte off.
+            self.bytes_sent
+                .saturating_sub(self.bytes_retrans)
+                .saturating_sub(self.bytes_acked)
+        } else {
+            self.unacked as u64 * self.snd_mss.max(1) as u64
+        }
     }
 
     /// `tcpi_delivery_rate_app_limited`: the latest delivery-rate sample was taken while

@@ -13,9 +13,10 @@
 //! other over simulated paths and sockets, with a virtual clock.
 //!
 //! Module map: `session` (the thin owner), `send`, `recv`, `flow`, `paths`, `control`,
-//! `reinject` (its sub-machines), `writer` and `kernel` (late binding), `join` (the path
+//! `reinject` (its sub-machines), `class` (traffic classes), `writer` and `kernel` (late binding), `join` (the path
 //! join exchange), `owd` (one-way-delay estimation), `config`.
 
+mod class;
 mod config;
 mod control;
 mod flow;
@@ -30,13 +31,14 @@ mod send;
 mod session;
 mod writer;
 
+pub use class::{ClassLatency, LatencySummary, TrafficClass, UnknownClass, BULK_BURST, BURST_IDLE};
 pub use config::{EngineConfig, Role};
 pub use kernel::{RateEstimate, TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
 pub use owd::OwdEstimator;
 pub use paths::{PathCounters, PathStatus};
 pub use send::{MIN_SPLIT, SEQUENCE_AHEAD};
 pub use session::{Event, PollTransmit, ProtocolError, RecvResult, Session};
-pub use writer::{PathWriter, WriterStep, INITIAL_LOWAT, MIN_LOWAT};
+pub use writer::{Budget, PathWriter, WriterStep, INITIAL_LOWAT, MIN_LOWAT};
 
 /// Application stream identifier (chosen by the client, which opens all streams).
 pub type StreamId = u32;

@@ -55,6 +55,33 @@ pub(crate) fn bytes_in_flight(s: &PathSnapshot) -> u64 {
     s.notsent as u64 + s.in_flight as u64 * s.mss.max(1) as u64
 }
 
+/// How much sooner another path must deliver an interactive frame for the path asking to
+/// leave it: the asking path writes now, the other's writer must first wake up.
+pub(crate) const URGENT_MARGIN: Duration = Duration::from_millis(2);
+
+/// When a frame of `len` bytes handed to the path now reaches the peer, seconds from now:
+/// the one-way propagation delay (half the minimum RTT, or of the smoothed RTT while the
+/// minimum is unknown) plus the time the bytes ahead of it — unsent in the socket, and
+/// queued at the bottleneck (in flight beyond rate × min RTT) — and the frame itself take
+/// at the path's rate. Not the smoothed RTT: it lags a queue that built up or drained
+/// (the latency issue asks for the path that delivers first *now*; TxDelay, seed 000
+/// ch. IV, counts the local queue the same way). Infinite for a path without estimates.
+pub(crate) fn arrival_secs(s: &PathSnapshot, len: usize) -> f64 {
+    let base = if s.min_rtt.is_zero() { s.srtt } else { s.min_rtt };
+    if base.is_zero() {
+        return f64::INFINITY;
+    }
+    let rate = if s.delivery_rate > 0 {
+        s.delivery_rate as f64
+    } else {
+        s.rate_estimate()
+    };
+    let pipe = rate * base.as_secs_f64();
+    let in_flight = s.in_flight as f64 * s.mss.max(1) as f64;
+    let ahead = s.notsent as f64 + (in_flight - pipe).max(0.0);
+    base.as_secs_f64() / 2.0 + (ahead + len as f64) / rate.max(1.0)
+}
+
 #[derive(Debug)]
 pub(crate) struct PathEntry {
     pub status: PathStatus,
@@ -349,6 +376,27 @@ impl Paths {
             .map(|p| p.snap.id)
     }
 
+    /// Whether an interactive frame of `len` bytes goes on `on`, `pending` more bytes
+    /// being on their way to its socket: unless another path that carries delivers it
+    /// sooner (see [`arrival_secs`]) by more than [`URGENT_MARGIN`] — `on` is the one
+    /// ready to write now. Backups only when no regular path carries.
+    pub fn urgent_here(&self, len: usize, on: usize, pending: usize) -> bool {
+        let Some(here) = self.get(on).filter(|p| p.carries()) else {
+            return false;
+        };
+        let regular = self.entries.iter().any(|p| p.carries() && !p.snap.backup);
+        let usable = |p: &PathEntry| p.carries() && (!p.snap.backup || !regular);
+        if !usable(here) {
+            return false;
+        }
+        let mine = arrival_secs(&here.snap, len + pending);
+        !self
+            .entries
+            .iter()
+            .filter(|p| p.snap.id != on && usable(p))
+            .any(|p| arrival_secs(&p.snap, len) + URGENT_MARGIN.as_secs_f64() < mine)
+    }
+
     /// Every path's statistics, with the one-way-delay estimates, for a scheduler.
     pub fn snapshots(&self) -> Vec<PathSnapshot> {
         self.entries
@@ -389,6 +437,38 @@ mod tests {
 
     fn cfg() -> EngineConfig {
         EngineConfig::new(Role::Client)
+    }
+
+    /// An interactive frame goes where it arrives first now: the lower-RTT path while its
+    /// queue is short, the other once the first path's queue (in flight beyond its
+    /// bandwidth-delay product, or unsent) outweighs the difference — whatever the smoothed
+    /// RTTs say.
+    #[test]
+    fn an_interactive_frame_goes_where_it_arrives_first_now() {
+        let t0 = Instant::now();
+        let mut ps = Paths::default();
+        for (id, rtt_ms) in [(0usize, 50u64), (1, 70)] {
+            ps.up(id, t0);
+            let s = &mut ps.entry(id).snap;
+            s.alive = true;
+            s.min_rtt = Duration::from_millis(rtt_ms);
+            s.srtt = Duration::from_millis(rtt_ms);
+            s.mss = 1448;
+            s.cwnd = 100;
+            s.delivery_rate = 250_000; // 2 Mbit/s
+        }
+        assert!(ps.urgent_here(1000, 0, 0));
+        assert!(!ps.urgent_here(1000, 1, 0), "path 0 delivers 10 ms sooner");
+        // 40 ms of queue on path 0: 12.5 KB in the pipe (50 ms) plus 10 KB queued.
+        ps.entry(0).snap.in_flight = (12_500 + 10_000) / 1448;
+        assert!(ps.urgent_here(1000, 1, 0), "path 0's queue outweighs its shorter RTT");
+        assert!(!ps.urgent_here(1000, 0, 0));
+        ps.entry(0).snap.in_flight = 0;
+        ps.entry(0).snap.notsent = 10_000;
+        assert!(ps.urgent_here(1000, 1, 0), "unsent bytes count too");
+        ps.entry(1).snap.backup = true;
+        assert!(ps.urgent_here(1000, 0, 0), "a backup only when no regular path carries");
+        assert!(!ps.urgent_here(1000, 1, 0));
     }
 
     #[test]

@@ -120,7 +120,7 @@ mod tests {
     /// Two paths; frames 0..n of 1000 bytes each sent on path 0.
     fn setup(n: usize, now: Instant) -> (SendQueue, Paths) {
         let mut send = SendQueue::default();
-        send.stage_data(1, 0, Bytes::from(vec![0u8; 1000 * n]), 1000);
+        send.stage_data(1, 0, Bytes::from(vec![0u8; 1000 * n]), 1000, Instant::now());
         send.promote(u64::MAX);
         while let Some(seq) = send.unsent_end(End::Head) {
             send.take_unsent(End::Head);
@@ -148,7 +148,7 @@ mod tests {
     fn copies_what_others_hold_up_to_the_limit_and_skips_reported_frames() {
         let now = Instant::now();
         let (mut send, paths) = setup(5, now);
-        send.on_report(0);
+        send.on_report(0, Instant::now());
         let p = pick(&send, &paths, req(false, 2500), now, 0);
         assert_eq!(p.seqs, vec![1000, 2000], "frame 0 was reported; 2 frames fit");
         let tail = pick(

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use mpflex_sched::End;
 use mpflex_wire::{Frame, TargetAddr};
 
+use crate::class::{ClassLatency, TrafficClass};
 use crate::{ProtocolError, StreamId};
 
 /// Sequenced, never-sent bytes the session keeps ahead of the paths (at least): stream
@@ -92,10 +93,15 @@ pub(crate) struct Outgoing {
     /// clock offset of every OWD estimate, so it compares only with other such times.
     /// `None` while the path had no estimate.
     pub eta_us: Option<i64>,
+    /// The stream's class when the frame was sequenced.
+    pub class: TrafficClass,
+    /// When the application's bytes were queued; `None` once the frame's latency was
+    /// recorded (or for frames that carry no application bytes of their own).
+    queued: Option<Instant>,
 }
 
 impl Outgoing {
-    fn new(frame: Frame) -> Self {
+    fn new(frame: Frame, class: TrafficClass, queued: Option<Instant>) -> Self {
         Outgoing {
             frame,
             on_paths: 0,
@@ -103,6 +109,16 @@ impl Outgoing {
             last_sent: None,
             received: false,
             eta_us: None,
+            class,
+            queued,
+        }
+    }
+
+    /// Records how long the frame's bytes took from the application to the peer (its
+    /// first arrival report or acknowledgement), once.
+    fn arrived(&mut self, now: Instant, stats: &mut ClassLatency) {
+        if let Some(q) = self.queued.take() {
+            stats.record(self.class, now.saturating_duration_since(q));
         }
     }
 
@@ -121,44 +137,54 @@ pub(crate) struct SendQueue {
     /// Never sent, in sequence order.
     unsent: VecDeque<u64>,
     unsent_bytes: u64,
-    /// Stream frames not sequenced yet, per stream in order, with their encoded length,
-    /// and the streams that have some, in round-robin order.
-    staged: HashMap<StreamId, VecDeque<(Staged, usize)>>,
+    /// Stream frames not sequenced yet, per stream in order, with their encoded length and
+    /// when they were queued, and the streams that have some, in round-robin order.
+    staged: HashMap<StreamId, VecDeque<(Staged, usize, Instant)>>,
     staged_order: VecDeque<StreamId>,
     staged_bytes: u64,
     staged_frames: usize,
     /// Sent on paths that died; to be sent again on any path, lowest first.
     retransmit: BTreeSet<u64>,
+    /// Streams whose class is not bulk ([`TrafficClass::is_urgent`]), with the class.
+    urgent_streams: HashMap<StreamId, TrafficClass>,
+    /// Never-sent frames of urgent streams, in sequence order: they go before any unsent
+    /// bulk frame and are not the schedulers' to place (see [`crate::class`]).
+    urgent: VecDeque<u64>,
+    urgent_bytes: u64,
+    /// Application-to-peer latency per class.
+    pub latency: ClassLatency,
 }
 
 impl SendQueue {
-    fn stage(&mut self, stream: StreamId, s: Staged) {
+    fn stage(&mut self, stream: StreamId, s: Staged, at: Instant) {
         let len = s.frame(0, stream).encoded_len();
         let q = self.staged.entry(stream).or_default();
         if q.is_empty() {
             self.staged_order.push_back(stream);
         }
-        q.push_back((s, len));
+        q.push_back((s, len, at));
         self.staged_bytes += len as u64;
         self.staged_frames += 1;
     }
 
     /// Stages a stream's Open frame.
-    pub fn stage_open(&mut self, stream: StreamId, addr: TargetAddr) {
+    pub fn stage_open(&mut self, stream: StreamId, addr: TargetAddr, at: Instant) {
         self.stage(
             stream,
             Staged::Open {
                 addr,
                 data: Bytes::new(),
             },
+            at,
         );
     }
 
     /// Stages stream bytes starting at stream `offset`, in frames of at most `max_frame`
     /// payload bytes. The first bytes of a stream whose Open is still staged ride in the
     /// Open (zero extra frames for client-speaks-first protocols).
-    pub fn stage_data(&mut self, stream: StreamId, mut offset: u64, mut data: Bytes, max_frame: usize) {
-        if let Some((Staged::Open { addr, data: first }, len)) = self.staged.get_mut(&stream).and_then(|q| q.back_mut())
+    pub fn stage_data(&mut self, stream: StreamId, mut offset: u64, mut data: Bytes, max_frame: usize, at: Instant) {
+        if let Some((Staged::Open { addr, data: first }, len, _)) =
+            self.staged.get_mut(&stream).and_then(|q| q.back_mut())
         {
             if first.is_empty() && offset == 0 {
                 let take = data.len().min(max_frame);
@@ -177,24 +203,40 @@ impl SendQueue {
         while !data.is_empty() {
             let chunk = data.split_to(data.len().min(max_frame));
             let n = chunk.len() as u64;
-            self.stage(stream, Staged::Data { offset, data: chunk });
+            self.stage(stream, Staged::Data { offset, data: chunk }, at);
             offset += n;
         }
     }
 
-    pub fn stage_fin(&mut self, stream: StreamId, offset: u64) {
-        self.stage(stream, Staged::Fin { offset });
+    pub fn stage_fin(&mut self, stream: StreamId, offset: u64, at: Instant) {
+        self.stage(stream, Staged::Fin { offset }, at);
+    }
+
+    /// The stream's class: frames of urgent classes are sequenced and sent before bulk
+    /// ones from now on.
+    pub fn set_class(&mut self, stream: StreamId, class: TrafficClass) {
+        if class.is_urgent() {
+            self.urgent_streams.insert(stream, class);
+        } else {
+            self.urgent_streams.remove(&stream);
+        }
+    }
+
+    /// Whether the stream has frames not yet sequenced.
+    pub fn has_staged(&self, stream: StreamId) -> bool {
+        self.staged.contains_key(&stream)
     }
 
     /// Drops a stream's staged frames (the stream was reset). Returns their payload bytes,
     /// which go back to the session's flow-control window.
     pub fn unstage(&mut self, stream: StreamId) -> u64 {
+        self.urgent_streams.remove(&stream);
         let Some(frames) = self.staged.remove(&stream) else {
             return 0;
         };
         self.staged_order.retain(|&id| id != stream);
         let mut payload = 0;
-        for (s, len) in frames {
+        for (s, len, _) in frames {
             self.staged_bytes -= len as u64;
             self.staged_frames -= 1;
             payload += s.payload();
@@ -202,25 +244,58 @@ impl SendQueue {
         payload
     }
 
-    /// Sequences staged frames, one per stream in turn, until `target` bytes are sequenced
-    /// and unsent (or nothing is staged).
+    /// Sequences every staged frame of urgent streams (into the urgent queue), then bulk
+    /// frames, one per stream in turn, until `target` bytes are sequenced and unsent (or
+    /// nothing is staged).
     pub fn promote(&mut self, target: u64) {
+        self.promote_urgent();
         while self.unsent_bytes < target {
             let Some(stream) = self.staged_order.pop_front() else {
                 break;
             };
-            let q = self.staged.get_mut(&stream).expect("ordered streams are staged");
-            let (s, len) = q.pop_front().expect("staged queues are not empty");
-            if q.is_empty() {
-                self.staged.remove(&stream);
-            } else {
-                self.staged_order.push_back(stream);
-            }
-            self.staged_bytes -= len as u64;
-            self.staged_frames -= 1;
-            let frame = s.frame(self.next_seq, stream);
-            self.push_sequenced(frame);
+            self.sequence_staged(stream, false);
         }
+    }
+
+    /// Sequences every staged frame of the urgent streams: an interactive request is
+    /// never staged behind bulk bytes.
+    pub fn promote_urgent(&mut self) {
+        if self.urgent_streams.is_empty() || self.staged_frames == 0 {
+            return;
+        }
+        let urgent: Vec<StreamId> = self
+            .staged_order
+            .iter()
+            .copied()
+            .filter(|id| self.urgent_streams.contains_key(id))
+            .collect();
+        if urgent.is_empty() {
+            return;
+        }
+        self.staged_order.retain(|id| !self.urgent_streams.contains_key(id));
+        for stream in urgent {
+            while self.sequence_staged(stream, true) {}
+        }
+    }
+
+    /// Sequences the next staged frame of `stream` (taken out of the round-robin order);
+    /// `all`: the stream's other frames follow, so it is not put back in the order.
+    /// Returns whether frames remain staged.
+    fn sequence_staged(&mut self, stream: StreamId, all: bool) -> bool {
+        let q = self.staged.get_mut(&stream).expect("ordered streams are staged");
+        let (s, len, at) = q.pop_front().expect("staged queues are not empty");
+        let left = !q.is_empty();
+        if !left {
+            self.staged.remove(&stream);
+        } else if !all {
+            self.staged_order.push_back(stream);
+        }
+        self.staged_bytes -= len as u64;
+        self.staged_frames -= 1;
+        let frame = s.frame(self.next_seq, stream);
+        let class = self.urgent_streams.get(&stream).copied().unwrap_or(TrafficClass::Bulk);
+        self.push_sequenced(frame, class, Some(at));
+        left
     }
 
     /// Gives a frame that needs no staging (a Reset) the next sequence number.
@@ -230,21 +305,40 @@ impl SendQueue {
             stream,
             code,
         };
-        self.push_sequenced(frame);
+        self.push_sequenced(frame, TrafficClass::Bulk, None);
     }
 
-    fn push_sequenced(&mut self, frame: Frame) {
+    fn push_sequenced(&mut self, frame: Frame, class: TrafficClass, queued: Option<Instant>) {
         let seq = self.next_seq;
         debug_assert_eq!(frame.seq(), Some(seq));
         self.next_seq += frame.seq_span();
-        self.unsent_bytes += frame.encoded_len() as u64;
-        self.outgoing.insert(seq, Outgoing::new(frame));
-        self.unsent.push_back(seq);
+        let len = frame.encoded_len() as u64;
+        self.outgoing.insert(seq, Outgoing::new(frame, class, queued));
+        if class.is_urgent() {
+            self.urgent_bytes += len;
+            self.urgent.push_back(seq);
+        } else {
+            self.unsent_bytes += len;
+            self.unsent.push_back(seq);
+        }
+    }
+
+    /// The next never-sent frame of an urgent stream.
+    pub fn urgent_front(&self) -> Option<u64> {
+        self.urgent.front().copied()
+    }
+
+    /// Removes the front of the urgent queue (it is being sent).
+    pub fn take_urgent(&mut self) {
+        let seq = self.urgent.pop_front().expect("an urgent frame to take");
+        let o = self.outgoing.get_mut(&seq).expect("urgent frames are outgoing");
+        o.sent = true;
+        self.urgent_bytes -= o.frame.encoded_len() as u64;
     }
 
     /// The peer acknowledged everything below `cum`. `on_acked` sees the path mask of each
     /// frame this releases.
-    pub fn on_ack(&mut self, cum: u64, mut on_acked: impl FnMut(u64)) -> Result<(), ProtocolError> {
+    pub fn on_ack(&mut self, cum: u64, now: Instant, mut on_acked: impl FnMut(u64)) -> Result<(), ProtocolError> {
         if cum > self.next_seq {
             return Err(ProtocolError::AckBeyondSent {
                 cum,
@@ -257,8 +351,9 @@ impl SendQueue {
         self.peer_cum = cum;
         let keep = self.outgoing.split_off(&cum);
         let acked = std::mem::replace(&mut self.outgoing, keep);
-        for (seq, out) in acked {
+        for (seq, mut out) in acked {
             on_acked(out.on_paths);
+            out.arrived(now, &mut self.latency);
             if !out.sent {
                 // Cannot be acknowledged before it was sent: the peer lies.
                 return Err(ProtocolError::AckBeyondSent { cum, next: seq });
@@ -269,10 +364,11 @@ impl SendQueue {
     }
 
     /// The peer reported the arrival of `seq`: no further copy is needed.
-    pub fn on_report(&mut self, seq: u64) {
+    pub fn on_report(&mut self, seq: u64, now: Instant) {
         if let Some(o) = self.outgoing.get_mut(&seq) {
             if o.sent && !o.received {
                 o.received = true;
+                o.arrived(now, &mut self.latency);
                 self.retransmit.remove(&seq);
             }
         }
@@ -390,7 +486,8 @@ impl SendQueue {
             ts: *ts,
             data: rest,
         };
-        self.outgoing.insert(second, Outgoing::new(frame));
+        let (class, queued) = (o.class, o.queued);
+        self.outgoing.insert(second, Outgoing::new(frame, class, queued));
         self.unsent_bytes += header as u64;
         match end {
             End::Head => self.unsent.insert(1, second),
@@ -433,7 +530,7 @@ impl SendQueue {
 
     /// Anything never sent or to be sent again.
     pub fn has_pending(&self) -> bool {
-        !self.unsent.is_empty() || self.staged_frames > 0 || !self.retransmit.is_empty()
+        !self.unsent.is_empty() || !self.urgent.is_empty() || self.staged_frames > 0 || !self.retransmit.is_empty()
     }
 
     /// Bytes held until the peer acknowledges them: sequenced and unacknowledged (by
@@ -473,8 +570,8 @@ mod tests {
     #[test]
     fn first_bytes_ride_in_the_staged_open() {
         let mut q = SendQueue::default();
-        q.stage_open(1, addr());
-        q.stage_data(1, 0, Bytes::from(vec![1u8; 100]), 16 * 1024);
+        q.stage_open(1, addr(), Instant::now());
+        q.stage_data(1, 0, Bytes::from(vec![1u8; 100]), 16 * 1024, Instant::now());
         q.promote(u64::MAX);
         let seq = q.unsent_end(End::Head).unwrap();
         match &q.get(seq).unwrap().frame {
@@ -488,8 +585,8 @@ mod tests {
     #[test]
     fn streams_are_sequenced_in_turn_and_only_ahead_of_the_paths() {
         let mut q = SendQueue::default();
-        q.stage_data(1, 0, Bytes::from(vec![1u8; 64 * 1024]), 16 * 1024);
-        q.stage_data(2, 0, Bytes::from(vec![2u8; 1000]), 16 * 1024);
+        q.stage_data(1, 0, Bytes::from(vec![1u8; 64 * 1024]), 16 * 1024, Instant::now());
+        q.stage_data(2, 0, Bytes::from(vec![2u8; 1000]), 16 * 1024, Instant::now());
         q.promote(SEQUENCE_AHEAD);
         assert_eq!(q.unsent.len(), 1, "one frame is sequenced ahead");
         q.promote(2 * SEQUENCE_AHEAD);
@@ -501,19 +598,47 @@ mod tests {
     }
 
     #[test]
+    fn an_interactive_stream_is_sequenced_at_once_and_goes_before_queued_bulk_frames() {
+        let t = Instant::now();
+        let mut q = SendQueue::default();
+        q.stage_data(1, 0, Bytes::from(vec![1u8; 64 * 1024]), 16 * 1024, t);
+        q.promote(SEQUENCE_AHEAD);
+        assert_eq!(q.urgent_front(), None);
+        q.set_class(2, TrafficClass::Interactive);
+        q.stage_data(2, 0, Bytes::from(vec![2u8; 1000]), 16 * 1024, t);
+        q.promote(SEQUENCE_AHEAD);
+        let seq = q.urgent_front().expect("the request is sequenced although bulk waits");
+        assert!(matches!(q.get(seq).unwrap().frame, Frame::Data { stream: 2, .. }));
+        assert_eq!(
+            q.backlog().0,
+            q.unsent_bytes + q.staged_bytes,
+            "not in the schedulers' backlog"
+        );
+        q.take_urgent();
+        q.book(seq, 0, t, 0, None);
+        q.on_report(seq, t + std::time::Duration::from_millis(30));
+        let s = q.latency.summaries();
+        assert_eq!(
+            (s[0].class, s[0].count, s[0].p50_ms),
+            (TrafficClass::Interactive, 1, 32.0)
+        );
+        assert!(q.has_pending(), "the bulk frames are still unsent");
+    }
+
+    #[test]
     fn frames_only_a_dead_path_held_are_queued_again_and_acks_release_them() {
         let now = Instant::now();
         let mut q = SendQueue::default();
-        q.stage_data(1, 0, Bytes::from(vec![1u8; 3000]), 1000);
+        q.stage_data(1, 0, Bytes::from(vec![1u8; 3000]), 1000, Instant::now());
         sent_all(&mut q, 0, now);
         // Path 1 also holds the middle frame.
         q.book(1000, 1, now, 0, None);
         assert_eq!(q.lost_on(0), 2, "the middle frame is still on path 1");
         assert_eq!(q.next_retransmit(), Some(0));
-        q.on_report(0);
+        q.on_report(0, now);
         assert_eq!(q.next_retransmit(), Some(2000), "a reported frame needs no copy");
         let mut masks = Vec::new();
-        q.on_ack(3000, |m| masks.push(m)).unwrap();
+        q.on_ack(3000, now, |m| masks.push(m)).unwrap();
         assert_eq!(masks, vec![0, 2, 0]);
         assert_eq!(q.next_retransmit(), None);
         assert_eq!(q.held_bytes(), 0);
@@ -522,14 +647,17 @@ mod tests {
     #[test]
     fn an_ack_beyond_what_was_sent_is_a_protocol_error() {
         let mut q = SendQueue::default();
-        q.stage_data(1, 0, Bytes::from(vec![1u8; 100]), 1000);
+        q.stage_data(1, 0, Bytes::from(vec![1u8; 100]), 1000, Instant::now());
         q.promote(u64::MAX);
         assert!(matches!(
-            q.on_ack(101, |_| {}),
+            q.on_ack(101, Instant::now(), |_| {}),
             Err(ProtocolError::AckBeyondSent { .. })
         ));
         assert!(
-            matches!(q.on_ack(100, |_| {}), Err(ProtocolError::AckBeyondSent { .. })),
+            matches!(
+                q.on_ack(100, Instant::now(), |_| {}),
+                Err(ProtocolError::AckBeyondSent { .. })
+            ),
             "sequenced but never sent"
         );
     }
@@ -538,7 +666,7 @@ mod tests {
     fn a_split_keeps_the_sequence_numbers_and_both_ends_work() {
         for end in [End::Head, End::Tail] {
             let mut q = SendQueue::default();
-            q.stage_data(1, 0, Bytes::from(vec![1u8; 10_000]), 16 * 1024);
+            q.stage_data(1, 0, Bytes::from(vec![1u8; 10_000]), 16 * 1024, Instant::now());
             q.promote(u64::MAX);
             let seq = q.unsent_end(end).unwrap();
             q.split_unsent(seq, end, 4000);
@@ -557,7 +685,7 @@ mod tests {
     #[test]
     fn a_split_never_leaves_a_part_below_the_minimum() {
         let mut q = SendQueue::default();
-        q.stage_data(1, 0, Bytes::from(vec![1u8; 1000]), 16 * 1024);
+        q.stage_data(1, 0, Bytes::from(vec![1u8; 1000]), 16 * 1024, Instant::now());
         q.promote(u64::MAX);
         q.split_unsent(0, End::Head, 300);
         assert_eq!(q.outgoing.len(), 1, "too small to split");
@@ -566,9 +694,9 @@ mod tests {
     #[test]
     fn unstaging_returns_the_payload_and_keeps_the_counts() {
         let mut q = SendQueue::default();
-        q.stage_open(1, addr());
-        q.stage_data(1, 0, Bytes::from(vec![1u8; 40_000]), 16 * 1024);
-        q.stage_fin(1, 40_000);
+        q.stage_open(1, addr(), Instant::now());
+        q.stage_data(1, 0, Bytes::from(vec![1u8; 40_000]), 16 * 1024, Instant::now());
+        q.stage_fin(1, 40_000, Instant::now());
         q.promote(1);
         assert_eq!(q.unstage(1), 40_000 - 16 * 1024);
         assert_eq!(q.backlog().1, 1, "only the sequenced Open is left");

@@ -26,6 +26,30 @@ pub const INITIAL_LOWAT: u32 = 32 * 1024;
 /// The smallest low-water mark: below it a writer wakes up for every few segments.
 pub const MIN_LOWAT: u32 = 8 * 1024;
 
+/// What a path's socket may take now (see [`PathWriter::budget`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Bytes of anything: control, copies owed, interactive frames.
+    pub total: usize,
+    /// Bytes of bulk frames: `total`, or less under queue control (then frames are cut to
+    /// fit, so the path's queue stays at its target however large a frame is).
+    pub bulk: usize,
+    /// Queue control holds bulk bytes back (`bulk` is 0): when to look again if nothing
+    /// else is sent.
+    pub retry: Option<Duration>,
+}
+
+impl Budget {
+    /// Whether queue control set the bulk budget below the socket's.
+    pub fn bulk_limited(&self) -> bool {
+        self.bulk < self.total
+    }
+}
+
+/// The smallest bulk budget worth a write under queue control: one segment. Less is
+/// treated as none (the queue is at its target) rather than sent as a sliver.
+const MIN_BULK: u64 = 1448;
+
 /// What a path's writer does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriterStep {
@@ -37,8 +61,9 @@ pub enum WriterStep {
     Full,
     /// Nothing to send: wait for a wake-up, or until `until`.
     Idle { until: Option<std::time::Instant> },
-    /// The path's bottleneck queue is at its target (queue control): look again after
-    /// `retry`, when about that much of the excess has drained.
+    /// The path's bottleneck queue is at its target (queue control) and nothing else was
+    /// to be sent: look again after `retry` (when about a tenth of the queue has drained)
+    /// or at a wake-up, whichever comes first.
     Throttled { retry: Duration },
     /// Records were written: seal and write them — after resetting the path's slow-start
     /// threshold if `reset_ssthresh` (see [`PathWriter`]).
@@ -148,28 +173,43 @@ impl PathWriter {
 
     /// What to do with the socket as `info` shows it: `Err(step)` if it cannot take bytes
     /// now, else how many bytes to hand over — up to the low-water mark plus at most one
-    /// frame (`max_frame`), and under queue control no more than the path may still hold.
-    /// Every byte beyond the mark is bound to this path early, and at a chunk's end that
-    /// decides which path finishes last.
-    pub fn budget(&self, info: &TcpInfo, max_frame: usize) -> Result<usize, WriterStep> {
+    /// frame (`max_frame`), and under queue control no more bulk bytes than the path may
+    /// still hold. Every byte beyond the mark is bound to this path early, and at a chunk's
+    /// end that decides which path finishes last. Interactive frames are not held back by
+    /// queue control (QCUT's priority band): they are few, and they are what the target
+    /// protects.
+    pub fn budget(&self, info: &TcpInfo, max_frame: usize) -> Result<Budget, WriterStep> {
         if info.state != TCP_ESTABLISHED && info.state != TCP_CLOSE_WAIT {
             return Err(WriterStep::Closed { state: info.state });
         }
         if info.notsent_bytes >= self.lowat {
             return Err(WriterStep::Full);
         }
-        let budget = (self.lowat - info.notsent_bytes) as usize + max_frame;
+        let total = (self.lowat - info.notsent_bytes) as usize + max_frame;
         let Some(limit) = self.queue_limit(info) else {
-            return Ok(budget);
+            return Ok(Budget {
+                total,
+                bulk: total,
+                retry: None,
+            });
         };
-        let held = info.unacked as u64 * info.snd_mss.max(1) as u64 + info.notsent_bytes as u64;
-        if held >= limit {
+        let held = info.in_flight_bytes() + info.notsent_bytes as u64;
+        let room = limit.saturating_sub(held);
+        if room < MIN_BULK {
             // Look again once about a tenth of the limit has drained (1 to 10 ms).
             let drain = Duration::from_secs_f64(limit as f64 / 10.0 / self.delivery_rate as f64);
             let retry = drain.clamp(Duration::from_millis(1), Duration::from_millis(10));
-            return Err(WriterStep::Throttled { retry });
+            return Ok(Budget {
+                total,
+                bulk: 0,
+                retry: Some(retry),
+            });
         }
-        Ok(budget.min((limit - held) as usize))
+        Ok(Budget {
+            total,
+            bulk: total.min(room as usize),
+            retry: None,
+        })
     }
 
     /// Whether the write about to happen should first reset the slow-start threshold.
@@ -221,7 +261,8 @@ mod tests {
     fn notsent_at_the_mark_waits_and_below_it_fills_to_the_mark_plus_a_frame() {
         let w = PathWriter::new(1 << 20, true, true);
         assert_eq!(w.budget(&info(INITIAL_LOWAT, 0), 16_448), Err(WriterStep::Full));
-        assert_eq!(w.budget(&info(INITIAL_LOWAT - 1000, 0), 16_448), Ok(1000 + 16_448));
+        let b = w.budget(&info(INITIAL_LOWAT - 1000, 0), 16_448).unwrap();
+        assert_eq!((b.total, b.bulk, b.retry), (1000 + 16_448, 1000 + 16_448, None));
     }
 
     #[test]
@@ -242,18 +283,23 @@ mod tests {
         w.observe(0, &i, None);
         // 1 MB/s × (50 + 20) ms = 70,000 bytes.
         i.unacked = 40; // 57,920 bytes in flight
-        assert_eq!(w.budget(&i, 16_448), Ok(70_000 - 57_920));
-        i.unacked = 49; // 70,952
-        assert_eq!(
-            w.budget(&i, 16_448),
-            Err(WriterStep::Throttled {
-                retry: Duration::from_millis(7)
-            })
+        let b = w.budget(&i, 16_448).unwrap();
+        assert_eq!(b.bulk, 70_000 - 57_920);
+        assert!(
+            b.bulk_limited() && b.total > b.bulk,
+            "interactive frames are not held back"
         );
+        i.unacked = 48; // 69,504: less than a segment of room
+        let b = w.budget(&i, 16_448).unwrap();
+        assert_eq!((b.bulk, b.retry), (0, Some(Duration::from_millis(7))));
+        assert_eq!(b.total, 10_000 + 16_448, "the socket still takes interactive frames");
         let off = PathWriter::new(1 << 20, true, true);
-        assert!(off.budget(&i, 16_448).is_ok(), "off by default");
+        assert!(!off.budget(&i, 16_448).unwrap().bulk_limited(), "off unless configured");
         i.min_rtt = u32::MAX;
-        assert!(w.budget(&i, 16_448).is_ok(), "no minimum RTT yet: no limit");
+        assert!(
+            !w.budget(&i, 16_448).unwrap().bulk_limited(),
+            "no minimum RTT yet: no limit"
+        );
     }
 
     #[test]

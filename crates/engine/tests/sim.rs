@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mpflex_engine::harness::{Pair as Sim, PathSpec};
-use mpflex_engine::{EngineConfig, PollTransmit, RecvResult, Role, Session, StreamId, MIN_SPLIT, SEQUENCE_AHEAD};
+use mpflex_engine::{
+    EngineConfig, PollTransmit, RecvResult, Role, Session, StreamId, TrafficClass, MIN_SPLIT, SEQUENCE_AHEAD,
+};
 use mpflex_sched::{by_name, Decision, End, PathSnapshot, QueueView, Scheduler};
 use mpflex_wire::{decode_all, Frame, TargetAddr, MAX_RECORD, RECORD_OVERHEAD};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -793,7 +795,9 @@ fn frames_are_split_to_a_decisions_limit() {
         server.handle_frame(0, f, now).unwrap();
     }
     while server.poll_event().is_some() {}
-    // Three full frames and a short one.
+    // Three full frames and a short one, as bulk (a response this small would otherwise
+    // be interactive and go before any scheduler's decision).
+    server.set_stream_class(id, Some(TrafficClass::Bulk));
     let size = 3 * 16_384 + 100;
     let body = pattern(11, size);
     assert_eq!(server.stream_send(id, Bytes::from(body.clone())), size);

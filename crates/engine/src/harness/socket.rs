@@ -287,6 +287,8 @@ impl SimSocket {
             snd_cwnd: self.cwnd,
             snd_ssthresh: INFINITE_SSTHRESH,
             unacked: self.flight.len() as u32,
+            bytes_sent: self.delivered + self.in_flight_bytes(),
+            bytes_acked: self.delivered,
             notsent_bytes: self.unsent.len() as u32,
             rtt: self.srtt.as_micros() as u32,
             rttvar: self.rttvar.as_micros() as u32,

@@ -21,6 +21,7 @@ use bytes::Bytes;
 use mpflex_sched::{PathSnapshot, Scheduler};
 use mpflex_wire::{reset, TargetAddr};
 
+use crate::class::{ClassLatency, TrafficClass};
 use crate::config::{EngineConfig, Role};
 use crate::control::Feedback;
 use crate::flow::{SessionFlow, Stream, StreamRead};
@@ -236,9 +237,37 @@ impl Session {
         let id = self.next_stream;
         self.next_stream = self.next_stream.wrapping_add(1).max(1);
         self.streams.insert(id, Stream::new(self.cfg.stream_window));
-        self.send.stage_open(id, addr);
+        self.send.set_class(id, TrafficClass::Interactive);
+        self.send.stage_open(id, addr, self.last_now);
         self.wake();
         id
+    }
+
+    /// The driver's clock reading, for what follows (bytes queued by the application are
+    /// timed from it).
+    pub fn set_clock(&mut self, now: Instant) {
+        self.last_now = self.last_now.max(now);
+    }
+
+    /// Pins a stream's traffic class (configuration), or lets its behaviour decide again
+    /// (`None`); see [`crate::class`].
+    pub fn set_stream_class(&mut self, stream: StreamId, class: Option<TrafficClass>) {
+        let Some(s) = self.streams.get_mut(&stream) else { return };
+        s.class.pin(class);
+        self.send.set_class(stream, s.class.class());
+        self.wake();
+    }
+
+    /// A stream's class now, and whether configuration pinned it.
+    pub fn stream_class(&self, stream: StreamId) -> Option<(TrafficClass, bool)> {
+        let s = self.streams.get(&stream)?;
+        Some((s.class.class(), s.class.pinned().is_some()))
+    }
+
+    /// How long each class's bytes took from the application to the peer, since the
+    /// session began.
+    pub fn class_latency(&self) -> &ClassLatency {
+        &self.send.latency
     }
 
     /// Bytes `stream` may queue now (stream and session flow control). When that is zero
@@ -255,6 +284,15 @@ impl Session {
         self.streams
             .get(&stream)
             .map_or(0, |s| s.send_room().min(self.flow.send_room()))
+    }
+
+    /// Credit arrived for a blocked stream. Waiting for it was no idle spell: the burst
+    /// goes on from here.
+    fn writable(&mut self, stream: StreamId) {
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.class.waited(self.last_now);
+        }
+        self.events.push_back(Event::StreamWritable(stream));
     }
 
     /// Whether the stream still exists (not reset, not finished both ways).
@@ -278,8 +316,11 @@ impl Session {
         let s = self.streams.get_mut(&stream).expect("a stream with capacity exists");
         let offset = s.tx_offset;
         s.tx_offset += n as u64;
+        let class = s.class.on_send(n as u64, self.last_now);
+        self.send.set_class(stream, class);
         self.flow.take(n as u64);
-        self.send.stage_data(stream, offset, data, self.cfg.max_frame_data);
+        self.send
+            .stage_data(stream, offset, data, self.cfg.max_frame_data, self.last_now);
         self.wake();
         n
     }
@@ -293,7 +334,7 @@ impl Session {
         s.tx_done = true;
         let offset = s.tx_offset;
         self.blocked.remove(&stream);
-        self.send.stage_fin(stream, offset);
+        self.send.stage_fin(stream, offset, self.last_now);
         self.maybe_forget(stream);
         self.wake();
     }

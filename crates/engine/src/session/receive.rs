@@ -7,6 +7,7 @@ use bytes::Bytes;
 use mpflex_wire::Frame;
 
 use super::{Event, ProtocolError, Session};
+use crate::class::TrafficClass;
 use crate::config::Role;
 use crate::flow::Stream;
 use crate::reinject;
@@ -30,7 +31,7 @@ impl Session {
             Frame::Close { code } => self.events.push_back(Event::Closed { code }),
             Frame::Ack { cum } => {
                 let paths = &mut self.paths;
-                self.send.on_ack(cum, |mask| paths.released(mask, now))?
+                self.send.on_ack(cum, now, |mask| paths.released(mask, now))?
             }
             Frame::Owd {
                 path: on,
@@ -39,14 +40,14 @@ impl Session {
                 delay,
             } => {
                 self.paths.on_report(on as usize, ts, delay, now);
-                self.send.on_report(seq);
+                self.send.on_report(seq, now);
             }
             Frame::Stall { cum } => self.on_stall(cum, now),
             Frame::Window { stream, max } => self.on_window(stream, max),
             Frame::MaxData { max } => {
                 if self.flow.raise(max) {
-                    for id in self.blocked.drain() {
-                        self.events.push_back(Event::StreamWritable(id));
+                    for id in std::mem::take(&mut self.blocked) {
+                        self.writable(id);
                     }
                 }
             }
@@ -62,7 +63,7 @@ impl Session {
         if max > s.tx_max {
             s.tx_max = max;
             if self.blocked.remove(&stream) {
-                self.events.push_back(Event::StreamWritable(stream));
+                self.writable(stream);
             }
         }
     }
@@ -179,6 +180,7 @@ impl Session {
                     return Err(ProtocolError::TooManyStreams);
                 }
                 self.streams.insert(stream, Stream::new(self.cfg.stream_window));
+                self.send.set_class(stream, TrafficClass::Interactive);
                 self.events.push_back(Event::StreamOpened { stream, addr });
                 self.deliver_data(stream, data)?;
             }
@@ -219,6 +221,11 @@ impl Session {
             self.flow.on_consumed(n);
             return Ok(());
         };
+        if n > 0 {
+            // The peer spoke: a request/response turn if this side has nothing queued.
+            s.class.on_peer_data(!self.send.has_staged(stream));
+            self.send.set_class(stream, s.class.class());
+        }
         if s.receive(data, stream)? {
             self.events.push_back(Event::StreamReadable(stream));
         }

@@ -1,5 +1,6 @@
 //! What a path sends: control first, then copies it owes, then frames of dead paths, then
-//! what the scheduler decides — and the path writer's late-binding loop around it.
+//! interactive frames (if this path delivers them first), then what the scheduler decides
+//! of the bulk backlog — and the path writer's late-binding loop around it.
 
 use std::ops::Range;
 use std::time::Instant;
@@ -11,7 +12,7 @@ use super::Session;
 use crate::kernel::TcpInfo;
 use crate::reinject::{self, Request};
 use crate::send::SEQUENCE_AHEAD;
-use crate::writer::{PathWriter, WriterStep};
+use crate::writer::{Budget, PathWriter, WriterStep};
 
 /// Result of [`Session::poll_transmit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,11 +34,20 @@ struct Rec {
     now: Instant,
     /// The session clock's timestamp for frames sent now.
     ts: u32,
+    /// The most bulk (scheduled) bytes the record may hold, and whether that is queue
+    /// control's limit (frames are then cut to fit it).
+    bulk: usize,
+    bulk_exact: bool,
 }
 
 impl Rec {
     fn used(&self, out: &[u8]) -> usize {
         out.len() - self.start
+    }
+
+    /// Room left for bulk bytes.
+    fn bulk_room(&self, out: &[u8]) -> usize {
+        self.bulk.min(self.max).saturating_sub(self.used(out))
     }
 
     fn fits(&self, out: &[u8], f: &Frame) -> bool {
@@ -74,7 +84,7 @@ impl Session {
         let budget = match writer.budget(info, self.max_frame_len()) {
             Ok(budget) => budget,
             Err(step) => {
-                if matches!(step, WriterStep::Full | WriterStep::Throttled { .. }) {
+                if matches!(step, WriterStep::Full) {
                     // While it waits, the schedulers read the kernel's own latest rate.
                     let kernel = PathSnapshot {
                         delivery_rate: info.delivery_rate,
@@ -87,10 +97,14 @@ impl Session {
             }
         };
         self.set_path_stats(path, snap, now);
-        self.set_path_ready(path, true);
+        // Held back by queue control, the path takes no bulk bytes: not ready for them.
+        self.set_path_ready(path, budget.bulk > 0);
         let until = self.fill(path, now, budget, out, records);
         if records.is_empty() {
-            return WriterStep::Idle { until };
+            return match budget.retry {
+                Some(retry) => WriterStep::Throttled { retry },
+                None => WriterStep::Idle { until },
+            };
         }
         // Busy writing until the kernel has taken these bytes: other paths must not wait
         // for this one as if it were free, on statistics from before the write.
@@ -100,22 +114,28 @@ impl Session {
         }
     }
 
-    /// Appends records for `path` to `out` until they hold `budget` bytes or nothing is
-    /// left to send now; returns when to look again in the latter case.
+    /// Appends records for `path` to `out` until they hold `budget.total` bytes (of which
+    /// at most `budget.bulk` for bulk frames) or nothing is left to send now; returns when
+    /// to look again in the latter case.
     fn fill(
         &mut self,
         path: usize,
         now: Instant,
-        budget: usize,
+        budget: Budget,
         out: &mut Vec<u8>,
         records: &mut Vec<Range<usize>>,
     ) -> Option<Instant> {
         let base = out.len();
         let frame = self.max_frame_len();
-        while out.len() - base < budget {
+        while out.len() - base < budget.total {
             let start = record::begin(out);
-            let room = budget.saturating_sub(start - base).max(frame);
-            match self.poll_transmit(path, now, out, room.min(MAX_RECORD)) {
+            let room = budget.total.saturating_sub(start - base).max(frame).min(MAX_RECORD);
+            let bulk = if budget.bulk_limited() {
+                budget.bulk.saturating_sub(start - base)
+            } else {
+                room
+            };
+            match self.poll_record(path, now, out, room, bulk, budget.bulk_limited()) {
                 PollTransmit::Sent(_) => records.push(start..record::end(out, start)),
                 PollTransmit::Wait { until } => {
                     out.truncate(start);
@@ -135,6 +155,20 @@ impl Session {
     /// Appends to `out` what `path` should send now, at most `max` bytes. Call when the
     /// path's socket can take bytes.
     pub fn poll_transmit(&mut self, path: usize, now: Instant, out: &mut Vec<u8>, max: usize) -> PollTransmit {
+        self.poll_record(path, now, out, max, max, false)
+    }
+
+    /// [`Session::poll_transmit`] with at most `bulk` bytes of bulk frames, cut to fit if
+    /// `bulk_exact` (queue control's limit).
+    fn poll_record(
+        &mut self,
+        path: usize,
+        now: Instant,
+        out: &mut Vec<u8>,
+        max: usize,
+        bulk: usize,
+        bulk_exact: bool,
+    ) -> PollTransmit {
         self.last_now = self.last_now.max(now);
         if !self.paths.get(path).is_some_and(|p| p.is_up()) {
             return PollTransmit::Wait { until: None };
@@ -145,18 +179,45 @@ impl Session {
             max,
             now,
             ts: self.ts(now),
+            bulk,
+            bulk_exact,
         };
         if !self.write_control(rec, out) || self.paths.get(path).is_some_and(|p| p.suspect) {
             return self.sent(rec, out);
         }
-        if !self.write_owed(rec, out) {
+        if !self.write_owed(rec, out) || !self.write_urgent(rec, out) {
             return self.sent(rec, out);
         }
         self.send.promote(SEQUENCE_AHEAD);
         if self.send.unsent_is_empty() && (self.send.outgoing_is_empty() || !self.scheduler.reinjects()) {
             return self.sent(rec, out);
         }
+        // Queue control's limit leaves no room for a useful bulk frame.
+        if rec.bulk_exact && rec.bulk_room(out) < crate::send::MIN_SPLIT + 64 {
+            return self.sent(rec, out);
+        }
         self.write_scheduled(rec, out)
+    }
+
+    /// Interactive frames, as long as this is the path on which each arrives first now
+    /// (a burst of them spreads over the paths as they fill). False if the record filled
+    /// up.
+    fn write_urgent(&mut self, rec: Rec, out: &mut Vec<u8>) -> bool {
+        self.send.promote_urgent();
+        while let Some(seq) = self.send.urgent_front() {
+            let frame = &self.send.get(seq).expect("urgent frames are outgoing").frame;
+            if !self.paths.urgent_here(frame.encoded_len(), rec.path, rec.used(out)) {
+                // That path's writer was woken when the frame was queued.
+                return true;
+            }
+            if !rec.fits(out, frame) {
+                return false;
+            }
+            self.send.take_urgent();
+            let payload = self.put(rec, seq, out);
+            self.paths.entry(rec.path).counters.payload_sent += payload;
+        }
+        true
     }
 
     /// Path-local control (pongs, keepalives), then session control (ACK, windows,
@@ -248,7 +309,7 @@ impl Session {
             // Unsent queue (already within the window) plus the credit not yet used.
             send_window: self.flow.send_room().saturating_add(bytes),
         };
-        let budget = rec.max.saturating_sub(rec.used(out));
+        let budget = rec.bulk_room(out);
         let decision = self.scheduler.decide(rec.now, rec.path, &snaps, &queue, budget);
         trace_decision(rec.path, &snaps, &queue, budget, &decision);
         let bit = 1u64 << rec.path;
@@ -301,8 +362,11 @@ impl Session {
         // beyond a path's window wait a round trip in its socket), and a frame larger than
         // what is left of it is cut to fit. A limit the record's room already keeps is no
         // window: whole frames then.
-        let exact = d.exact && d.max_bytes < budget;
-        let limit = if exact {
+        // Queue control's limit is exact too: a frame larger than the room left under it
+        // is cut, or one 16 KB frame would sit ~65 ms in a 2 Mbit/s path's queue.
+        let window = d.exact && d.max_bytes < budget;
+        let exact = window || rec.bulk_exact;
+        let limit = if window {
             (rec.start + d.max_bytes).saturating_sub(RECORD_OVERHEAD)
         } else {
             out.len() + d.max_bytes.min(budget)

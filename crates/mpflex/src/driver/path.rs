@@ -109,7 +109,14 @@ pub(super) async fn path_writer(
         match step {
             WriterStep::Closed { state } => bail!("path connection closed (TCP state {state})"),
             WriterStep::Full => wait_below_lowat(&sock).await?,
-            WriterStep::Throttled { retry } => tokio::time::sleep(retry).await,
+            // Held back by queue control: an interactive frame queued meanwhile must not
+            // wait out the retry.
+            WriterStep::Throttled { retry } => {
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep(retry) => {}
+                }
+            }
             WriterStep::Idle { until } => {
                 let deadline = until.unwrap_or_else(|| Instant::now() + Duration::from_millis(200));
                 tokio::select! {

@@ -3,6 +3,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{Buf, Bytes};
 use mpflex_engine::{RecvResult, StreamId};
@@ -98,6 +99,7 @@ async fn uplink(h: SessionHandle, id: StreamId, rd: OwnedReadHalf, sig: Arc<Stre
 async fn offer(h: &SessionHandle, id: StreamId, sig: &StreamSignals, mut data: Bytes) -> bool {
     while !data.is_empty() {
         let (taken, exists) = h.with(|sh| {
+            sh.sess.set_clock(Instant::now());
             let n = sh.sess.stream_send(id, data.clone());
             (n, sh.sess.stream_exists(id))
         });
