@@ -32,6 +32,10 @@ pub struct EngineConfig {
     /// not read fill this fraction of the session window, the receiver asks for the
     /// missing frame to be sent again on another path (`Stall`).
     pub stall_fraction: f64,
+    /// Queue control's delay target ([`crate::PathWriter::with_queue_target`]); it also
+    /// bounds what the session accepts from applications ahead of the paths (see
+    /// [`crate::Session::send_capacity`]). Zero: off.
+    pub queue_target: Duration,
 }
 
 impl EngineConfig {
@@ -47,6 +51,7 @@ impl EngineConfig {
             path_timeout: Duration::from_secs(5),
             max_streams: 16384,
             stall_fraction: 0.75,
+            queue_target: Duration::ZERO,
         }
     }
 }

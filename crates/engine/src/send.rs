@@ -328,6 +328,11 @@ impl SendQueue {
         self.urgent.front().copied()
     }
 
+    /// Encoded bytes of never-sent urgent frames.
+    pub fn urgent_bytes(&self) -> u64 {
+        self.urgent_bytes
+    }
+
     /// Removes the front of the urgent queue (it is being sent).
     pub fn take_urgent(&mut self) {
         let seq = self.urgent.pop_front().expect("an urgent frame to take");

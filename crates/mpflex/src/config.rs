@@ -120,6 +120,7 @@ impl Tuning {
         c.stream_window = self.stream_window;
         c.session_window = self.session_window;
         c.max_streams = self.max_streams;
+        c.queue_target = Duration::from_millis(self.queue_target_ms);
         c
     }
 }

@@ -465,6 +465,51 @@ mod tests {
         }
     }
 
+    /// Under queue control an application that writes as fast as it is let sees the path's
+    /// rate: what the session accepted and the peer's application has not received stays
+    /// within the path's bytes in flight (rate × (RTT + target)) plus the bound ahead of it
+    /// (rate × target + a frame) — without it, the stream's whole 4 MB window.
+    #[test]
+    fn queue_control_bounds_what_the_application_has_written_ahead_of_the_path() {
+        let run = |target_ms: u64| {
+            let spec = PathSpec {
+                cwnd: Some(4 * 60 * 250 / MSS),
+                ..PathSpec::from((30, 250))
+            };
+            let mut pair = Pair::custom(
+                || mpflex_sched::by_name("minrtt").unwrap(),
+                &[spec],
+                |c| c.queue_target = Duration::from_millis(target_ms),
+            );
+            pair.set_queue_target(Duration::from_millis(target_ms));
+            let id = pair.open(b"x");
+            let (mut written, mut ahead) = (1usize, 0usize);
+            for ms in 0..8000 {
+                let cap = pair.client.send_capacity(id) as usize;
+                if cap > 0 {
+                    written += pair.client.stream_send(id, Bytes::from(vec![0u8; cap.min(1 << 20)]));
+                }
+                pair.step();
+                if ms >= 2000 {
+                    ahead = ahead.max(written - pair.server_rx.get(&id).map_or(0, Vec::len));
+                }
+            }
+            let got = pair.server_rx.get(&id).map_or(0, Vec::len);
+            (ahead, got as f64 / 8000.0 / 250.0)
+        };
+        let (ahead, utilisation) = run(20);
+        let (unbounded, _) = run(0);
+        println!(
+            "ahead of the application: {ahead} B with control ({utilisation:.3} of the rate), {unbounded} B without"
+        );
+        let frame = EngineConfig::new(Role::Client).max_frame_data + 64;
+        // 250 B/ms: 20 KB in flight over 60 + 20 ms; ahead: max(5 KB, MIN_AHEAD) + a frame.
+        let bound = 250 * 80 + super::super::session::MIN_AHEAD as usize + frame + 4 * MSS as usize;
+        assert!(ahead <= bound, "{ahead} B ahead, bound {bound}");
+        assert!(utilisation >= 0.9, "{utilisation:.3} of the rate");
+        assert!(unbounded > 1 << 20, "only {unbounded} B ahead without control");
+    }
+
     /// The simulated socket reports what the kernel would: the handshake RTT before any
     /// acknowledgement, the path's rate once data was acknowledged, a full window.
     #[test]

@@ -32,6 +32,10 @@ use crate::StreamId;
 
 pub use transmit::PollTransmit;
 
+/// The least each carrying path counts for in the bound on bytes ahead of the paths
+/// (before it has a rate estimate, and on slow paths).
+pub const MIN_AHEAD: u64 = 16 * 1024;
+
 /// Something the driver must act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -270,8 +274,9 @@ impl Session {
         &self.send.latency
     }
 
-    /// Bytes `stream` may queue now (stream and session flow control). When that is zero
-    /// for a live stream, [`Event::StreamWritable`] follows once credit arrives.
+    /// Bytes `stream` may queue now (stream and session flow control, and under queue
+    /// control the bound on bytes ahead of the paths). When that is zero for a live
+    /// stream, [`Event::StreamWritable`] follows once there is room again.
     pub fn send_capacity(&mut self, stream: StreamId) -> u64 {
         let cap = self.peek_capacity(stream);
         if cap == 0 && self.streams.get(&stream).is_some_and(|s| !s.tx_done) {
@@ -283,7 +288,49 @@ impl Session {
     fn peek_capacity(&self, stream: StreamId) -> u64 {
         self.streams
             .get(&stream)
-            .map_or(0, |s| s.send_room().min(self.flow.send_room()))
+            .map_or(0, |s| s.send_room().min(self.flow.send_room()).min(self.backlog_room()))
+    }
+
+    /// Under queue control, what the session may still accept from applications: the
+    /// bytes it holds ahead of the paths (never handed to a socket) stay within what the
+    /// paths carry in the queue target, plus a frame per path. Bytes beyond that would
+    /// only wait in the session — a request would wait behind them as it would in a
+    /// bloated queue, and the application's own rate control would see a rate the paths
+    /// do not have (an upload through the proxy reporting twice what arrives). Each path
+    /// counts at least [`MIN_AHEAD`] until it has a rate estimate.
+    fn backlog_room(&self) -> u64 {
+        let target = self.cfg.queue_target;
+        if target.is_zero() {
+            return u64::MAX;
+        }
+        let frame = self.max_frame_len() as u64;
+        let bound: u64 = self
+            .paths
+            .iter()
+            .filter(|p| p.carries())
+            .map(|p| ((p.snap.delivery_rate as f64 * target.as_secs_f64()) as u64).max(MIN_AHEAD) + frame)
+            .sum();
+        let (ahead, _) = self.send.backlog();
+        bound
+            .max(MIN_AHEAD + frame)
+            .saturating_sub(ahead + self.send.urgent_bytes())
+    }
+
+    /// Streams blocked only by the bound on bytes ahead of the paths may go on.
+    fn unblock_drained(&mut self) {
+        if self.blocked.is_empty() || self.cfg.queue_target.is_zero() || self.backlog_room() == 0 {
+            return;
+        }
+        let ready: Vec<StreamId> = self
+            .blocked
+            .iter()
+            .copied()
+            .filter(|&id| self.peek_capacity(id) > 0)
+            .collect();
+        for id in ready {
+            self.blocked.remove(&id);
+            self.writable(id);
+        }
     }
 
     /// Credit arrived for a blocked stream. Waiting for it was no idle spell: the burst

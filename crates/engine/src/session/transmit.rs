@@ -471,6 +471,7 @@ impl Session {
         if n == 0 {
             return PollTransmit::Wait { until: None };
         }
+        self.unblock_drained();
         let last_now = self.last_now;
         let p = self.paths.entry(rec.path);
         p.counters.bytes_sent += n as u64;
