@@ -11,6 +11,7 @@
 
 pub mod bulk;
 pub mod chunk;
+pub mod download_ping;
 pub mod handover;
 mod net;
 pub mod shortflows;
@@ -54,6 +55,7 @@ workloads! {
     Shortflows => shortflows::Shortflows,
     Video => video::Video,
     UploadPing => upload_ping::UploadPing,
+    DownloadPing => download_ping::DownloadPing,
     Handover => handover::Handover,
 }
 
@@ -173,7 +175,7 @@ mod tests {
         assert_eq!(Workload::parse("teleport"), None);
         assert_eq!(
             Workload::names(),
-            "chunk, bulk, shortflows, video, upload-ping, handover"
+            "chunk, bulk, shortflows, video, upload-ping, download-ping, handover"
         );
     }
 
@@ -226,7 +228,12 @@ mod tests {
         assert_eq!(f["segments"], 2);
         assert_eq!(f["segment_ms"].as_array().unwrap().len(), 2);
         assert_eq!(f["stalls"], 0, "{f:?}");
-        let f = upload_ping::run(addr, &via, 1.5).unwrap();
-        assert!(f["pings"].as_u64().unwrap() >= 3, "{f:?}");
+        for dir in [upload_ping::Direction::Up, upload_ping::Direction::Down] {
+            let f = upload_ping::run(addr, &via, 1.5, dir, 3).unwrap();
+            assert_eq!(f["idle_pings"], 3, "{f:?}");
+            assert!(f["idle_ping_p50_ms"].as_f64().unwrap() < f["idle_ping_p99_ms"].as_f64().unwrap() + 1e-9);
+            assert!(f["pings"].as_u64().unwrap() >= 3, "{f:?}");
+            assert!(f["average_mbit"].as_f64().unwrap() > 10.0, "{f:?}");
+        }
     }
 }
