@@ -173,18 +173,20 @@ pub(super) struct Upload {
 }
 
 impl Upload {
-    /// (goodput from the reports after [`BULK_SKIP`] until the last one before the sender
-    /// stopped at `stop`, whole-run average first byte to last by the receiver's clock),
-    /// Mbit/s.
+    /// (goodput between the first report the client got after [`BULK_SKIP`] and the last
+    /// one it got before the sender stopped at `stop`, whole-run average first byte to
+    /// last), Mbit/s, both timed by the receiver's clock: the reports' one-way delay
+    /// varies with the path and queue that carried them.
     pub fn rates(&self, stop: Instant) -> (f64, f64) {
         let whole = mbit(self.last.count, self.last.at - self.start);
+        let us = Duration::from_micros;
         let first = self.reports.iter().find(|r| r.at >= self.start + BULK_SKIP);
         let last = self.reports.iter().rev().find(|r| r.at <= stop);
         let steady = match (first, last) {
-            (Some(a), Some(b)) if b.at > a.at => mbit(b.count - a.count, b.at - a.at),
-            _ => whole,
-        };
-        let us = Duration::from_micros;
+            (Some(a), Some(b)) => first_to_last((us(a.rx_us), a.count), (us(b.rx_us), b.count)),
+            _ => None,
+        }
+        .unwrap_or(whole);
         let average = self
             .reports
             .iter()
