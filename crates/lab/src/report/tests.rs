@@ -122,6 +122,18 @@ fn workloads_jsonl() -> String {
                     ),
                 ));
             }
+            let idle = 300.0 + k as f64;
+            let loaded = (3 + i) as f64 * idle;
+            v.push(rec(
+                sys,
+                "web-under-upload",
+                None,
+                &format!(
+                    r#""size":563200,"completion_ms":25000.0,"goodput_mbit":{u},"capacity_mbit":4.3,"bundle_ms_idle":{idle},"bundle_ms_loaded":{loaded},"ratio":{ratio},"bundles_ms_idle":[{idle},{idle},{idle}],"bundles_ms_loaded":[{loaded},{loaded},{loaded}],"pairs":3,"objects":10,"bytes":563200,"upload_mbit":{u},"uploads_mbit":[{u},{u},{u}]"#,
+                    ratio = loaded / idle,
+                    u = 3.0 + k as f64
+                ),
+            ));
             v.push(rec(
                 sys,
                 "handover",
@@ -338,6 +350,20 @@ fn workload_tables() {
     assert!(row(&md, h, "tcp-wifi")
         .starts_with("| tcp-wifi | 46 (45–47) | 150 (150–150) | 241 (240–242) | 104 (103–105) | **2.98** |"));
 
+    let h = "### two, cubic, web-under-upload, fresh, upload capacity 4.3 Mbit/s, 3 pairs per run — per-run medians \
+             of the bundle's completion";
+    assert!(md
+        .contains("| system | bundle idle, ms | bundle loaded, ms | loaded / idle | ratio / mptcp | upload, Mbit/s |"));
+    assert_eq!(
+        row(&md, h, "mptcp"),
+        "| mptcp | 301 (300–302) | 903 (900–906) | 3.00 (3.00–3.00) | **1.00** | 4.0 (3.0–5.0) |"
+    );
+    assert_eq!(
+        row(&md, h, "mpflex:minrtt"),
+        "| mpflex:minrtt | 301 (300–302) | 1204 (1200–1208) | 4.00 (4.00–4.00) | **1.33** | 4.0 (3.0–5.0) |"
+    );
+    assert!(row(&md, h, "tcp-wifi").contains("| 5.00 (5.00–5.00) | **1.67** |"));
+
     let h = "### two, cubic, handover, fresh, 2000 kbit/s stream";
     assert_eq!(
         row(&md, h, "mptcp"),
@@ -351,7 +377,8 @@ fn workload_tables() {
     let at = |s: &str| md.find(s).unwrap();
     assert!(at("bulk down") < at("shortflows par") && at("shortflows par") < at("video, fresh"));
     assert!(at("video, fresh") < at("upload-ping, fresh") && at("upload-ping, fresh") < at("download-ping, fresh"));
-    assert!(at("download-ping, fresh") < at("handover, fresh"));
+    assert!(at("download-ping, fresh") < at("web-under-upload, fresh"));
+    assert!(at("web-under-upload, fresh") < at("handover, fresh"));
 }
 
 #[test]
@@ -398,6 +425,7 @@ fn plot_files() {
         "video-two-cubic-fresh-bitrate",
         "upload-ping-two-cubic-fresh-ping",
         "download-ping-two-cubic-fresh-ping",
+        "web-under-upload-two-cubic-fresh-bundle",
         "handover-two-cubic-fresh-gap",
     ] {
         for ext in ["svg", "png"] {
@@ -407,7 +435,7 @@ fn plot_files() {
             );
         }
     }
-    assert_eq!(files.len(), 16);
+    assert_eq!(files.len(), 18);
     for f in &files {
         let bytes = std::fs::read(f).unwrap();
         assert!(bytes.len() > 1000, "{} is {} bytes", f.display(), bytes.len());

@@ -17,6 +17,7 @@ mod net;
 pub mod shortflows;
 pub mod upload_ping;
 pub mod video;
+pub mod web_under_upload;
 
 use std::net::SocketAddr;
 
@@ -56,6 +57,7 @@ workloads! {
     Video => video::Video,
     UploadPing => upload_ping::UploadPing,
     DownloadPing => download_ping::DownloadPing,
+    WebUnderUpload => web_under_upload::WebUnderUpload,
     Handover => handover::Handover,
 }
 
@@ -175,7 +177,7 @@ mod tests {
         assert_eq!(Workload::parse("teleport"), None);
         assert_eq!(
             Workload::names(),
-            "chunk, bulk, shortflows, video, upload-ping, download-ping, handover"
+            "chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload, handover"
         );
     }
 
@@ -235,5 +237,14 @@ mod tests {
             assert!(f["pings"].as_u64().unwrap() >= 3, "{f:?}");
             assert!(f["average_mbit"].as_f64().unwrap() > 10.0, "{f:?}");
         }
+        let f = web_under_upload::run(addr, &via, 2, Duration::from_millis(200)).unwrap();
+        assert_eq!(f["bundles_ms_idle"].as_array().unwrap().len(), 2, "{f:?}");
+        assert_eq!(f["bundles_ms_loaded"].as_array().unwrap().len(), 2, "{f:?}");
+        let (i, l) = (
+            f["bundle_ms_idle"].as_f64().unwrap(),
+            f["bundle_ms_loaded"].as_f64().unwrap(),
+        );
+        assert!((f["ratio"].as_f64().unwrap() - l / i).abs() < 1e-9, "{f:?}");
+        assert!(f["upload_mbit"].as_f64().unwrap() > 10.0, "{f:?}");
     }
 }
