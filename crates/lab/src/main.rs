@@ -130,15 +130,17 @@ struct RunArgs {
     /// (comma-separated).
     #[arg(long, default_value = "tcp-wifi,tcp-lte,mptcp,oracle,mpflex:minrtt")]
     systems: String,
-    /// chunk, bulk, shortflows, video, upload-ping or handover.
+    /// chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload or
+    /// handover.
     #[arg(long, default_value = "chunk")]
     workload: String,
     /// bulk: down,up; shortflows: seq,par (default: both); video: buffer (the default,
     /// a buffer-based ABR) or rate (throughput-based).
     #[arg(long)]
     variants: Option<String>,
-    /// Seconds per run of bulk (20), upload-ping (20), handover (30); seconds of video
-    /// played (120).
+    /// Seconds per run of bulk (20), handover (30); seconds of the bulk of upload-ping and
+    /// download-ping (20, after 2.5 s of idle pings); seconds of video played (120);
+    /// web-under-upload ignores it (3 idle/loaded pairs per run).
     #[arg(long)]
     secs: Option<f64>,
     /// handover: the constant stream's rate, kbit/s.

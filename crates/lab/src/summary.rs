@@ -81,6 +81,16 @@ pub fn pct_of_capacity(r: &Record) -> Option<f64> {
     Some(r.goodput_mbit? / r.capacity_mbit.filter(|c| *c > 0.0)? * 100.0)
 }
 
+/// The whole run's average rate, first byte to last.
+pub fn average(r: &Record) -> Option<f64> {
+    r.field("average_mbit")
+}
+
+/// The whole run's average as a share of the capacity, %.
+pub fn average_pct_of_capacity(r: &Record) -> Option<f64> {
+    Some(average(r)? / r.capacity_mbit.filter(|c| *c > 0.0)? * 100.0)
+}
+
 /// One column of a workload's table: a cell per system from that system's records.
 pub enum Column {
     /// Median (p10–p90) with this many decimals.

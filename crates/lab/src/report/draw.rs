@@ -332,7 +332,8 @@ fn draw<DB: plotters::prelude::DrawingBackend>(
 /// per size as a ratio to mptcp's median (`…-ratio`; absolute ms, `…-ms`, without mptcp)
 /// and the CDF of the largest size (`…-cdf`). Per (profile, cc, workload, variant, mode):
 /// `bulk` goodput with the capacity, `video` average bit rate with the ideal rate,
-/// `upload-ping` ping p50/p90/p99, `shortflows` bundle completion, `handover` max gap.
+/// `upload-ping` and `download-ping` idle p50 and ping p50/p90/p99, `shortflows` bundle
+/// completion, `web-under-upload` the bundle idle and loaded, `handover` max gap.
 ///
 /// Text needs a TrueType font: [`DEFAULT_FONT`] (Debian's fonts-dejavu-core) or the file
 /// `MPFLEX_LAB_FONT` names.

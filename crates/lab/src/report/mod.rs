@@ -264,7 +264,8 @@ pub fn by_system_files(paths: &[PathBuf], baseline: &str) -> Result<String> {
 }
 
 /// Markdown tables for every workload in the results file at `path`: chunk first (as
-/// before other workloads existed), then bulk, shortflows, video, upload-ping, handover.
+/// before other workloads existed), then the others in [`Workload`] order: bulk,
+/// shortflows, video, upload-ping, download-ping, web-under-upload, handover.
 pub fn report(path: &Path) -> Result<String> {
     report_files(&[path.to_path_buf()])
 }

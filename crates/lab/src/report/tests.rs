@@ -106,15 +106,32 @@ fn workloads_jsonl() -> String {
                     s = 1000.0 * i as f64
                 ),
             ));
+            for (workload, cap) in [("upload-ping", 50.0), ("download-ping", 100.0)] {
+                v.push(rec(
+                    sys,
+                    workload,
+                    None,
+                    &format!(
+                        r#""size":0,"completion_ms":10000.0,"goodput_mbit":{g},"capacity_mbit":{cap},"idle_ping_p50_ms":{ip},"idle_ping_p99_ms":{iq},"idle_pings":25,"ping_p50_ms":{p},"ping_p90_ms":{q},"ping_p99_ms":{r},"ping_max_ms":900.0,"pings":90,"ping_failures":0,"average_mbit":{a}"#,
+                        ip = 45.0 + k as f64,
+                        iq = 55.0 + k as f64,
+                        p = 50.0 * (i + 1) as f64,
+                        q = 60.0 * (i + 1) as f64,
+                        r = 80.0 * (i + 1) as f64 + k as f64,
+                        a = 30.0 + k as f64
+                    ),
+                ));
+            }
+            let idle = 300.0 + k as f64;
+            let loaded = (3 + i) as f64 * idle;
             v.push(rec(
                 sys,
-                "upload-ping",
+                "web-under-upload",
                 None,
                 &format!(
-                    r#""size":0,"completion_ms":10000.0,"goodput_mbit":{g},"capacity_mbit":50.0,"ping_p50_ms":{p},"ping_p90_ms":{q},"ping_p99_ms":{r},"ping_max_ms":900.0,"pings":90,"ping_failures":0,"average_mbit":30.0"#,
-                    p = 50.0 * (i + 1) as f64,
-                    q = 60.0 * (i + 1) as f64,
-                    r = 80.0 * (i + 1) as f64 + k as f64
+                    r#""size":563200,"completion_ms":25000.0,"goodput_mbit":{u},"capacity_mbit":4.3,"bundle_ms_idle":{idle},"bundle_ms_loaded":{loaded},"ratio":{ratio},"bundles_ms_idle":[{idle},{idle},{idle}],"bundles_ms_loaded":[{loaded},{loaded},{loaded}],"pairs":3,"objects":10,"bytes":563200,"upload_mbit":{u},"uploads_mbit":[{u},{u},{u}]"#,
+                    ratio = loaded / idle,
+                    u = 3.0 + k as f64
                 ),
             ));
             v.push(rec(
@@ -305,17 +322,47 @@ fn workload_tables() {
         "| mpflex:minrtt | 5.24 (5.24–5.24) | 62 (62–62) | **1.24** | 1 (1–1) | 1000 (1000–1000) | 2500 (2500–2500) |"
     );
 
-    let h = "### two, cubic, upload-ping, fresh, upload capacity 50.0 Mbit/s";
+    let h = "### two, cubic, upload-ping, fresh, upload capacity 50.0 Mbit/s — per-run ping percentiles and the \
+             upload's whole-run average";
+    assert!(md.contains(&format!("{h}: median over runs (p10–p90)\n")), "{md}");
+    assert!(md.contains(
+        "| system | idle p50, ms | ping p50, ms | ping p99, ms | p50 − idle, ms | p99 / mptcp | average, Mbit/s | % of \
+         capacity | pings (failed) |"
+    ));
     assert_eq!(
         row(&md, h, "mptcp"),
-        "| mptcp | 50 (50–50) | 60 (60–60) | 81 (80–82) | **1.00** | 41.0 (40.0–42.0) | 82 (80–84) | 270 (0) |"
+        "| mptcp | 46 (45–47) | 50 (50–50) | 81 (80–82) | 4 (3–5) | **1.00** | 31.0 (30.0–32.0) | 62 (60–64) | 270 (0) |"
     );
     assert!(row(&md, h, "mpflex:minrtt")
-        .starts_with("| mpflex:minrtt | 100 (100–100) | 120 (120–120) | 161 (160–162) | **1.99** |"));
+        .starts_with("| mpflex:minrtt | 46 (45–47) | 100 (100–100) | 161 (160–162) | 54 (53–55) | **1.99** |"));
+    // All pings failed, and a record from before the idle pings: dashes, not zeros.
     assert_eq!(
         row(&md, h, "tcp-lte"),
-        "| tcp-lte | – | – | – | – | 5.0 (5.0–5.0) | – | 0 (3) |"
+        "| tcp-lte | – | – | – | – | – | – | – | 0 (3) |"
     );
+
+    let h = "### two, cubic, download-ping, fresh, download capacity 100.0 Mbit/s — per-run ping percentiles and \
+             the download's whole-run average";
+    assert_eq!(
+        row(&md, h, "mptcp"),
+        "| mptcp | 46 (45–47) | 50 (50–50) | 81 (80–82) | 4 (3–5) | **1.00** | 31.0 (30.0–32.0) | 31 (30–32) | 270 (0) |"
+    );
+    assert!(row(&md, h, "tcp-wifi")
+        .starts_with("| tcp-wifi | 46 (45–47) | 150 (150–150) | 241 (240–242) | 104 (103–105) | **2.98** |"));
+
+    let h = "### two, cubic, web-under-upload, fresh, upload capacity 4.3 Mbit/s, 3 pairs per run — per-run medians \
+             of the bundle's completion";
+    assert!(md
+        .contains("| system | bundle idle, ms | bundle loaded, ms | loaded / idle | ratio / mptcp | upload, Mbit/s |"));
+    assert_eq!(
+        row(&md, h, "mptcp"),
+        "| mptcp | 301 (300–302) | 903 (900–906) | 3.00 (3.00–3.00) | **1.00** | 4.0 (3.0–5.0) |"
+    );
+    assert_eq!(
+        row(&md, h, "mpflex:minrtt"),
+        "| mpflex:minrtt | 301 (300–302) | 1204 (1200–1208) | 4.00 (4.00–4.00) | **1.33** | 4.0 (3.0–5.0) |"
+    );
+    assert!(row(&md, h, "tcp-wifi").contains("| 5.00 (5.00–5.00) | **1.67** |"));
 
     let h = "### two, cubic, handover, fresh, 2000 kbit/s stream";
     assert_eq!(
@@ -329,7 +376,9 @@ fn workload_tables() {
     // Sections come in workload order.
     let at = |s: &str| md.find(s).unwrap();
     assert!(at("bulk down") < at("shortflows par") && at("shortflows par") < at("video, fresh"));
-    assert!(at("video, fresh") < at("upload-ping, fresh") && at("upload-ping, fresh") < at("handover, fresh"));
+    assert!(at("video, fresh") < at("upload-ping, fresh") && at("upload-ping, fresh") < at("download-ping, fresh"));
+    assert!(at("download-ping, fresh") < at("web-under-upload, fresh"));
+    assert!(at("web-under-upload, fresh") < at("handover, fresh"));
 }
 
 #[test]
@@ -375,6 +424,8 @@ fn plot_files() {
         "shortflows-two-cubic-par-fresh-completion",
         "video-two-cubic-fresh-bitrate",
         "upload-ping-two-cubic-fresh-ping",
+        "download-ping-two-cubic-fresh-ping",
+        "web-under-upload-two-cubic-fresh-bundle",
         "handover-two-cubic-fresh-gap",
     ] {
         for ext in ["svg", "png"] {
@@ -384,7 +435,7 @@ fn plot_files() {
             );
         }
     }
-    assert_eq!(files.len(), 14);
+    assert_eq!(files.len(), 18);
     for f in &files {
         let bytes = std::fs::read(f).unwrap();
         assert!(bytes.len() > 1000, "{} is {} bytes", f.display(), bytes.len());

@@ -11,11 +11,13 @@
 
 pub mod bulk;
 pub mod chunk;
+pub mod download_ping;
 pub mod handover;
 mod net;
 pub mod shortflows;
 pub mod upload_ping;
 pub mod video;
+pub mod web_under_upload;
 
 use std::net::SocketAddr;
 
@@ -54,6 +56,8 @@ workloads! {
     Shortflows => shortflows::Shortflows,
     Video => video::Video,
     UploadPing => upload_ping::UploadPing,
+    DownloadPing => download_ping::DownloadPing,
+    WebUnderUpload => web_under_upload::WebUnderUpload,
     Handover => handover::Handover,
 }
 
@@ -173,7 +177,7 @@ mod tests {
         assert_eq!(Workload::parse("teleport"), None);
         assert_eq!(
             Workload::names(),
-            "chunk, bulk, shortflows, video, upload-ping, handover"
+            "chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload, handover"
         );
     }
 
@@ -226,7 +230,21 @@ mod tests {
         assert_eq!(f["segments"], 2);
         assert_eq!(f["segment_ms"].as_array().unwrap().len(), 2);
         assert_eq!(f["stalls"], 0, "{f:?}");
-        let f = upload_ping::run(addr, &via, 1.5).unwrap();
-        assert!(f["pings"].as_u64().unwrap() >= 3, "{f:?}");
+        for dir in [upload_ping::Direction::Up, upload_ping::Direction::Down] {
+            let f = upload_ping::run(addr, &via, 1.5, dir, 3).unwrap();
+            assert_eq!(f["idle_pings"], 3, "{f:?}");
+            assert!(f["idle_ping_p50_ms"].as_f64().unwrap() < f["idle_ping_p99_ms"].as_f64().unwrap() + 1e-9);
+            assert!(f["pings"].as_u64().unwrap() >= 3, "{f:?}");
+            assert!(f["average_mbit"].as_f64().unwrap() > 10.0, "{f:?}");
+        }
+        let f = web_under_upload::run(addr, &via, 2, Duration::from_millis(200)).unwrap();
+        assert_eq!(f["bundles_ms_idle"].as_array().unwrap().len(), 2, "{f:?}");
+        assert_eq!(f["bundles_ms_loaded"].as_array().unwrap().len(), 2, "{f:?}");
+        let (i, l) = (
+            f["bundle_ms_idle"].as_f64().unwrap(),
+            f["bundle_ms_loaded"].as_f64().unwrap(),
+        );
+        assert!((f["ratio"].as_f64().unwrap() - l / i).abs() < 1e-9, "{f:?}");
+        assert!(f["upload_mbit"].as_f64().unwrap() > 10.0, "{f:?}");
     }
 }

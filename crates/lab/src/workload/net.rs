@@ -4,17 +4,19 @@
 //! Requests are 8 bytes, big-endian: the top byte is the operation, the low 56 bits its
 //! argument.
 //! * `0` download: the server sends `arg` bytes (`chunk`, `shortflows`, `video`, `bulk`
-//!   down with a huge `arg`, the small exchanges of `upload-ping`).
+//!   down and the download of `download-ping` with a huge `arg`, the small exchanges of
+//!   `upload-ping` and `download-ping`).
 //! * `1` upload: the server reads `arg` bytes (or until the client's EOF), reporting the
-//!   count every 250 ms as 16-byte records (count, 0) and the final one as (count, 1).
+//!   count right after its first read and every 250 ms as 16-byte records (count, the
+//!   server's time of that count, 0) and the final one as (count, time, 1).
 //! * `2` stream: another 8 bytes follow (the duration in ms); the server sends 1000-byte
 //!   messages (sequence number, send time in ns since the Unix epoch) at `arg` kbit/s for
 //!   that long, then closes (`handover`).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
@@ -99,49 +101,80 @@ fn send_zeros(c: &mut TcpStream, zeros: &[u8], n: u64) -> bool {
 }
 
 /// Reads up to `n` bytes (or to EOF), reporting progress; true if the connection may
-/// carry another request.
+/// carry another request. A report is 16 bytes: the count (8), the receiver's time of
+/// that count in µs since the Unix epoch (7), and 1 for the final report, else 0. One
+/// report follows the first read at once, then one every 250 ms, and the final one the
+/// end. The receiver's own times give the whole run's rate from the first byte to the
+/// last; the client's receipt times would add the reports' one-way delay, which differs
+/// from path to path.
 fn sink(c: &mut TcpStream, n: u64) -> bool {
-    let Ok(mut w) = c.try_clone() else { return false };
-    let got = Arc::new(AtomicU64::new(0));
-    let done = Arc::new(AtomicBool::new(false));
-    let reporter = {
-        let (got, done) = (got.clone(), done.clone());
-        let mut w = w.try_clone().expect("clone");
-        std::thread::spawn(move || {
+    let Ok(w) = c.try_clone() else { return false };
+    let w = Mutex::new(w);
+    // (bytes read, when the last read returned).
+    let got = Mutex::new((0u64, unix_us()));
+    let done = AtomicBool::new(false);
+    let count = || got.lock().expect("count").0;
+    let eof = std::thread::scope(|sc| {
+        sc.spawn(|| {
             while !done.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(250));
-                let mut rec = [0u8; 16];
-                rec[..8].copy_from_slice(&got.load(Ordering::SeqCst).to_be_bytes());
-                if done.load(Ordering::SeqCst) || w.write_all(&rec).is_err() {
+                let (k, at) = *got.lock().expect("count");
+                if done.load(Ordering::SeqCst) || report(&w, k, at, false).is_err() {
                     return;
                 }
             }
-        })
-    };
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut eof = false;
-    while got.load(Ordering::SeqCst) < n {
-        let want = (n - got.load(Ordering::SeqCst)).min(buf.len() as u64) as usize;
-        match c.read(&mut buf[..want]) {
-            Ok(0) => {
-                eof = true;
-                break;
-            }
-            Ok(k) => {
-                got.fetch_add(k as u64, Ordering::SeqCst);
-            }
-            Err(_) => {
-                eof = true;
-                break;
+        });
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut eof = false;
+        while count() < n {
+            let want = (n - count()).min(buf.len() as u64) as usize;
+            match c.read(&mut buf[..want]) {
+                Ok(k) if k > 0 => {
+                    let (total, at) = {
+                        let mut g = got.lock().expect("count");
+                        *g = (g.0 + k as u64, unix_us());
+                        *g
+                    };
+                    if total == k as u64 && report(&w, total, at, false).is_err() {
+                        eof = true;
+                        break;
+                    }
+                }
+                _ => {
+                    eof = true;
+                    break;
+                }
             }
         }
-    }
-    done.store(true, Ordering::SeqCst);
-    let _ = reporter.join();
+        done.store(true, Ordering::SeqCst);
+        eof
+    });
+    let (k, at) = *got.lock().expect("count");
+    report(&w, k, at, true).is_ok() && !eof
+}
+
+/// Writes one progress report of [`sink`].
+fn report(w: &Mutex<TcpStream>, count: u64, at_us: u64, last: bool) -> std::io::Result<()> {
     let mut rec = [0u8; 16];
-    rec[..8].copy_from_slice(&got.load(Ordering::SeqCst).to_be_bytes());
-    rec[15] = 1;
-    w.write_all(&rec).is_ok() && !eof
+    rec[..8].copy_from_slice(&count.to_be_bytes());
+    rec[8..15].copy_from_slice(&at_us.to_be_bytes()[1..]);
+    rec[15] = last as u8;
+    w.lock().expect("writer").write_all(&rec)
+}
+
+/// A progress report of [`sink`]: (count, receiver's µs since the Unix epoch, final).
+pub fn parse_report(rec: &[u8; 16]) -> (u64, u64, bool) {
+    let mut at = [0u8; 8];
+    at[1..].copy_from_slice(&rec[8..15]);
+    (
+        u64::from_be_bytes(rec[..8].try_into().expect("8 bytes")),
+        u64::from_be_bytes(at),
+        rec[15] == 1,
+    )
+}
+
+pub fn unix_us() -> u64 {
+    unix_ns() / 1000
 }
 
 pub fn unix_ns() -> u64 {

@@ -76,10 +76,29 @@ pub fn sizes() -> Vec<u64> {
     (1..=10).map(|k| k * 10 * 1024).collect()
 }
 
+/// One bundle's times, ms: the whole bundle's and each object's.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    pub ms: f64,
+    pub object_ms: Vec<f64>,
+}
+
 /// `shortflows`: the bundle sequentially (`par` false) or all at once. `fresh`: a new
 /// connection per object, included in the time; `warm`: connections opened, used once
 /// and idle for a second before the clock starts.
 pub fn run(server: SocketAddr, via: &Via, par: bool, warm: bool) -> Result<Fields> {
+    let b = bundle(server, via, par, warm)?;
+    let sizes = sizes();
+    Ok(fields(vec![
+        ("completion_ms", b.ms.into()),
+        ("objects", (sizes.len() as u64).into()),
+        ("bytes", sizes.iter().sum::<u64>().into()),
+        ("object_ms", b.object_ms.into()),
+    ]))
+}
+
+/// One bundle of [`sizes`], as [`run`] describes.
+pub fn bundle(server: SocketAddr, via: &Via, par: bool, warm: bool) -> Result<Bundle> {
     let sizes = sizes();
     let conns = if !warm {
         sizes.iter().map(|_| None).collect::<Vec<Option<TcpStream>>>()
@@ -116,11 +135,8 @@ pub fn run(server: SocketAddr, via: &Via, par: bool, warm: bool) -> Result<Field
             per_object.push(timed(server, via, size, warm_conn.as_mut())?.as_secs_f64() * 1000.0);
         }
     }
-    let ms = t.elapsed().as_secs_f64() * 1000.0;
-    Ok(fields(vec![
-        ("completion_ms", ms.into()),
-        ("objects", (sizes.len() as u64).into()),
-        ("bytes", sizes.iter().sum::<u64>().into()),
-        ("object_ms", per_object.into()),
-    ]))
+    Ok(Bundle {
+        ms: t.elapsed().as_secs_f64() * 1000.0,
+        object_ms: per_object,
+    })
 }

@@ -1,16 +1,19 @@
-//! `upload-ping`: a bulk upload for `--secs` with a 1 KB request/response every 100 ms on
-//! a second connection; the small exchanges' latency is the result (QCUT's experiment).
+//! `upload-ping`: a 1 KB request/response every 100 ms on one connection, first on idle
+//! paths, then beside a bulk upload for `--secs` on a second connection; the small
+//! exchanges' latency under load, and its rise over the idle latency of the same system
+//! in the same run, is the result (QCUT's experiment). `download-ping` is the same with
+//! the bulk going down; the shared code is here.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::bulk::{upload_for, upload_goodput};
+use super::bulk::{download_for, upload_for};
 use super::{connect, fields, percentile, request, ClientRun, Fields, Spec, Via};
 use crate::record::Record;
 use crate::summary::{
-    capacity, goodput, median_text, no_line, pct_of_capacity, values, BarChart, Column, Summary, Table,
+    average, average_pct_of_capacity, capacity, median_text, no_line, values, BarChart, Column, Summary, Table,
 };
 
 pub struct UploadPing;
@@ -29,35 +32,57 @@ impl Spec for UploadPing {
     }
 
     fn client(&self, run: &ClientRun) -> Result<Fields> {
-        self::run(run.server, &run.via, run.secs)
+        self::run(run.server, &run.via, run.secs, Direction::Up, IDLE_PINGS)
     }
 
     fn summary(&self) -> Summary {
-        let table = Table {
-            heading: |all| {
+        summary(
+            |all| {
                 let cap = median_text(all, capacity, |c| format!(", upload capacity {c:.1} Mbit/s"));
-                format!("{cap} — per-run ping percentiles and goodput: median over runs (p10–p90)")
+                format!("{cap} — {HEADING}")
             },
-            columns: vec![
-                ("ping p50, ms", Column::Dist(p50, 0)),
-                ("ping p90, ms", Column::Dist(p90, 0)),
-                ("ping p99, ms", Column::Dist(p99, 0)),
-                ("p99 / mptcp", Column::VsMptcp(p99)),
-                ("upload goodput, Mbit/s", Column::Dist(goodput, 1)),
-                ("% of capacity", Column::Dist(pct_of_capacity, 0)),
-                ("pings (failed)", Column::Other(pings)),
-            ],
-        };
-        // The records keep per-run percentiles, not the single pings: bars, no CDF.
-        let chart = BarChart {
-            suffix: "ping",
-            title: "ping latency during the upload",
-            y_desc: "ping latency, ms (median over runs, p10–p90)",
-            bars: vec![(Some("p50"), p50), (Some("p90"), p90), (Some("p99"), p99)],
-            line: no_line,
-        };
-        Summary::BySystem(table, chart)
+            "ping latency, idle and during the upload",
+        )
     }
+}
+
+/// What the ping tables' headings say after the capacity.
+pub const HEADING: &str = "per-run ping percentiles and the upload's whole-run average: median over runs (p10–p90)";
+
+/// The table and chart of a ping workload: `heading` names the capacity, `title` is the
+/// chart's.
+pub fn summary(heading: fn(&[&Record]) -> String, title: &'static str) -> Summary {
+    let table = Table {
+        heading,
+        columns: vec![
+            ("idle p50, ms", Column::Dist(idle_p50, 0)),
+            ("ping p50, ms", Column::Dist(p50, 0)),
+            ("ping p99, ms", Column::Dist(p99, 0)),
+            ("p50 − idle, ms", Column::Dist(rise, 0)),
+            ("p99 / mptcp", Column::VsMptcp(p99)),
+            ("average, Mbit/s", Column::Dist(average, 1)),
+            ("% of capacity", Column::Dist(average_pct_of_capacity, 0)),
+            ("pings (failed)", Column::Other(pings)),
+        ],
+    };
+    // The records keep per-run percentiles, not the single pings: bars, no CDF.
+    let chart = BarChart {
+        suffix: "ping",
+        title,
+        y_desc: "ping latency, ms (median over runs, p10–p90)",
+        bars: vec![
+            (Some("idle p50"), idle_p50),
+            (Some("p50"), p50),
+            (Some("p90"), p90),
+            (Some("p99"), p99),
+        ],
+        line: no_line,
+    };
+    Summary::BySystem(table, chart)
+}
+
+fn idle_p50(r: &Record) -> Option<f64> {
+    r.field("idle_ping_p50_ms")
 }
 
 fn p50(r: &Record) -> Option<f64> {
@@ -72,6 +97,11 @@ fn p99(r: &Record) -> Option<f64> {
     r.field("ping_p99_ms")
 }
 
+/// What the bulk adds to the median ping: p50 under load − idle p50, of one run.
+pub fn rise(r: &Record) -> Option<f64> {
+    Some(p50(r)? - idle_p50(r)?)
+}
+
 /// The pings of all the records, and how many failed: "270 (0)".
 fn pings(rs: &[&Record]) -> String {
     let pings: f64 = values(rs, |r| r.field("pings")).iter().sum();
@@ -82,43 +112,106 @@ fn pings(rs: &[&Record]) -> String {
 /// Size of the small responses of `upload-ping`.
 pub const PING_BYTES: u64 = 1024;
 
-/// A bulk upload for `secs` with a small request/response every 100 ms on
-/// a second connection; the small exchanges' latency is the result (QCUT's experiment).
-pub fn run(server: SocketAddr, via: &Via, secs: f64) -> Result<Fields> {
-    let mut ping = connect(server, via)?;
-    request(&mut ping, PING_BYTES)?;
-    let up = connect(server, via)?;
-    let start = Instant::now();
-    let uploader = std::thread::spawn(move || upload_for(up, secs));
-    let mut rtts = Vec::new();
-    let mut failures = 0u32;
-    let mut k = 0u32;
-    // The first second is the upload's slow start; pings are kept from then on.
-    while start.elapsed() < Duration::from_secs_f64(secs) {
-        k += 1;
-        let due = start + Duration::from_millis(100) * k;
-        if let Some(w) = due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(w);
-        }
+/// Time between the starts of two exchanges.
+const PING_EVERY: Duration = Duration::from_millis(100);
+
+/// Idle exchanges measured before the bulk starts (2.5 s at [`PING_EVERY`]).
+pub const IDLE_PINGS: usize = 25;
+
+/// Pings under load are kept from this far into the bulk on (its slow start is not what
+/// they ask about).
+const LOADED_SKIP: Duration = Duration::from_secs(1);
+
+/// Which way a ping workload's bulk goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Up,
+    Down,
+}
+
+/// The ping connection: exchanges, reconnecting after a failed one.
+struct Pinger<'a> {
+    server: SocketAddr,
+    via: &'a Via,
+    conn: TcpStream,
+    failures: u32,
+}
+
+impl Pinger<'_> {
+    /// One exchange's time in ms, or none if it failed (then counted, and the connection
+    /// replaced).
+    fn exchange(&mut self) -> Result<Option<f64>> {
         let t = Instant::now();
-        match request(&mut ping, PING_BYTES) {
-            Ok(()) if t >= start + Duration::from_secs(1) => rtts.push(t.elapsed().as_secs_f64() * 1000.0),
-            Ok(()) => {}
+        match request(&mut self.conn, PING_BYTES) {
+            Ok(()) => Ok(Some(t.elapsed().as_secs_f64() * 1000.0)),
             Err(_) => {
-                failures += 1;
-                ping = connect(server, via)?;
+                self.failures += 1;
+                self.conn = connect(self.server, self.via)?;
+                Ok(None)
             }
         }
     }
-    let (samples, total, done) = uploader.join().map_err(|_| anyhow::anyhow!("uploader panicked"))??;
-    let (steady, avg) = upload_goodput(start, secs, &samples, total, done);
+
+    /// Exchanges every [`PING_EVERY`] from `start` while `more(start of the exchange)`
+    /// says so; the times of those started at or after `keep_from`.
+    fn every_100ms(&mut self, start: Instant, keep_from: Instant, more: impl Fn(Instant) -> bool) -> Result<Vec<f64>> {
+        let mut rtts = Vec::new();
+        for k in 0u32.. {
+            let due = start + PING_EVERY * k;
+            if let Some(w) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(w);
+            }
+            let t = Instant::now();
+            if !more(t) {
+                break;
+            }
+            if let Some(ms) = self.exchange()? {
+                if t >= keep_from {
+                    rtts.push(ms);
+                }
+            }
+        }
+        Ok(rtts)
+    }
+}
+
+/// A ping workload: `idle` exchanges every 100 ms with nothing else running (after one
+/// that opens the connection and is not counted), then the bulk in `direction` on a
+/// second connection for `secs` with the exchanges going on beside it, kept from
+/// [`LOADED_SKIP`] in.
+pub fn run(server: SocketAddr, via: &Via, secs: f64, direction: Direction, idle: usize) -> Result<Fields> {
+    let mut p = Pinger {
+        server,
+        via,
+        conn: connect(server, via)?,
+        failures: 0,
+    };
+    // The first exchange meets a new connection (and in mpflex a new stream): not the
+    // idle latency asked about.
+    request(&mut p.conn, PING_BYTES)?;
+    let t0 = Instant::now();
+    let idle_rtts = p.every_100ms(t0, t0, |t| t < t0 + PING_EVERY * idle as u32)?;
+
+    // The bulk's connection is opened only now, so nothing else ran during the idle pings.
+    let bulk = connect(server, via)?;
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(secs);
+    let bulk = std::thread::spawn(move || match direction {
+        Direction::Up => upload_for(bulk, secs).map(|(u, stop)| u.rates(stop)),
+        Direction::Down => download_for(bulk, secs).map(|d| d.rates()),
+    });
+    let rtts = p.every_100ms(start, start + LOADED_SKIP, |t| t < end)?;
+    let (steady, avg) = bulk.join().map_err(|_| anyhow::anyhow!("bulk panicked"))??;
     Ok(fields(vec![
+        ("idle_ping_p50_ms", percentile(&idle_rtts, 0.5).into()),
+        ("idle_ping_p99_ms", percentile(&idle_rtts, 0.99).into()),
+        ("idle_pings", (idle_rtts.len() as u64).into()),
         ("ping_p50_ms", percentile(&rtts, 0.5).into()),
         ("ping_p90_ms", percentile(&rtts, 0.9).into()),
         ("ping_p99_ms", percentile(&rtts, 0.99).into()),
         ("ping_max_ms", percentile(&rtts, 1.0).into()),
         ("pings", (rtts.len() as u64).into()),
-        ("ping_failures", failures.into()),
+        ("ping_failures", p.failures.into()),
         ("goodput_mbit", steady.into()),
         ("average_mbit", avg.into()),
     ]))
