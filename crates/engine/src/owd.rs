@@ -126,3 +126,97 @@ mod tests {
         assert!((109_000..=111_000).contains(&d), "{d}");
     }
 }
+
+/// How long a path's frames wait in queues now, from the peer's arrival reports: the
+/// lowest one-way delay of the last 100 ms above the lowest of the last 10 to 20 s — the
+/// path's propagation delay (the clock offset cancels). The recent *minimum* is the
+/// standing queue, as CoDel reads it: a frame at the end of a large record, or behind a
+/// burst that is draining, waits longer without the path holding a queue. It counts
+/// what a new frame waits behind, in the socket and at the bottleneck, without the
+/// receiver's delayed ACKs that inflate TCP's RTT samples when a sender writes little at
+/// a time (as queue control makes it). LEDBAT (RFC 6817) measures its queue the same way.
+#[derive(Debug, Clone, Default)]
+pub struct QueueDelay {
+    /// Lowest sample of the current and the previous base window, µs with the offset.
+    base: Windowed,
+    recent: Windowed,
+    last: Option<std::time::Instant>,
+}
+
+/// The lowest sample of the current and the previous window.
+#[derive(Debug, Clone, Default)]
+struct Windowed {
+    min: [Option<i64>; 2],
+    start: Option<std::time::Instant>,
+}
+
+impl Windowed {
+    fn sample(&mut self, v: i64, now: std::time::Instant, window: std::time::Duration) {
+        if self.start.is_none_or(|t| now.saturating_duration_since(t) >= window) {
+            // A window with no sample at all clears both.
+            let fresh = self
+                .start
+                .is_some_and(|t| now.saturating_duration_since(t) < 2 * window);
+            self.min = [None, if fresh { self.min[0] } else { None }];
+            self.start = Some(now);
+        }
+        self.min[0] = Some(self.min[0].map_or(v, |m| m.min(v)));
+    }
+
+    fn get(&self) -> Option<i64> {
+        self.min.iter().flatten().min().copied()
+    }
+}
+
+/// Length of one base window (the base is the lower of two).
+const BASE_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+/// Length of one recent window (CoDel's interval is two).
+const RECENT_WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
+/// A queue estimate older than this says nothing about now.
+const QUEUE_STALE: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl QueueDelay {
+    pub fn sample(&mut self, owd_us: i64, now: std::time::Instant) {
+        self.base.sample(owd_us, now, BASE_WINDOW);
+        self.recent.sample(owd_us, now, RECENT_WINDOW);
+        self.last = Some(now);
+    }
+
+    /// The queue delay now; `None` without a recent report.
+    pub fn get(&self, now: std::time::Instant) -> Option<std::time::Duration> {
+        let last = self.last?;
+        if now.saturating_duration_since(last) > QUEUE_STALE {
+            return None;
+        }
+        let q = (self.recent.get()? - self.base.get()?).max(0);
+        Some(std::time::Duration::from_micros(q as u64))
+    }
+}
+
+#[cfg(test)]
+mod queue_tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_queue_is_the_recent_minimum_above_the_windowed_minimum() {
+        let t = Instant::now();
+        let mut q = QueueDelay::default();
+        assert_eq!(q.get(t), None);
+        // Clock offset 1 s, propagation 25 ms.
+        q.sample(1_025_000, t);
+        assert_eq!(q.get(t), Some(Duration::ZERO));
+        // A standing queue of 20 ms, frames at the end of records waiting up to 10 more.
+        for i in 1..=300 {
+            q.sample(1_045_000 + (i % 3) * 5_000, t + Duration::from_millis(i as u64));
+        }
+        let now = t + Duration::from_millis(300);
+        assert_eq!(q.get(now), Some(Duration::from_millis(20)), "the standing queue");
+        assert_eq!(q.get(now + Duration::from_secs(2)), None, "stale");
+        // The minimum is forgotten after two windows: a longer path is its new base.
+        let late = now + 2 * BASE_WINDOW;
+        q.sample(1_060_000, late);
+        q.sample(1_060_000, late + BASE_WINDOW);
+        assert_eq!(q.get(late + BASE_WINDOW), Some(Duration::ZERO));
+    }
+}

@@ -16,7 +16,7 @@ use mpflex_sched::PathSnapshot;
 use mpflex_wire::Frame;
 
 use crate::config::EngineConfig;
-use crate::owd::OwdEstimator;
+use crate::owd::{OwdEstimator, QueueDelay};
 use crate::MAX_PATHS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,12 +61,14 @@ pub(crate) const URGENT_MARGIN: Duration = Duration::from_millis(2);
 
 /// When a frame of `len` bytes handed to the path now reaches the peer, seconds from now:
 /// the one-way propagation delay (half the minimum RTT, or of the smoothed RTT while the
-/// minimum is unknown) plus the time the bytes ahead of it — unsent in the socket, and
-/// queued at the bottleneck (in flight beyond rate × min RTT) — and the frame itself take
-/// at the path's rate. Not the smoothed RTT: it lags a queue that built up or drained
-/// (the latency issue asks for the path that delivers first *now*; TxDelay, seed 000
-/// ch. IV, counts the local queue the same way). Infinite for a path without estimates.
-pub(crate) fn arrival_secs(s: &PathSnapshot, len: usize) -> f64 {
+/// minimum is unknown), the queue ahead of it, and the time its own bytes and those unsent
+/// in the socket take at the path's rate. Not the smoothed RTT: it lags a queue that
+/// built up or drained (the latency issue asks for the path that delivers first *now*;
+/// TxDelay, seed 000 ch. IV, counts the local queue the same way). The queue is the one
+/// the peer's arrival reports measure (`queue`) while they are fresh; otherwise the bytes
+/// in flight beyond rate × min RTT stand for it — which also counts the ACKs of a path
+/// whose reverse direction is loaded as queue. Infinite for a path without estimates.
+pub(crate) fn arrival_secs(s: &PathSnapshot, queue: Option<Duration>, len: usize) -> f64 {
     let base = if s.min_rtt.is_zero() { s.srtt } else { s.min_rtt };
     if base.is_zero() {
         return f64::INFINITY;
@@ -75,11 +77,17 @@ pub(crate) fn arrival_secs(s: &PathSnapshot, len: usize) -> f64 {
         s.delivery_rate as f64
     } else {
         s.rate_estimate()
+    }
+    .max(1.0);
+    let queued = match queue {
+        Some(q) => q.as_secs_f64(),
+        None => {
+            let pipe = rate * base.as_secs_f64();
+            let in_flight = s.in_flight as f64 * s.mss.max(1) as f64;
+            (in_flight - pipe).max(0.0) / rate
+        }
     };
-    let pipe = rate * base.as_secs_f64();
-    let in_flight = s.in_flight as f64 * s.mss.max(1) as f64;
-    let ahead = s.notsent as f64 + (in_flight - pipe).max(0.0);
-    base.as_secs_f64() / 2.0 + (ahead + len as f64) / rate.max(1.0)
+    base.as_secs_f64() / 2.0 + queued + (s.notsent as f64 + len as f64) / rate
 }
 
 #[derive(Debug)]
@@ -105,6 +113,8 @@ pub(crate) struct PathEntry {
     pub progress: Instant,
     /// One-way delay towards the peer, from its arrival reports.
     pub owd: OwdEstimator,
+    /// The queue its frames wait in now, from the same reports.
+    pub queue: QueueDelay,
     /// (timestamp, bytes in flight) of recent data frames sent here, oldest first, to
     /// bin the arrival reports by the bytes in flight at send time.
     sent_log: VecDeque<(u32, u64)>,
@@ -128,6 +138,7 @@ impl PathEntry {
             held: 0,
             progress: now,
             owd: OwdEstimator::default(),
+            queue: QueueDelay::default(),
             sent_log: VecDeque::new(),
         }
     }
@@ -365,6 +376,12 @@ impl Paths {
         let bif = bif.unwrap_or_else(|| bytes_in_flight(&p.snap));
         // Wrapping difference of two microsecond clocks: offset plus delay, signed.
         p.owd.sample(bif, delay as i32 as i64);
+        p.queue.sample(delay as i32 as i64, now);
+    }
+
+    /// How long `path`'s frames wait in queues now (see [`QueueDelay`]).
+    pub fn queue_delay(&self, path: usize, now: Instant) -> Option<Duration> {
+        self.get(path)?.queue.get(now)
     }
 
     /// The up, unsuspected path with the lowest srtt among those not in `exclude` (a mask).
@@ -380,7 +397,7 @@ impl Paths {
     /// being on their way to its socket: unless another path that carries delivers it
     /// sooner (see [`arrival_secs`]) by more than [`URGENT_MARGIN`] — `on` is the one
     /// ready to write now. Backups only when no regular path carries.
-    pub fn urgent_here(&self, len: usize, on: usize, pending: usize) -> bool {
+    pub fn urgent_here(&self, len: usize, on: usize, pending: usize, now: Instant) -> bool {
         let Some(here) = self.get(on).filter(|p| p.carries()) else {
             return false;
         };
@@ -389,12 +406,12 @@ impl Paths {
         if !usable(here) {
             return false;
         }
-        let mine = arrival_secs(&here.snap, len + pending);
+        let mine = arrival_secs(&here.snap, here.queue.get(now), len + pending);
         !self
             .entries
             .iter()
             .filter(|p| p.snap.id != on && usable(p))
-            .any(|p| arrival_secs(&p.snap, len) + URGENT_MARGIN.as_secs_f64() < mine)
+            .any(|p| arrival_secs(&p.snap, p.queue.get(now), len) + URGENT_MARGIN.as_secs_f64() < mine)
     }
 
     /// Every path's statistics, with the one-way-delay estimates, for a scheduler.
@@ -457,18 +474,30 @@ mod tests {
             s.cwnd = 100;
             s.delivery_rate = 250_000; // 2 Mbit/s
         }
-        assert!(ps.urgent_here(1000, 0, 0));
-        assert!(!ps.urgent_here(1000, 1, 0), "path 0 delivers 10 ms sooner");
+        assert!(ps.urgent_here(1000, 0, 0, t0));
+        assert!(!ps.urgent_here(1000, 1, 0, t0), "path 0 delivers 10 ms sooner");
         // 40 ms of queue on path 0: 12.5 KB in the pipe (50 ms) plus 10 KB queued.
         ps.entry(0).snap.in_flight = (12_500 + 10_000) / 1448;
-        assert!(ps.urgent_here(1000, 1, 0), "path 0's queue outweighs its shorter RTT");
-        assert!(!ps.urgent_here(1000, 0, 0));
+        assert!(
+            ps.urgent_here(1000, 1, 0, t0),
+            "path 0's queue outweighs its shorter RTT"
+        );
+        assert!(!ps.urgent_here(1000, 0, 0, t0));
         ps.entry(0).snap.in_flight = 0;
         ps.entry(0).snap.notsent = 10_000;
-        assert!(ps.urgent_here(1000, 1, 0), "unsent bytes count too");
+        assert!(ps.urgent_here(1000, 1, 0, t0), "unsent bytes count too");
+        ps.entry(0).snap.notsent = 0;
+        ps.entry(0).snap.in_flight = (12_500 + 10_000) / 1448;
+        // The peer's reports say path 0's frames meet no queue (its in-flight bytes wait
+        // for ACKs on a loaded reverse direction): they win over the model.
+        ps.entry(0).queue.sample(1_025_000, t0);
+        assert!(ps.urgent_here(1000, 0, 0, t0), "a measured queue wins over the model");
         ps.entry(1).snap.backup = true;
-        assert!(ps.urgent_here(1000, 0, 0), "a backup only when no regular path carries");
-        assert!(!ps.urgent_here(1000, 1, 0));
+        assert!(
+            ps.urgent_here(1000, 0, 0, t0),
+            "a backup only when no regular path carries"
+        );
+        assert!(!ps.urgent_here(1000, 1, 0, t0));
     }
 
     #[test]

@@ -81,6 +81,7 @@ impl Session {
         records: &mut Vec<Range<usize>>,
     ) -> WriterStep {
         let snap = writer.observe(path, info, bandwidth);
+        writer.steer(self.paths.queue_delay(path, now), snap.min_rtt, now);
         let budget = match writer.budget(info, self.max_frame_len()) {
             Ok(budget) => budget,
             Err(step) => {
@@ -206,7 +207,10 @@ impl Session {
         self.send.promote_urgent();
         while let Some(seq) = self.send.urgent_front() {
             let frame = &self.send.get(seq).expect("urgent frames are outgoing").frame;
-            if !self.paths.urgent_here(frame.encoded_len(), rec.path, rec.used(out)) {
+            if !self
+                .paths
+                .urgent_here(frame.encoded_len(), rec.path, rec.used(out), rec.now)
+            {
                 // That path's writer was woken when the frame was queued.
                 return true;
             }
@@ -216,6 +220,27 @@ impl Session {
             self.send.take_urgent();
             let payload = self.put(rec, seq, out);
             self.paths.entry(rec.path).counters.payload_sent += payload;
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                let eta: Vec<String> = self
+                    .paths
+                    .iter()
+                    .map(|p| {
+                        let s = &p.snap;
+                        format!(
+                            "{}:{:.1}ms(q={:?} srtt={}us min={}us inflight={} notsent={} rate={})",
+                            s.id,
+                            crate::paths::arrival_secs(s, p.queue.get(rec.now), payload as usize) * 1000.0,
+                            p.queue.get(rec.now),
+                            s.srtt.as_micros(),
+                            s.min_rtt.as_micros(),
+                            s.in_flight,
+                            s.notsent,
+                            s.delivery_rate
+                        )
+                    })
+                    .collect();
+                tracing::debug!(path = rec.path, seq, payload, ?eta, "urgent");
+            }
         }
         true
     }
