@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::classes::ClassRules;
 use crate::crypto::Transport;
 use crate::pathconn::Joined;
 
@@ -28,13 +29,24 @@ mod stream;
 use path::{path_reader, path_writer};
 pub use stream::run_stream;
 
-/// Wake-ups for the two tasks of a stream.
+/// Wake-ups for the two tasks of a stream, and where it goes.
 #[derive(Default)]
 pub struct StreamSignals {
     /// Data, a fin or a reset is waiting for the application.
     pub readable: Notify,
     /// Flow-control credit arrived (or the stream was reset).
     pub writable: Notify,
+    /// The stream's destination (for the status output).
+    pub target: Option<TargetAddr>,
+}
+
+impl StreamSignals {
+    fn to(target: TargetAddr) -> Self {
+        StreamSignals {
+            target: Some(target),
+            ..Default::default()
+        }
+    }
 }
 
 pub struct PathSlot {
@@ -80,6 +92,8 @@ pub struct SessionHandle {
     ///
     /// [`PathWriter::with_queue_target`]: mpflex_engine::PathWriter::with_queue_target
     pub queue_target: Duration,
+    /// Class overrides (`[[classes]]`), applied as streams open.
+    pub classes: Arc<ClassRules>,
 }
 
 impl SessionHandle {
@@ -113,6 +127,7 @@ impl SessionHandle {
             pacing: true,
             fresh_ssthresh: true,
             queue_target: Duration::ZERO,
+            classes: Arc::new(ClassRules::default()),
         };
         tokio::spawn(timer_task(h.clone()));
         h
@@ -149,7 +164,10 @@ impl SessionHandle {
                     }
                 }
                 Event::StreamOpened { stream, addr } => {
-                    let signals = Arc::new(StreamSignals::default());
+                    if let Some(class) = self.classes.class_of(&addr) {
+                        sh.sess.set_stream_class(stream, Some(class));
+                    }
+                    let signals = Arc::new(StreamSignals::to(addr.clone()));
                     sh.streams.insert(stream, signals.clone());
                     let sent = self
                         .opens
@@ -180,12 +198,17 @@ impl SessionHandle {
         }
     }
 
-    /// Opens a stream (client side) and registers its signals. Returns the part of
-    /// `initial` flow control did not let through yet; hand it to [`run_stream`].
+    /// Opens a stream (client side), pins its class if a `[[classes]]` rule matches, and
+    /// registers its signals. Returns the part of `initial` flow control did not let
+    /// through yet; hand it to [`run_stream`].
     pub fn open_stream(&self, addr: TargetAddr, initial: Bytes) -> (StreamId, Arc<StreamSignals>, Bytes) {
-        let signals = Arc::new(StreamSignals::default());
+        let class = self.classes.class_of(&addr);
+        let signals = Arc::new(StreamSignals::to(addr.clone()));
         let (id, rest) = self.with(|sh| {
             let id = sh.sess.open_stream(addr);
+            if class.is_some() {
+                sh.sess.set_stream_class(id, class);
+            }
             let taken = sh.sess.stream_send(id, initial.clone());
             sh.streams.insert(id, signals.clone());
             (id, initial.slice(taken..))
@@ -260,6 +283,17 @@ impl SessionHandle {
             for (_, s) in sh.streams.drain() {
                 s.readable.notify_one();
                 s.writable.notify_one();
+            }
+        });
+    }
+
+    /// Pins a stream's class if no rule did yet and one matches `d` (the server, once a
+    /// name has resolved).
+    pub fn classify_late(&self, id: StreamId, d: &crate::classes::Destination<'_>) {
+        let Some(class) = self.classes.class_for(d) else { return };
+        self.with(|sh| {
+            if sh.sess.stream_class(id).is_some_and(|(_, pinned)| !pinned) {
+                sh.sess.set_stream_class(id, Some(class));
             }
         });
     }
