@@ -337,6 +337,20 @@ impl SessionHandle {
                 })
                 .collect();
             let held = sh.sess.held_bytes();
+            let mut ids = sh.sess.stream_ids();
+            ids.sort_unstable();
+            let stream_list: Vec<serde_json::Value> = ids
+                .into_iter()
+                .filter_map(|id| {
+                    let (class, pinned) = sh.sess.stream_class(id)?;
+                    let target = sh
+                        .streams
+                        .get(&id)
+                        .and_then(|s| s.target.as_ref())
+                        .map(|t| t.to_string());
+                    Some(serde_json::json!({"id": id, "target": target, "class": class.name(), "pinned": pinned}))
+                })
+                .collect();
             serde_json::json!({
                 "scheduler": sh.sess.scheduler_name(),
                 "streams": sh.sess.num_streams(),
@@ -344,9 +358,32 @@ impl SessionHandle {
                 "held_bytes": {"send": held.0, "receive": held.1},
                 "early_delivered": sh.sess.early_delivered(),
                 "paths": paths,
+                "stream_list": stream_list,
+                "class_latency": class_latency_json(sh.sess.class_latency()),
             })
         })
     }
+}
+
+/// Per class with samples: how long its bytes took from the application to the peer.
+/// `p50_ms` and `p99_ms` are the upper bounds of the histogram buckets (1, 2, 4 … 16384
+/// ms) holding them; `null` beyond the last.
+fn class_latency_json(l: &mpflex_engine::ClassLatency) -> serde_json::Value {
+    let finite = |x: f64| x.is_finite().then_some(x);
+    let per_class: Vec<serde_json::Value> = l
+        .summaries()
+        .into_iter()
+        .map(|s| {
+            serde_json::json!({
+                "class": s.class.name(),
+                "count": s.count,
+                "mean_ms": (s.mean_ms * 10.0).round() / 10.0,
+                "p50_ms": finite(s.p50_ms),
+                "p99_ms": finite(s.p99_ms),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(per_class)
 }
 
 async fn timer_task(h: SessionHandle) {
