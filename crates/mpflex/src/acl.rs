@@ -96,20 +96,25 @@ pub struct Acl {
     allow_private: bool,
 }
 
+/// A CIDR (`10.0.0.0/8`, `2001:db8::/32`) or a bare address (a single host), with host
+/// bits cleared; `None` if it is neither. Shared with the class overrides.
+pub(crate) fn parse_net(raw: &str) -> Option<IpNet> {
+    let s = raw.trim();
+    s.parse::<IpNet>()
+        .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
+        .map(|n| n.trunc())
+        .ok()
+}
+
 fn parse(list: &'static str, v: &[String]) -> Result<Vec<IpNet>, AclError> {
     v.iter()
         .enumerate()
         .map(|(index, raw)| {
-            let s = raw.trim();
-            // A bare address means a single host.
-            s.parse::<IpNet>()
-                .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
-                .map(|n| n.trunc())
-                .map_err(|_| AclError {
-                    list,
-                    index,
-                    value: raw.clone(),
-                })
+            parse_net(raw).ok_or_else(|| AclError {
+                list,
+                index,
+                value: raw.clone(),
+            })
         })
         .collect()
 }
@@ -156,7 +161,7 @@ impl Acl {
 }
 
 /// IPv4-mapped IPv6 becomes IPv4.
-fn canonical(ip: IpAddr) -> IpAddr {
+pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
@@ -174,7 +179,9 @@ fn nat64_embedded(a: Ipv6Addr) -> Option<Ipv4Addr> {
     }
 }
 
-fn contains(net: &IpNet, ip: IpAddr) -> bool {
+/// Whether `net` holds `ip` (already [`canonical`]), an IPv4-mapped entry matching the
+/// IPv4 form too.
+pub(crate) fn contains(net: &IpNet, ip: IpAddr) -> bool {
     // A mapped entry in the list (::ffff:a.b.c.d/n, n >= 96) also matches the IPv4 form;
     // wider IPv6 networks (::/0) do not cover IPv4, or `allow = ["::/0"]` would admit it.
     net.contains(&ip)

@@ -36,6 +36,7 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     h.pacing = cfg.tuning.pacing;
     h.fresh_ssthresh = cfg.tuning.fresh_ssthresh;
     h.queue_target = Duration::from_millis(cfg.tuning.queue_target_ms);
+    h.classes = std::sync::Arc::new(cfg.class_rules()?);
     let mut token = [0u8; 16];
     rand::Rng::fill(&mut rand::thread_rng(), &mut token);
 

@@ -9,6 +9,7 @@ use mpflex_engine::{EngineConfig, Role};
 use serde::Deserialize;
 
 use crate::acl::AclConfig;
+use crate::classes::{ClassRuleConfig, ClassRules};
 use crate::crypto::decode_key;
 
 /// Engine and socket tunables shared by client and server.
@@ -160,6 +161,9 @@ pub struct ClientConfig {
     #[serde(default)]
     pub status_listen: Option<SocketAddr>,
     pub paths: Vec<PathConfig>,
+    /// Class overrides for streams by destination (`[[classes]]`, first match wins).
+    #[serde(default)]
+    pub classes: Vec<ClassRuleConfig>,
     #[serde(default)]
     pub tuning: Tuning,
 }
@@ -198,6 +202,9 @@ pub struct ServerConfig {
     /// Seconds a session with no path is kept for its client to come back.
     #[serde(default = "default_linger")]
     pub session_linger_secs: u64,
+    /// Class overrides for streams by destination (`[[classes]]`, first match wins).
+    #[serde(default)]
+    pub classes: Vec<ClassRuleConfig>,
     #[serde(default)]
     pub tuning: Tuning,
 }
@@ -299,11 +306,17 @@ impl ClientConfig {
         }
         self.private_key()?;
         decode_key(&self.server_public_key, "server_public_key")?;
+        self.class_rules()?;
         self.tuning.validate()
     }
 
     pub fn private_key(&self) -> Result<[u8; 32]> {
         private_key(&self.private_key, &self.private_key_file)
+    }
+
+    /// The compiled `[[classes]]`.
+    pub fn class_rules(&self) -> Result<ClassRules> {
+        Ok(ClassRules::new(&self.classes)?)
     }
 }
 
@@ -323,11 +336,17 @@ impl ServerConfig {
         }
         crate::acl::Acl::new(&self.acl)?;
         self.private_key()?;
+        self.class_rules()?;
         self.tuning.validate()
     }
 
     pub fn private_key(&self) -> Result<[u8; 32]> {
         private_key(&self.private_key, &self.private_key_file)
+    }
+
+    /// The compiled `[[classes]]`.
+    pub fn class_rules(&self) -> Result<ClassRules> {
+        Ok(ClassRules::new(&self.classes)?)
     }
 }
 
@@ -402,5 +421,64 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("keepalive_ms"), "{e}");
+    }
+
+    const CLASSES: &str = "[[classes]]\nclass = \"bulk\"\nports = [22, \"5000-5100\"]\n\
+                           [[classes]]\nclass = \"interactive\"\nhosts = [\"example.com\"]\n\
+                           cidrs = [\"10.0.0.0/8\", \"2001:db8::/32\"]\n";
+
+    #[test]
+    fn class_overrides_load_in_client_and_server() {
+        let f = write(&(client_text() + CLASSES));
+        let c: ClientConfig = load(Some(&f.0), &[]).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.classes.len(), 2);
+        let rules = c.class_rules().unwrap();
+        let t = mpflex_wire::TargetAddr::Domain("x.example.com".into(), 5050);
+        assert_eq!(
+            rules.class_of(&t),
+            Some(mpflex_engine::TrafficClass::Bulk),
+            "first match wins"
+        );
+
+        let server = format!(
+            "listen = [\"0.0.0.0:7000\"]\nprivate_key = \"{KEY}\"\n[[clients]]\nname = \"a\"\npublic_key = \"{KEY}\"\n{CLASSES}"
+        );
+        let f = write(&server);
+        let s: ServerConfig = load(Some(&f.0), &[]).unwrap();
+        s.validate().unwrap();
+        assert_eq!(s.classes.len(), 2);
+    }
+
+    #[test]
+    fn a_bad_class_override_names_the_key_and_the_entry() {
+        let cases = [
+            (
+                "[[classes]]\nclass = \"bulk\"\nports = [\"90-80\"]\n",
+                "classes[2].ports: bad port range \"90-80\"",
+            ),
+            (
+                "[[classes]]\nclass = \"fast\"\nports = [1]\n",
+                "classes[2].class: unknown traffic class",
+            ),
+            (
+                "[[classes]]\nclass = \"bulk\"\n",
+                "classes[2].ports: the entry has no matcher",
+            ),
+            (
+                "[[classes]]\nclass = \"bulk\"\ncidrs = [\"10.0.0.0/33\"]\n",
+                "classes[2].cidrs: bad CIDR \"10.0.0.0/33\"",
+            ),
+        ];
+        for (extra, want) in cases {
+            let f = write(&(client_text() + CLASSES + extra));
+            let c: ClientConfig = load(Some(&f.0), &[]).unwrap();
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.starts_with(want), "{e:?} should start with {want:?}");
+        }
+        // A key that is not a matcher is refused by name.
+        let f = write(&(client_text() + "[[classes]]\nclass = \"bulk\"\nport = [22]\n"));
+        let e = load::<ClientConfig>(Some(&f.0), &[]).unwrap_err().to_string();
+        assert!(e.contains("port"), "{e}");
     }
 }

@@ -1,6 +1,7 @@
 //! mpflex: the client and server around the sans-IO session engine.
 
 pub mod acl;
+pub mod classes;
 pub mod client;
 pub mod config;
 pub mod crypto;

@@ -36,7 +36,8 @@ enum Cmd {
     Server {
         /// TOML configuration file (keys: listen, private_key | private_key_file,
         /// [[clients]] name/public_key, status_listen, scheduler, session_linger_secs,
-        /// [acl] allow/deny/allow_ports/deny_ports/allow_loopback/allow_private, [tuning]).
+        /// [acl] allow/deny/allow_ports/deny_ports/allow_loopback/allow_private,
+        /// [[classes]] class/ports/cidrs/hosts, [tuning]).
         #[arg(short, long)]
         config: Option<PathBuf>,
         /// Override a configuration key, e.g. --set scheduler=redundant or
@@ -49,7 +50,8 @@ enum Cmd {
     Client {
         /// TOML configuration file (keys: private_key | private_key_file,
         /// server_public_key, scheduler, socks_listen, transparent_listen, status_listen,
-        /// [[paths]] name/server/source/device/backup, [tuning]).
+        /// [[paths]] name/server/source/device/backup, [[classes]] class/ports/cidrs/hosts,
+        /// [tuning]).
         #[arg(short, long)]
         config: Option<PathBuf>,
         /// Override a configuration key, e.g. --set scheduler=roundrobin or
@@ -59,7 +61,8 @@ enum Cmd {
     },
     /// Print a new key pair (X25519, base64) as TOML lines.
     Keygen,
-    /// Print the per-path counters of a running client or server.
+    /// Print the per-path counters, each stream's traffic class and each class's
+    /// latency of a running client or server.
     Status {
         /// Its status_listen address.
         #[arg(short, long, default_value = "127.0.0.1:9190")]

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::acl::Acl;
+use crate::classes::{ClassRules, Destination};
 use crate::config::ServerConfig;
 use crate::crypto::{decode_key, encode_key, server_handshake, ReplayGuard};
 use crate::driver::{run_stream, Opened, SessionHandle};
@@ -28,6 +29,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 struct Server {
     cfg: ServerConfig,
+    classes: Arc<ClassRules>,
     private: [u8; 32],
     clients: HashMap<[u8; 32], String>,
     replay: ReplayGuard,
@@ -51,6 +53,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let srv = Arc::new(Server {
         private: cfg.private_key()?,
         acl: Acl::new(&cfg.acl)?,
+        classes: Arc::new(cfg.class_rules()?),
         clients,
         replay: ReplayGuard::default(),
         sessions: Mutex::new(HashMap::new()),
@@ -145,6 +148,7 @@ impl Server {
         let mut h = SessionHandle::new(sess, Vec::new(), Some(tx), self.cfg.tuning.notsent_lowat);
         h.fresh_ssthresh = self.cfg.tuning.fresh_ssthresh;
         h.queue_target = Duration::from_millis(self.cfg.tuning.queue_target_ms);
+        h.classes = self.classes.clone();
         sessions.insert((client, token), h.clone());
         info!(client = %name, session = %encode_key(&token), "new session");
         tokio::spawn(egress_loop(self.clone(), h.clone(), rx));
@@ -198,7 +202,18 @@ async fn egress_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::Unbounded
         let h = h.clone();
         tokio::spawn(async move {
             match connect(&srv, &o.addr).await {
-                Ok(sock) => run_stream(h, o.stream, sock, o.signals, Bytes::new()).await,
+                Ok(sock) => {
+                    // A rule may name the network a name resolved into.
+                    if let (TargetAddr::Domain(name, _), Ok(peer)) = (&o.addr, sock.peer_addr()) {
+                        let d = Destination {
+                            host: Some(name),
+                            ip: Some(peer.ip()),
+                            port: peer.port(),
+                        };
+                        h.classify_late(o.stream, &d);
+                    }
+                    run_stream(h, o.stream, sock, o.signals, Bytes::new()).await
+                }
                 Err((code, e)) => {
                     debug!(stream = o.stream, addr = %o.addr, "connect refused: {e:#}");
                     h.with(|sh| sh.sess.stream_reset(o.stream, code));

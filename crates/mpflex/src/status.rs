@@ -1,5 +1,6 @@
 //! A small status endpoint: `GET /status` on a local address returns JSON with per-path
-//! counters; `mpflex status` prints it as a table.
+//! counters, each stream's target and traffic class, and each class's latency; `mpflex
+//! status` prints it as tables.
 
 use std::net::SocketAddr;
 
@@ -94,8 +95,76 @@ pub fn render_table(v: &serde_json::Value) -> String {
                 p["failures"].as_u64().unwrap_or(0),
             );
         }
+        out += &streams_table(s);
+        out += &latency_table(s);
     }
     out
+}
+
+/// Most streams the table lists (the JSON lists all).
+const TABLE_STREAMS: usize = 20;
+/// Widest target shown; longer names keep their end (the port and the domain).
+const TARGET_WIDTH: usize = 60;
+
+/// Per stream: id, target, class (`*`: pinned by `[[classes]]`).
+fn streams_table(s: &serde_json::Value) -> String {
+    let Some(list) = s["stream_list"].as_array().filter(|l| !l.is_empty()) else {
+        return String::new();
+    };
+    let mut out = format!("  {:>8} {:<TARGET_WIDTH$} {}\n", "stream", "target", "class");
+    for st in list.iter().take(TABLE_STREAMS) {
+        let pinned = if st["pinned"].as_bool() == Some(true) { "*" } else { "" };
+        out += &format!(
+            "  {:>8} {:<TARGET_WIDTH$} {}{pinned}\n",
+            st["id"].as_u64().map_or("?".to_string(), |i| i.to_string()),
+            clip(st["target"].as_str().unwrap_or("-"), TARGET_WIDTH),
+            st["class"].as_str().unwrap_or("?"),
+        );
+    }
+    if list.len() > TABLE_STREAMS {
+        out += &format!("  … {} more (--json lists all)\n", list.len() - TABLE_STREAMS);
+    }
+    if list.iter().any(|st| st["pinned"].as_bool() == Some(true)) {
+        out += "  * pinned by [[classes]]\n";
+    }
+    out
+}
+
+/// Per class: how long its bytes took from the application to the peer.
+fn latency_table(s: &serde_json::Value) -> String {
+    let Some(list) = s["class_latency"].as_array().filter(|l| !l.is_empty()) else {
+        return String::new();
+    };
+    let mut out = format!(
+        "  {:<12} {:>10} {:>9} {:>9} {:>9}   (latency to the peer, ms)\n",
+        "class", "count", "p50", "p99", "mean"
+    );
+    let ms = |v: &serde_json::Value| match v.as_f64() {
+        Some(x) => format!("≤{x}"),
+        None => ">16384".to_string(),
+    };
+    for c in list {
+        out += &format!(
+            "  {:<12} {:>10} {:>9} {:>9} {:>9.1}\n",
+            c["class"].as_str().unwrap_or("?"),
+            c["count"].as_u64().unwrap_or(0),
+            ms(&c["p50_ms"]),
+            ms(&c["p99_ms"]),
+            c["mean_ms"].as_f64().unwrap_or(0.0),
+        );
+    }
+    out
+}
+
+/// `s` in at most `width` characters, keeping its end.
+fn clip(s: &str, width: usize) -> String {
+    let n = s.chars().count();
+    if n <= width {
+        s.to_string()
+    } else {
+        let tail: String = s.chars().skip(n - width + 1).collect();
+        format!("…{tail}")
+    }
 }
 
 /// A byte count for people: whole KiB from 1 KiB on, MiB with one decimal from 10 MiB on.
@@ -143,5 +212,56 @@ mod tests {
             Some("client session: scheduler minrtt, 0 streams")
         );
         assert_eq!(kib(20 << 20), "20.0 MiB");
+        assert!(!t.contains("stream "), "no stream table without stream_list: {t}");
+    }
+
+    #[test]
+    fn table_shows_streams_classes_and_class_latency() {
+        let long = format!("{}.example.com:443", "a".repeat(80));
+        let mut list: Vec<serde_json::Value> = vec![
+            serde_json::json!({"id": 1, "target": "example.com:443", "class": "interactive", "pinned": true}),
+            serde_json::json!({"id": 3, "target": "10.0.0.2:8080", "class": "bulk", "pinned": false}),
+            serde_json::json!({"id": 5, "target": long, "class": "realtime", "pinned": false}),
+            serde_json::json!({"id": 7, "target": null, "class": "bulk", "pinned": false}),
+        ];
+        let v = serde_json::json!({
+            "role": "client", "scheduler": "minrtt", "streams": 4, "paths": [],
+            "stream_list": list.clone(),
+            "class_latency": [
+                {"class": "interactive", "count": 120, "mean_ms": 5.24, "p50_ms": 4.0, "p99_ms": 64.0},
+                {"class": "bulk", "count": 9000, "mean_ms": 210.0, "p50_ms": 256.0, "p99_ms": null},
+            ],
+        });
+        let t = render_table(&v);
+        let rows: Vec<Vec<&str>> = t.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert!(t.lines().all(|l| l.chars().count() <= 100), "too wide:\n{t}");
+        assert_eq!(rows[2], ["stream", "target", "class"], "{t}");
+        assert_eq!(rows[3], ["1", "example.com:443", "interactive*"]);
+        assert_eq!(rows[4], ["3", "10.0.0.2:8080", "bulk"]);
+        assert_eq!(rows[5][2], "realtime");
+        assert!(
+            rows[5][1].starts_with('…') && rows[5][1].ends_with("a.example.com:443"),
+            "{t}"
+        );
+        assert_eq!(rows[6], ["7", "-", "bulk"], "target unknown");
+        assert_eq!(t.lines().nth(7), Some("  * pinned by [[classes]]"));
+        assert_eq!(rows[8][..5], ["class", "count", "p50", "p99", "mean"]);
+        assert_eq!(rows[9], ["interactive", "120", "≤4", "≤64", "5.2"]);
+        assert_eq!(rows[10], ["bulk", "9000", "≤256", ">16384", "210.0"]);
+
+        // Many streams: the table lists the first ones and says how many it left out.
+        for id in 8..40 {
+            list.push(serde_json::json!({"id": id, "target": "h:1", "class": "bulk", "pinned": false}));
+        }
+        let v = serde_json::json!({"role": "server", "sessions": [{"scheduler": "minrtt", "streams": 36,
+            "paths": [], "stream_list": list}]});
+        let t = render_table(&v);
+        assert_eq!(
+            t.lines().filter(|l| l.ends_with(" bulk")).count(),
+            TABLE_STREAMS - 2,
+            "{t}"
+        );
+        assert!(t.contains("  … 16 more (--json lists all)\n"), "{t}");
+        assert!(!t.contains("latency"), "no latency table without samples: {t}");
     }
 }

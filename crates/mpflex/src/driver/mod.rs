@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::classes::ClassRules;
 use crate::crypto::Transport;
 use crate::pathconn::Joined;
 
@@ -28,13 +29,24 @@ mod stream;
 use path::{path_reader, path_writer};
 pub use stream::run_stream;
 
-/// Wake-ups for the two tasks of a stream.
+/// Wake-ups for the two tasks of a stream, and where it goes.
 #[derive(Default)]
 pub struct StreamSignals {
     /// Data, a fin or a reset is waiting for the application.
     pub readable: Notify,
     /// Flow-control credit arrived (or the stream was reset).
     pub writable: Notify,
+    /// The stream's destination (for the status output).
+    pub target: Option<TargetAddr>,
+}
+
+impl StreamSignals {
+    fn to(target: TargetAddr) -> Self {
+        StreamSignals {
+            target: Some(target),
+            ..Default::default()
+        }
+    }
 }
 
 pub struct PathSlot {
@@ -80,6 +92,8 @@ pub struct SessionHandle {
     ///
     /// [`PathWriter::with_queue_target`]: mpflex_engine::PathWriter::with_queue_target
     pub queue_target: Duration,
+    /// Class overrides (`[[classes]]`), applied as streams open.
+    pub classes: Arc<ClassRules>,
 }
 
 impl SessionHandle {
@@ -113,6 +127,7 @@ impl SessionHandle {
             pacing: true,
             fresh_ssthresh: true,
             queue_target: Duration::ZERO,
+            classes: Arc::new(ClassRules::default()),
         };
         tokio::spawn(timer_task(h.clone()));
         h
@@ -149,7 +164,10 @@ impl SessionHandle {
                     }
                 }
                 Event::StreamOpened { stream, addr } => {
-                    let signals = Arc::new(StreamSignals::default());
+                    if let Some(class) = self.classes.class_of(&addr) {
+                        sh.sess.set_stream_class(stream, Some(class));
+                    }
+                    let signals = Arc::new(StreamSignals::to(addr.clone()));
                     sh.streams.insert(stream, signals.clone());
                     let sent = self
                         .opens
@@ -180,12 +198,17 @@ impl SessionHandle {
         }
     }
 
-    /// Opens a stream (client side) and registers its signals. Returns the part of
-    /// `initial` flow control did not let through yet; hand it to [`run_stream`].
+    /// Opens a stream (client side), pins its class if a `[[classes]]` rule matches, and
+    /// registers its signals. Returns the part of `initial` flow control did not let
+    /// through yet; hand it to [`run_stream`].
     pub fn open_stream(&self, addr: TargetAddr, initial: Bytes) -> (StreamId, Arc<StreamSignals>, Bytes) {
-        let signals = Arc::new(StreamSignals::default());
+        let class = self.classes.class_of(&addr);
+        let signals = Arc::new(StreamSignals::to(addr.clone()));
         let (id, rest) = self.with(|sh| {
             let id = sh.sess.open_stream(addr);
+            if class.is_some() {
+                sh.sess.set_stream_class(id, class);
+            }
             let taken = sh.sess.stream_send(id, initial.clone());
             sh.streams.insert(id, signals.clone());
             (id, initial.slice(taken..))
@@ -264,6 +287,17 @@ impl SessionHandle {
         });
     }
 
+    /// Pins a stream's class if no rule did yet and one matches `d` (the server, once a
+    /// name has resolved).
+    pub fn classify_late(&self, id: StreamId, d: &crate::classes::Destination<'_>) {
+        let Some(class) = self.classes.class_for(d) else { return };
+        self.with(|sh| {
+            if sh.sess.stream_class(id).is_some_and(|(_, pinned)| !pinned) {
+                sh.sess.set_stream_class(id, Some(class));
+            }
+        });
+    }
+
     /// Whether any path is up.
     pub fn any_path_up(&self) -> bool {
         self.with(|sh| (0..sh.sess.num_paths()).any(|p| sh.sess.path_status(p) == mpflex_engine::PathStatus::Up))
@@ -303,6 +337,20 @@ impl SessionHandle {
                 })
                 .collect();
             let held = sh.sess.held_bytes();
+            let mut ids = sh.sess.stream_ids();
+            ids.sort_unstable();
+            let stream_list: Vec<serde_json::Value> = ids
+                .into_iter()
+                .filter_map(|id| {
+                    let (class, pinned) = sh.sess.stream_class(id)?;
+                    let target = sh
+                        .streams
+                        .get(&id)
+                        .and_then(|s| s.target.as_ref())
+                        .map(|t| t.to_string());
+                    Some(serde_json::json!({"id": id, "target": target, "class": class.name(), "pinned": pinned}))
+                })
+                .collect();
             serde_json::json!({
                 "scheduler": sh.sess.scheduler_name(),
                 "streams": sh.sess.num_streams(),
@@ -310,9 +358,32 @@ impl SessionHandle {
                 "held_bytes": {"send": held.0, "receive": held.1},
                 "early_delivered": sh.sess.early_delivered(),
                 "paths": paths,
+                "stream_list": stream_list,
+                "class_latency": class_latency_json(sh.sess.class_latency()),
             })
         })
     }
+}
+
+/// Per class with samples: how long its bytes took from the application to the peer.
+/// `p50_ms` and `p99_ms` are the upper bounds of the histogram buckets (1, 2, 4 … 16384
+/// ms) holding them; `null` beyond the last.
+fn class_latency_json(l: &mpflex_engine::ClassLatency) -> serde_json::Value {
+    let finite = |x: f64| x.is_finite().then_some(x);
+    let per_class: Vec<serde_json::Value> = l
+        .summaries()
+        .into_iter()
+        .map(|s| {
+            serde_json::json!({
+                "class": s.class.name(),
+                "count": s.count,
+                "mean_ms": (s.mean_ms * 10.0).round() / 10.0,
+                "p50_ms": finite(s.p50_ms),
+                "p99_ms": finite(s.p99_ms),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(per_class)
 }
 
 async fn timer_task(h: SessionHandle) {

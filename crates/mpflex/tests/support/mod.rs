@@ -44,6 +44,28 @@ pub struct Options {
     pub rate_mbit: u32,
     pub keepalive_ms: u64,
     pub path_timeout_ms: u64,
+    /// One bottleneck per path on its uplink (client -> server); empty: none. The paths
+    /// then cross a middle namespace (see [`Bottleneck`]).
+    pub uplink: Vec<Bottleneck>,
+    /// `tuning.queue_target_ms` of client and server.
+    pub queue_target_ms: u64,
+    /// `tuning.congestion` of client and server (the system's default if `None`).
+    pub congestion: Option<&'static str>,
+    /// TOML appended to the client's and the server's configuration (e.g. `[[classes]]`).
+    pub client_toml: String,
+    pub server_toml: String,
+}
+
+/// A rate limit with a deep FIFO in front of it, on one direction of a path: a `tbf` on
+/// the egress of a bridge port in a middle namespace, so the queue builds in a forwarding
+/// hop, as in a modem or a bloated router. A `tbf` on the sender's own interface would
+/// hold little: TCP small queues keep each socket's bytes in the local qdisc to about a
+/// millisecond, the rest waits unsent in the socket.
+#[derive(Clone, Copy, Debug)]
+pub struct Bottleneck {
+    pub kbit: u32,
+    /// The queue's size in time at that rate (tbf `latency`).
+    pub queue_ms: u32,
 }
 
 impl Default for Options {
@@ -54,6 +76,11 @@ impl Default for Options {
             keepalive_ms: 500,
             // Short, so a link taken down is noticed within a test's patience.
             path_timeout_ms: 1500,
+            uplink: Vec::new(),
+            queue_target_ms: 0,
+            congestion: None,
+            client_toml: String::new(),
+            server_toml: String::new(),
         }
     }
 }
@@ -74,7 +101,7 @@ impl Lab {
         let layout = Layout {
             kind: "e2e",
             paths: 2,
-            emulator: false,
+            emulator: !opts.uplink.is_empty(),
             ipv6: true,
             mptcp: false,
         };
@@ -92,6 +119,9 @@ impl Lab {
         };
         if opts.rate_mbit > 0 {
             lab.limit_rate(opts.rate_mbit);
+        }
+        if !opts.uplink.is_empty() {
+            lab.bridge_paths(&opts.uplink);
         }
         lab.start(&opts);
         lab
@@ -119,6 +149,40 @@ impl Lab {
                     "burst", "64kb", "latency", "30ms",
                 ]);
             }
+        }
+    }
+
+    /// Joins each path's two halves with a bridge in the middle namespace and puts
+    /// `uplink[p]` on the egress towards the server.
+    fn bridge_paths(&self, uplink: &[Bottleneck]) {
+        assert_eq!(uplink.len(), self.topo.paths, "one bottleneck per path");
+        let emu = self.topo.emu_ns.as_str();
+        for (p, b) in uplink.iter().enumerate() {
+            let br = format!("br{p}");
+            let (ec, es) = (format!("ec{p}"), format!("es{p}"));
+            sh(&["ip", "-n", emu, "link", "add", &br, "type", "bridge"]);
+            sh(&["ip", "-n", emu, "link", "set", &ec, "master", &br]);
+            sh(&["ip", "-n", emu, "link", "set", &es, "master", &br]);
+            sh(&["ip", "-n", emu, "link", "set", &br, "up"]);
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                emu,
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                &es,
+                "root",
+                "tbf",
+                "rate",
+                &format!("{}kbit", b.kbit),
+                "burst",
+                "8kb",
+                "latency",
+                &format!("{}ms", b.queue_ms),
+            ]);
         }
     }
 
@@ -158,10 +222,14 @@ impl Lab {
             format!(
                 "listen = [\"0.0.0.0:{SERVER_PORT}\"]\nprivate_key = \"{spriv}\"\nstatus_listen = \"127.0.0.1:{SERVER_STATUS}\"\n\
                  scheduler = \"{sched}\"\n[[clients]]\nname = \"test\"\npublic_key = \"{cpub}\"\n\
-                 [acl]\nallow_loopback = true\nallow_private = true\n[tuning]\nkeepalive_ms = {ka}\npath_timeout_ms = {pt}\n",
+                 [acl]\nallow_loopback = true\nallow_private = true\n[tuning]\nkeepalive_ms = {ka}\npath_timeout_ms = {pt}\n\
+                 queue_target_ms = {qt}\n{cc}{extra}",
                 sched = opts.scheduler,
                 ka = opts.keepalive_ms,
-                pt = opts.path_timeout_ms
+                pt = opts.path_timeout_ms,
+                qt = opts.queue_target_ms,
+                cc = congestion(opts),
+                extra = opts.server_toml,
             ),
         )
         .unwrap();
@@ -180,8 +248,12 @@ impl Lab {
             );
         }
         client += &format!(
-            "[tuning]\nkeepalive_ms = {}\npath_timeout_ms = {}\n",
-            opts.keepalive_ms, opts.path_timeout_ms
+            "[tuning]\nkeepalive_ms = {}\npath_timeout_ms = {}\nqueue_target_ms = {}\n{}{}",
+            opts.keepalive_ms,
+            opts.path_timeout_ms,
+            opts.queue_target_ms,
+            congestion(opts),
+            opts.client_toml
         );
         std::fs::write(self.dir.join("client.toml"), client).unwrap();
         self.client_key = cpriv;
@@ -445,6 +517,13 @@ impl Lab {
     pub fn spawn_in(&self, ns: &str, args: &[&str], log: &str) -> Child {
         self.spawn(ns, args, log)
     }
+}
+
+/// The `congestion` line of a `[tuning]` table, if any.
+fn congestion(opts: &Options) -> String {
+    opts.congestion
+        .map(|cc| format!("congestion = \"{cc}\"\n"))
+        .unwrap_or_default()
 }
 
 /// `ip link set <dev> <state>` in namespace `ns`.
