@@ -51,10 +51,11 @@ pub struct Tuning {
     /// from then on.
     pub fresh_ssthresh: bool,
     /// Queue control: keep the bytes queued at each path's bottleneck at about this many
-    /// milliseconds of the path's rate (the path writer holds back while what the path
-    /// holds exceeds rate × (min RTT + target)), so an upload does not fill a cellular
-    /// uplink buffer in front of interactive traffic. 0: off (the default while it is
-    /// being measured).
+    /// milliseconds of the path's rate (the path writer holds bulk bytes back while what
+    /// the path holds exceeds rate × (min RTT + target), steered by the queue the peer
+    /// measures), and what the session accepts from applications ahead of the paths
+    /// within the same target, so an upload does not fill a cellular uplink buffer in
+    /// front of interactive traffic (QCUT-D's 20 ms). 0: off.
     pub queue_target_ms: u64,
 }
 
@@ -71,7 +72,7 @@ impl Default for Tuning {
             slow_start_after_idle: None,
             pacing: true,
             fresh_ssthresh: true,
-            queue_target_ms: 0,
+            queue_target_ms: 20,
         }
     }
 }

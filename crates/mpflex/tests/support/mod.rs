@@ -77,7 +77,7 @@ impl Default for Options {
             // Short, so a link taken down is noticed within a test's patience.
             path_timeout_ms: 1500,
             uplink: Vec::new(),
-            queue_target_ms: 0,
+            queue_target_ms: 20,
             congestion: None,
             client_toml: String::new(),
             server_toml: String::new(),
