@@ -12,7 +12,7 @@
 //! Classes follow behaviour: a stream starts interactive and becomes bulk once the bytes
 //! of its current burst pass [`BULK_BURST`] (it is backlogged: a transfer, not a
 //! request). A request/response turn — the peer sends on the stream while this side has
-//! nothing queued — or an idle spell of [`BURST_IDLE`] (waits for credit do not count)
+//! nothing queued and has been quiet for [`TURN_GAP`] — or an idle spell of [`BURST_IDLE`] (waits for credit do not count)
 //! starts a new burst, and the stream is interactive again. Configuration may pin a stream's class.
 
 use std::fmt;
@@ -85,6 +85,12 @@ pub const BULK_BURST: u64 = 64 * 1024;
 /// A stream that sent nothing for this long starts a new burst.
 pub const BURST_IDLE: Duration = Duration::from_secs(1);
 
+/// The least a stream must have been quiet for the peer's bytes to make a turn. A bulk
+/// upload whose peer reports progress now and then is not a request answered: its
+/// application wrote a moment ago and is waiting only for room (mpflex's backpressure
+/// keeps its queue short, so it may be momentarily empty).
+pub const TURN_GAP: Duration = Duration::from_millis(10);
+
 /// One stream's class, from its behaviour unless pinned.
 #[derive(Debug, Clone)]
 pub struct Classifier {
@@ -144,10 +150,14 @@ impl Classifier {
         }
     }
 
-    /// The peer sent on the stream. If this side has nothing queued (`drained`), that is a
+    /// The peer sent on the stream at `now`. If this side has nothing queued and is not
+    /// waiting for room (`drained`), and has written nothing for [`TURN_GAP`], that is a
     /// request/response turn: a new burst begins.
-    pub fn on_peer_data(&mut self, drained: bool) {
-        if drained {
+    pub fn on_peer_data(&mut self, drained: bool, now: Instant) {
+        let quiet = self
+            .last_send
+            .is_none_or(|t| now.saturating_duration_since(t) >= TURN_GAP);
+        if drained && quiet {
             self.new_burst();
         }
     }
@@ -256,13 +266,11 @@ mod tests {
         assert_eq!(c.on_send(1000, now), TrafficClass::Interactive);
         assert_eq!(c.on_send(BULK_BURST - 1000, now), TrafficClass::Interactive);
         assert_eq!(c.on_send(1, now), TrafficClass::Bulk, "past the burst size");
-        c.on_peer_data(false);
-        assert_eq!(
-            c.class(),
-            TrafficClass::Bulk,
-            "the peer spoke while bytes were outstanding"
-        );
-        c.on_peer_data(true);
+        c.on_peer_data(false, now + TURN_GAP);
+        assert_eq!(c.class(), TrafficClass::Bulk, "the peer spoke while bytes were queued");
+        c.on_peer_data(true, now + TURN_GAP / 2);
+        assert_eq!(c.class(), TrafficClass::Bulk, "the stream wrote a moment ago: no turn");
+        c.on_peer_data(true, now + TURN_GAP);
         assert_eq!(c.class(), TrafficClass::Interactive, "a request/response turn");
         c.on_send(2 * BULK_BURST, now);
         assert_eq!(c.class(), TrafficClass::Bulk);

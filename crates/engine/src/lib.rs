@@ -31,7 +31,7 @@ mod send;
 mod session;
 mod writer;
 
-pub use class::{ClassLatency, LatencySummary, TrafficClass, UnknownClass, BULK_BURST, BURST_IDLE};
+pub use class::{ClassLatency, LatencySummary, TrafficClass, UnknownClass, BULK_BURST, BURST_IDLE, TURN_GAP};
 pub use config::{EngineConfig, Role};
 pub use kernel::{RateEstimate, TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
 pub use owd::OwdEstimator;

@@ -48,11 +48,12 @@ impl Budget {
 
 /// The standing queue queue control steers to, as a fraction of its target (see
 /// [`PathWriter::steer`]).
-pub const STEER_AIM: f64 = 0.75;
+pub const STEER_AIM: f64 = 0.6;
 
-/// The smallest bulk budget worth a write under queue control: one segment. Less is
-/// treated as none (the queue is at its target) rather than sent as a sliver.
-const MIN_BULK: u64 = 1448;
+/// The smallest bulk budget worth a write under queue control: two segments. Less is
+/// treated as none (the queue is at its target) rather than sent as a sliver: each record
+/// costs its header, tag and frame header (~40 bytes, 2 % of a 2 KB record).
+const MIN_BULK: u64 = 2 * 1448;
 
 /// What a path's writer does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,8 +160,8 @@ impl PathWriter {
     /// application-limited samples only ever raise the estimate: measured on emulated
     /// 2 Mbit/s links it settles 30–70 % above the link's rate, and the queue at ~50 ms
     /// instead of 20. So the limit is scaled down while the standing queue is above
-    /// [`STEER_AIM`] of the target (by up to a quarter per step, in proportion to the
-    /// excess), and up by 5 % per step while it is below half of that and the limit held
+    /// [`STEER_AIM`] of the target (by up to 10 % per step, in proportion to the excess;
+    /// a quarter overshot into starving the link under BBR's probing), and up by 5 % per step while it is below half of that and the limit held
     /// bytes back (a rate estimate too low would starve the link). The aim is below the
     /// target because a frame meets the standing queue plus the bursts above it: the
     /// target bounds what an interactive frame waits, not the queue's minimum. The scale
@@ -179,7 +180,7 @@ impl PathWriter {
         let q = queue.as_secs_f64();
         if q > aim {
             let over = ((q - aim) / aim).min(1.0);
-            self.gain *= 1.0 - 0.25 * over;
+            self.gain *= 1.0 - 0.1 * over;
         } else if q < aim / 2.0 && self.limited.replace(false) {
             self.gain *= 1.05;
         }

@@ -111,6 +111,9 @@ pub struct SimSocket {
     /// The longest a segment waited in the bottleneck queue (its RTT beyond the path's
     /// two delays and its own serialisation), for queue-control tests.
     pub max_queue_delay: Duration,
+    /// The sum and count of the segments' bottleneck waits, for their mean.
+    pub queue_delay_sum: Duration,
+    pub queue_delay_samples: u32,
 }
 
 impl SimSocket {
@@ -140,6 +143,8 @@ impl SimSocket {
             dark: false,
             max_notsent: 0,
             max_queue_delay: Duration::ZERO,
+            queue_delay_sum: Duration::ZERO,
+            queue_delay_samples: 0,
         }
     }
 
@@ -239,13 +244,21 @@ impl SimSocket {
         }
     }
 
+    /// The mean wait of the segments acknowledged since the maxima were last reset.
+    pub fn mean_queue_delay(&self) -> Duration {
+        self.queue_delay_sum / self.queue_delay_samples.max(1)
+    }
+
     /// An acknowledgement: the RTT estimator and a delivery-rate sample (`tcp_rate_gen`).
     fn ack(&mut self, s: Segment, now: Instant) {
         self.delivered += s.len as u64;
         self.delivered_mstamp = now;
         let rtt = now - s.sent;
         let own = Duration::from_nanos(s.len as u64 * 1_000_000 / self.spec.rate.max(1) as u64);
-        self.max_queue_delay = self.max_queue_delay.max(rtt.saturating_sub(2 * self.spec.delay + own));
+        let waited = rtt.saturating_sub(2 * self.spec.delay + own);
+        self.max_queue_delay = self.max_queue_delay.max(waited);
+        self.queue_delay_sum += waited;
+        self.queue_delay_samples += 1;
         self.rttvar = (3 * self.rttvar + self.srtt.abs_diff(rtt)) / 4;
         self.srtt = (7 * self.srtt + rtt) / 8;
         self.min_rtt = self.min_rtt.min(rtt);

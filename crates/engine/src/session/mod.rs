@@ -228,6 +228,12 @@ impl Session {
         Some((o, p.owd.deviation()))
     }
 
+    /// How long the path's frames wait in queues now, from the peer's arrival reports
+    /// (the standing queue; `None` without recent reports).
+    pub fn path_queue_delay(&self, path: usize, now: Instant) -> Option<std::time::Duration> {
+        self.paths.queue_delay(path, now)
+    }
+
     pub fn num_paths(&self) -> usize {
         self.paths.len()
     }

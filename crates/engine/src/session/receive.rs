@@ -223,7 +223,8 @@ impl Session {
         };
         if n > 0 {
             // The peer spoke: a request/response turn if this side has nothing queued.
-            s.class.on_peer_data(!self.send.has_staged(stream));
+            let drained = !self.send.has_staged(stream) && !self.blocked.contains(&stream);
+            s.class.on_peer_data(drained, self.last_now);
             self.send.set_class(stream, s.class.class());
         }
         if s.receive(data, stream)? {
