@@ -48,12 +48,19 @@ impl Budget {
 
 /// The standing queue queue control steers to, as a fraction of its target (see
 /// [`PathWriter::steer`]).
-pub const STEER_AIM: f64 = 0.6;
+pub const STEER_AIM: f64 = 1.0;
+
+/// The least queue control's steering scales its byte limit to. The steering's signal
+/// (one-way delays of whole records) also carries the records' serialisation and the
+/// emulated links' batching, 10-15 ms on 2 Mbit/s links; a lower floor let it read that
+/// as queue and starve a path to half its rate. The delivery-rate estimate it scales errs
+/// high (see [`PathWriter::steer`]), so 0.75 of it still keeps the link busy.
+pub const MIN_GAIN: f64 = 0.75;
 
 /// The smallest bulk budget worth a write under queue control: two segments. Less is
 /// treated as none (the queue is at its target) rather than sent as a sliver: each record
 /// costs its header, tag and frame header (~40 bytes, 2 % of a 2 KB record).
-const MIN_BULK: u64 = 2 * 1448;
+const MIN_BULK: u64 = 1448;
 
 /// What a path's writer does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,15 +183,22 @@ impl PathWriter {
             return;
         }
         self.steered = Some(now);
+        tracing::debug!(
+            gain = self.gain,
+            queue_ms = queue.as_secs_f64() * 1e3,
+            rate = self.delivery_rate,
+            min_rtt_ms = min_rtt.as_secs_f64() * 1e3,
+            "steer"
+        );
         let aim = self.queue_target.as_secs_f64() * STEER_AIM;
         let q = queue.as_secs_f64();
         if q > aim {
             let over = ((q - aim) / aim).min(1.0);
-            self.gain *= 1.0 - 0.1 * over;
+            self.gain *= 1.0 - 0.25 * over;
         } else if q < aim / 2.0 && self.limited.replace(false) {
             self.gain *= 1.05;
         }
-        self.gain = self.gain.clamp(0.25, 2.0);
+        self.gain = self.gain.clamp(MIN_GAIN, 2.0);
     }
 
     /// Queue control's current scale of its byte limit (1: the rate estimate's).

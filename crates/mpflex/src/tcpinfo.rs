@@ -184,6 +184,12 @@ pub fn set_notsent_lowat(sock: &impl AsRawFd, bytes: u32) -> std::io::Result<()>
 }
 
 /// Give up on a connection whose data stays unacknowledged this long.
+/// `TCP_QUICKACK`: acknowledge what has arrived at once instead of delaying the ACK. The
+/// kernel leaves quick-ack mode again on its own, so a reader sets it after each read.
+pub fn set_quickack(sock: &impl AsRawFd) -> std::io::Result<()> {
+    setsockopt_u32(sock, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1)
+}
+
 pub fn set_user_timeout(sock: &impl AsRawFd, d: Duration) -> std::io::Result<()> {
     setsockopt_u32(sock, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, d.as_millis() as u32)
 }

@@ -498,6 +498,7 @@ impl Session {
         }
         self.unblock_drained();
         let last_now = self.last_now;
+        self.paths.record_closed(rec.path, rec.ts, n + RECORD_OVERHEAD);
         let p = self.paths.entry(rec.path);
         p.counters.bytes_sent += n as u64;
         p.last_send = p.last_send.max(last_now);

@@ -17,7 +17,7 @@ use tracing::warn;
 
 use super::SessionHandle;
 use crate::crypto::{seal_record, Opener, Transport};
-use crate::tcpinfo::{cc_bandwidth, idle_restart_applies, set_notsent_lowat, tcp_info, SsthreshReset};
+use crate::tcpinfo::{cc_bandwidth, idle_restart_applies, set_notsent_lowat, set_quickack, tcp_info, SsthreshReset};
 
 pub(super) async fn path_reader(
     h: SessionHandle,
@@ -42,7 +42,15 @@ pub(super) async fn path_reader(
         sock.readable().await?;
         match sock.try_read_buf(&mut buf) {
             Ok(0) => bail!("peer closed the path"),
-            Ok(_) => {}
+            Ok(_) => {
+                // Under queue control the peer's writer keeps its path application-limited
+                // and counts what is unacknowledged as held: an ACK delayed here (up to
+                // tens of ms for a lone segment) reads as a queue there and throttles the
+                // path below its rate. Acknowledge at once.
+                if h.queue_target > Duration::ZERO {
+                    let _ = set_quickack(&*sock);
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => return Err(e.into()),
         }
