@@ -222,6 +222,11 @@ impl SendQueue {
         }
     }
 
+    /// Whether any stream is of an urgent class now.
+    pub fn has_urgent_streams(&self) -> bool {
+        !self.urgent_streams.is_empty()
+    }
+
     /// Whether the stream has frames not yet sequenced.
     pub fn has_staged(&self, stream: StreamId) -> bool {
         self.staged.contains_key(&stream)

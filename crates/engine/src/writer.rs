@@ -240,12 +240,13 @@ impl PathWriter {
 
     /// What to do with the socket as `info` shows it: `Err(step)` if it cannot take bytes
     /// now, else how many bytes to hand over — up to the low-water mark plus at most one
-    /// frame (`max_frame`), and under queue control no more bulk bytes than the path may
+    /// frame (`max_frame`), and under queue control (while `engaged`: see
+    /// [`crate::Session::queue_control_engaged`]) no more bulk bytes than the path may
     /// still hold. Every byte beyond the mark is bound to this path early, and at a chunk's
     /// end that decides which path finishes last. Interactive frames are not held back by
     /// queue control (QCUT's priority band): they are few, and they are what the target
     /// protects.
-    pub fn budget(&self, info: &TcpInfo, max_frame: usize) -> Result<Budget, WriterStep> {
+    pub fn budget(&self, info: &TcpInfo, max_frame: usize, engaged: bool) -> Result<Budget, WriterStep> {
         if info.state != TCP_ESTABLISHED && info.state != TCP_CLOSE_WAIT {
             return Err(WriterStep::Closed { state: info.state });
         }
@@ -253,7 +254,7 @@ impl PathWriter {
             return Err(WriterStep::Full);
         }
         let total = (self.lowat - info.notsent_bytes) as usize + max_frame;
-        let Some(limit) = self.queue_limit(info) else {
+        let Some(limit) = self.queue_limit(info).filter(|_| engaged) else {
             return Ok(Budget {
                 total,
                 bulk: total,
@@ -328,8 +329,8 @@ mod tests {
     #[test]
     fn notsent_at_the_mark_waits_and_below_it_fills_to_the_mark_plus_a_frame() {
         let w = PathWriter::new(1 << 20, true, true);
-        assert_eq!(w.budget(&info(INITIAL_LOWAT, 0), 16_448), Err(WriterStep::Full));
-        let b = w.budget(&info(INITIAL_LOWAT - 1000, 0), 16_448).unwrap();
+        assert_eq!(w.budget(&info(INITIAL_LOWAT, 0), 16_448, true), Err(WriterStep::Full));
+        let b = w.budget(&info(INITIAL_LOWAT - 1000, 0), 16_448, true).unwrap();
         assert_eq!((b.total, b.bulk, b.retry), (1000 + 16_448, 1000 + 16_448, None));
     }
 
@@ -338,9 +339,12 @@ mod tests {
         let w = PathWriter::new(1 << 20, true, true);
         let mut i = info(0, 0);
         i.state = 7; // TCP_CLOSE
-        assert_eq!(w.budget(&i, 100), Err(WriterStep::Closed { state: 7 }));
+        assert_eq!(w.budget(&i, 100, true), Err(WriterStep::Closed { state: 7 }));
         i.state = TCP_CLOSE_WAIT;
-        assert!(w.budget(&i, 100).is_ok(), "the peer half-closed: we may still send");
+        assert!(
+            w.budget(&i, 100, true).is_ok(),
+            "the peer half-closed: we may still send"
+        );
     }
 
     #[test]
@@ -351,21 +355,24 @@ mod tests {
         w.observe(0, &i, None);
         // 1 MB/s × (50 + 20) ms = 70,000 bytes.
         i.unacked = 40; // 57,920 bytes in flight
-        let b = w.budget(&i, 16_448).unwrap();
+        let b = w.budget(&i, 16_448, true).unwrap();
         assert_eq!(b.bulk, 70_000 - 57_920);
         assert!(
             b.bulk_limited() && b.total > b.bulk,
             "interactive frames are not held back"
         );
         i.unacked = 48; // 69,504: less than a segment of room
-        let b = w.budget(&i, 16_448).unwrap();
+        let b = w.budget(&i, 16_448, true).unwrap();
         assert_eq!((b.bulk, b.retry), (0, Some(Duration::from_millis(7))));
         assert_eq!(b.total, 10_000 + 16_448, "the socket still takes interactive frames");
         let off = PathWriter::new(1 << 20, true, true);
-        assert!(!off.budget(&i, 16_448).unwrap().bulk_limited(), "off unless configured");
+        assert!(
+            !off.budget(&i, 16_448, true).unwrap().bulk_limited(),
+            "off unless configured"
+        );
         i.min_rtt = u32::MAX;
         assert!(
-            !w.budget(&i, 16_448).unwrap().bulk_limited(),
+            !w.budget(&i, 16_448, true).unwrap().bulk_limited(),
             "no minimum RTT yet: no limit"
         );
     }

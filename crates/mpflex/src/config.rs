@@ -55,7 +55,8 @@ pub struct Tuning {
     /// the path holds exceeds rate × (min RTT + target), steered by the queue the peer
     /// measures), and what the session accepts from applications ahead of the paths
     /// within the same target, so an upload does not fill a cellular uplink buffer in
-    /// front of interactive traffic (QCUT-D's 20 ms). 0: off.
+    /// front of interactive traffic (QCUT-D's 20 ms). It engages only while an interactive
+    /// stream is active (a lone bulk transfer runs at full rate). 0: off.
     pub queue_target_ms: u64,
 }
 

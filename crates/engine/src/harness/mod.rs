@@ -303,13 +303,15 @@ mod tests {
     }
 
     /// An upload over a path whose window is four times its bandwidth-delay product fills
-    /// the bottleneck queue with ~3 × 60 ms; with a 20 ms queue target the segments wait
-    /// the target on average (a millisecond of slack: the simulation's clock) and never
-    /// more than half as much again, while the path still carries ≥ 90 % of its rate (all
-    /// after the first second).
+    /// the bottleneck queue with ~3 × 60 ms; with a 20 ms queue target, and a small
+    /// request every 100 ms on another stream (the interactive traffic queue control
+    /// protects), the segments wait the target on average (a millisecond of slack: the
+    /// simulation's clock) and never more than half as much again, while the path still
+    /// carries ≥ 90 % of its rate (all after the first second). With no interactive
+    /// stream, queue control stands aside and the upload fills the queue as without it.
     #[test]
     fn queue_control_keeps_a_bloated_bottleneck_queue_near_its_target() {
-        let run = |target_ms: u64| {
+        let run = |target_ms: u64, pings: bool| {
             let spec = PathSpec {
                 cwnd: Some(4 * 60 * 1000 / MSS),
                 ..PathSpec::from((30, 1000))
@@ -317,12 +319,16 @@ mod tests {
             let mut pair = Pair::custom(|| mpflex_sched::by_name("minrtt").unwrap(), &[spec], |_| {});
             pair.set_queue_target(Duration::from_millis(target_ms));
             let id = pair.open(b"x");
+            let ping = pair.open(b"ping");
             // The window is open from the start (no slow start here), so the first round
             // trip, before the path has a rate, is not controlled: measure after it.
             let mut got_at_start = 0;
             for ms in 0..6000 {
                 if pair.client.send_capacity(id) > 0 {
                     pair.client.stream_send(id, Bytes::from(vec![0u8; 64 * 1024]));
+                }
+                if pings && ms % 100 == 0 {
+                    pair.client.stream_send(ping, Bytes::from_static(b"ping"));
                 }
                 pair.step();
                 if ms == 999 {
@@ -334,10 +340,11 @@ mod tests {
             let s = pair.socket(0, true);
             (s.mean_queue_delay(), s.max_queue_delay, got as f64 / 5000.0 / 1000.0)
         };
-        let (bloat, _, _) = run(0);
-        let (mean, max, utilisation) = run(20);
+        let (bloat, _, _) = run(0, true);
+        let (mean, max, utilisation) = run(20, true);
+        let (alone, _, _) = run(20, false);
         println!(
-            "queue: {bloat:?} without control; with a 20 ms target {mean:?} on average, {max:?} at most ({utilisation:.3} of the rate)"
+            "queue: {bloat:?} without control; with a 20 ms target {mean:?} on average, {max:?} at most ({utilisation:.3} of the rate); {alone:?} with nothing to protect"
         );
         assert!(bloat > Duration::from_millis(100), "no bloat to control: {bloat:?}");
         assert!(
@@ -349,6 +356,10 @@ mod tests {
             "queue {max:?} at most with a 20 ms target"
         );
         assert!(utilisation >= 0.9, "the path carried {utilisation:.2} of its rate");
+        assert!(
+            alone > Duration::from_millis(100),
+            "held back with no interactive stream: {alone:?}"
+        );
     }
 
     /// What `ping_under_bulk` measured: request/response times before and during the
@@ -472,10 +483,11 @@ mod tests {
         }
     }
 
-    /// Under queue control an application that writes as fast as it is let sees the path's
-    /// rate: what the session accepted and the peer's application has not received stays
-    /// within the path's bytes in flight (rate × (RTT + target)) plus the bound ahead of it
-    /// (rate × target + a frame) — without it, the stream's whole 4 MB window.
+    /// Under queue control (a small request every 100 ms beside the upload engages it) an
+    /// application that writes as fast as it is let sees the path's rate: what the session accepted and the peer's application has not received stays
+    /// within the path's bytes in flight (rate × (RTT + target), times the steering's
+    /// gain) plus the bound ahead of it (rate × target + a frame) — without it, the
+    /// stream's whole 4 MB window.
     #[test]
     fn queue_control_bounds_what_the_application_has_written_ahead_of_the_path() {
         let run = |target_ms: u64| {
@@ -490,8 +502,12 @@ mod tests {
             );
             pair.set_queue_target(Duration::from_millis(target_ms));
             let id = pair.open(b"x");
+            let ping = pair.open(b"ping");
             let (mut written, mut ahead) = (1usize, 0usize);
             for ms in 0..8000 {
+                if ms % 100 == 0 {
+                    pair.client.stream_send(ping, Bytes::from_static(b"ping"));
+                }
                 let cap = pair.client.send_capacity(id) as usize;
                 if cap > 0 {
                     written += pair.client.stream_send(id, Bytes::from(vec![0u8; cap.min(1 << 20)]));
@@ -510,8 +526,10 @@ mod tests {
             "ahead of the application: {ahead} B with control ({utilisation:.3} of the rate), {unbounded} B without"
         );
         let frame = EngineConfig::new(Role::Client).max_frame_data + 64;
-        // 250 B/ms: 20 KB in flight over 60 + 20 ms; ahead: max(5 KB, MIN_AHEAD) + a frame.
-        let bound = 250 * 80 + super::super::session::MIN_AHEAD as usize + frame + 4 * MSS as usize;
+        // 250 B/ms: 20 KB in flight over 60 + 20 ms, twice that at the steering's highest
+        // gain; ahead of the path max(5 KB, MIN_AHEAD) and a frame; the application's
+        // writes land a frame at a time.
+        let bound = 2 * 250 * 80 + super::super::session::MIN_AHEAD as usize + 2 * frame + 4 * MSS as usize;
         assert!(ahead <= bound, "{ahead} B ahead, bound {bound}");
         assert!(utilisation >= 0.9, "{utilisation:.3} of the rate");
         assert!(unbounded > 1 << 20, "only {unbounded} B ahead without control");

@@ -225,7 +225,11 @@ impl Session {
             // The peer spoke: a request/response turn if this side has nothing queued.
             let drained = !self.send.has_staged(stream) && !self.blocked.contains(&stream);
             s.class.on_peer_data(drained, self.last_now);
-            self.send.set_class(stream, s.class.class());
+            let class = s.class.class();
+            self.send.set_class(stream, class);
+            if class.is_urgent() {
+                self.interactive_seen = Some(self.last_now);
+            }
         }
         if s.receive(data, stream)? {
             self.events.push_back(Event::StreamReadable(stream));

@@ -81,8 +81,11 @@ impl Session {
         records: &mut Vec<Range<usize>>,
     ) -> WriterStep {
         let snap = writer.observe(path, info, bandwidth);
-        writer.steer(self.paths.queue_delay(path, now), snap.min_rtt, now);
-        let budget = match writer.budget(info, self.max_frame_len()) {
+        let engaged = self.queue_control_engaged(now);
+        if engaged {
+            writer.steer(self.paths.queue_delay(path, now), snap.min_rtt, now);
+        }
+        let budget = match writer.budget(info, self.max_frame_len(), engaged) {
             Ok(budget) => budget,
             Err(step) => {
                 if matches!(step, WriterStep::Full) {
