@@ -113,7 +113,7 @@ pub struct PathWriter {
     gain: f64,
     steered: Option<Instant>,
     /// The limit held bulk bytes back since the last steering step.
-    limited: std::cell::Cell<bool>,
+    limited: bool,
     /// Threshold resets asked for.
     pub resets: u64,
 }
@@ -133,7 +133,7 @@ impl PathWriter {
             queue_target: Duration::ZERO,
             gain: 1.0,
             steered: None,
-            limited: std::cell::Cell::new(false),
+            limited: false,
             resets: 0,
         }
     }
@@ -195,7 +195,7 @@ impl PathWriter {
         if q > aim {
             let over = ((q - aim) / aim).min(1.0);
             self.gain *= 1.0 - 0.25 * over;
-        } else if q < aim / 2.0 && self.limited.replace(false) {
+        } else if q < aim / 2.0 && std::mem::take(&mut self.limited) {
             self.gain *= 1.05;
         }
         self.gain = self.gain.clamp(MIN_GAIN, 2.0);
@@ -246,7 +246,7 @@ impl PathWriter {
     /// end that decides which path finishes last. Interactive frames are not held back by
     /// queue control (QCUT's priority band): they are few, and they are what the target
     /// protects.
-    pub fn budget(&self, info: &TcpInfo, max_frame: usize, engaged: bool) -> Result<Budget, WriterStep> {
+    pub fn budget(&mut self, info: &TcpInfo, max_frame: usize, engaged: bool) -> Result<Budget, WriterStep> {
         if info.state != TCP_ESTABLISHED && info.state != TCP_CLOSE_WAIT {
             return Err(WriterStep::Closed { state: info.state });
         }
@@ -264,7 +264,7 @@ impl PathWriter {
         let held = info.in_flight_bytes() + info.notsent_bytes as u64;
         let room = limit.saturating_sub(held);
         if room < MIN_BULK {
-            self.limited.set(true);
+            self.limited = true;
             // Look again once about a tenth of the limit has drained (1 to 10 ms).
             let drain = Duration::from_secs_f64(limit as f64 / 10.0 / self.delivery_rate as f64);
             let retry = drain.clamp(Duration::from_millis(1), Duration::from_millis(10));
@@ -328,7 +328,7 @@ mod tests {
 
     #[test]
     fn notsent_at_the_mark_waits_and_below_it_fills_to_the_mark_plus_a_frame() {
-        let w = PathWriter::new(1 << 20, true, true);
+        let mut w = PathWriter::new(1 << 20, true, true);
         assert_eq!(w.budget(&info(INITIAL_LOWAT, 0), 16_448, true), Err(WriterStep::Full));
         let b = w.budget(&info(INITIAL_LOWAT - 1000, 0), 16_448, true).unwrap();
         assert_eq!((b.total, b.bulk, b.retry), (1000 + 16_448, 1000 + 16_448, None));
@@ -336,7 +336,7 @@ mod tests {
 
     #[test]
     fn late_binding_ends_a_path_whose_connection_is_gone() {
-        let w = PathWriter::new(1 << 20, true, true);
+        let mut w = PathWriter::new(1 << 20, true, true);
         let mut i = info(0, 0);
         i.state = 7; // TCP_CLOSE
         assert_eq!(w.budget(&i, 100, true), Err(WriterStep::Closed { state: 7 }));
@@ -365,7 +365,7 @@ mod tests {
         let b = w.budget(&i, 16_448, true).unwrap();
         assert_eq!((b.bulk, b.retry), (0, Some(Duration::from_millis(7))));
         assert_eq!(b.total, 10_000 + 16_448, "the socket still takes interactive frames");
-        let off = PathWriter::new(1 << 20, true, true);
+        let mut off = PathWriter::new(1 << 20, true, true);
         assert!(
             !off.budget(&i, 16_448, true).unwrap().bulk_limited(),
             "off unless configured"

@@ -235,12 +235,6 @@ impl Session {
         Some((o, p.owd.deviation()))
     }
 
-    /// How long the path's frames wait in queues now, from the peer's arrival reports
-    /// (the standing queue; `None` without recent reports).
-    pub fn path_queue_delay(&self, path: usize, now: Instant) -> Option<std::time::Duration> {
-        self.paths.queue_delay(path, now)
-    }
-
     pub fn num_paths(&self) -> usize {
         self.paths.len()
     }
@@ -380,7 +374,8 @@ impl Session {
         let class = s.class.on_send(n as u64, self.last_now);
         self.send.set_class(stream, class);
         if class.is_urgent() {
-            self.interactive_activity(self.last_now);
+            // The clock only moves forward: the latest activity is now.
+            self.interactive_seen = Some(self.last_now);
         }
         self.flow.take(n as u64);
         self.send
@@ -489,11 +484,6 @@ impl Session {
             && self
                 .interactive_seen
                 .is_some_and(|t| now.saturating_duration_since(t) < ENGAGE_HOLD)
-    }
-
-    /// An interactive stream sent or received bytes at `now`.
-    fn interactive_activity(&mut self, now: Instant) {
-        self.interactive_seen = Some(self.interactive_seen.map_or(now, |t| t.max(now)));
     }
 
     /// The session clock, µs since `epoch` (the frames' timestamps are it modulo 2³²).
