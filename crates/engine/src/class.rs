@@ -142,6 +142,26 @@ impl Classifier {
         self.class()
     }
 
+    /// Bytes the stream may still offer at `now` as interactive bytes of its current
+    /// burst (a burst that has been idle for [`BURST_IDLE`] starts afresh): what it may
+    /// queue beyond the bound on bytes ahead of the paths that bulk streams share. A
+    /// stream pinned interactive or realtime has no such limit; one pinned bulk has none
+    /// of this room.
+    pub fn interactive_room(&self, now: Instant) -> u64 {
+        match self.pinned {
+            Some(c) if c.is_urgent() => u64::MAX,
+            Some(_) => 0,
+            None if self
+                .last_send
+                .is_some_and(|t| now.saturating_duration_since(t) >= BURST_IDLE) =>
+            {
+                BULK_BURST
+            }
+            None if self.class.is_urgent() => BULK_BURST.saturating_sub(self.burst),
+            None => 0,
+        }
+    }
+
     /// The stream waited for credit until `now` (it was blocked, not idle): an idle spell
     /// counts from here.
     pub fn waited(&mut self, now: Instant) {
@@ -257,6 +277,27 @@ impl ClassLatency {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_the_rest_of_an_interactive_burst_is_exempt_from_the_bound_ahead() {
+        let now = Instant::now();
+        let mut c = Classifier::default();
+        assert_eq!(c.interactive_room(now), BULK_BURST);
+        c.on_send(60 * 1024, now);
+        assert_eq!(c.interactive_room(now), 4 * 1024);
+        c.on_send(8 * 1024, now);
+        assert_eq!(c.interactive_room(now), 0, "bulk now");
+        assert_eq!(
+            c.interactive_room(now + BURST_IDLE),
+            BULK_BURST,
+            "after an idle second the next send starts a new burst"
+        );
+        c.pin(Some(TrafficClass::Interactive));
+        assert_eq!(c.interactive_room(now), u64::MAX);
+        c.pin(Some(TrafficClass::Bulk));
+        assert_eq!(c.interactive_room(now + BURST_IDLE), 0);
+    }
+
     use super::*;
 
     #[test]

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use mpflex_sched::PathSnapshot;
 
-use crate::kernel::{RateEstimate, TcpInfo};
+use mpflex_wire::RECORD_OVERHEAD;
+
+use crate::kernel::{RateEstimate, TcpInfo, INIT_CWND};
 
 /// `tcpi_state` values (linux/tcp_states.h) in which a socket can still send.
 const TCP_ESTABLISHED: u8 = 1;
@@ -46,16 +48,16 @@ impl Budget {
     }
 }
 
-/// The standing queue queue control steers to, as a fraction of its target (see
-/// [`PathWriter::steer`]).
-pub const STEER_AIM: f64 = 1.0;
+/// The largest change of queue control's byte limit per steering step (a factor of
+/// 1 ± this): the queue it reads answers a change one round trip later, so a step that
+/// corrected the whole error at once would overshoot.
+const MAX_STEP: f64 = 0.25;
 
-/// The least queue control's steering scales its byte limit to. The steering's signal
-/// (one-way delays of whole records) also carries the records' serialisation and the
-/// emulated links' batching, 10-15 ms on 2 Mbit/s links; a lower floor let it read that
-/// as queue and starve a path to half its rate. The delivery-rate estimate it scales errs
-/// high (see [`PathWriter::steer`]), so 0.75 of it still keeps the link busy.
-pub const MIN_GAIN: f64 = 0.75;
+/// The queue reading queue control steers to, as a fraction of its target: a frame
+/// meets the queue plus the bursts around it (a segment in transmission, the reading's
+/// lag), so steering the reading to the target itself left interactive frames waiting
+/// a little more than the target.
+pub const STEER_AIM: f64 = 0.75;
 
 /// The smallest bulk budget worth a write under queue control: two segments. Less is
 /// treated as none (the queue is at its target) rather than sent as a sliver: each record
@@ -108,9 +110,10 @@ pub struct PathWriter {
     delivery_rate: u64,
     /// Queue control's delay target; zero: off.
     queue_target: Duration,
-    /// Queue control's correction of its byte limit, steered by the measured queue (see
-    /// [`PathWriter::steer`]).
-    gain: f64,
+    /// What the path may hold (in flight and unsent) under queue control, bytes: set
+    /// when queue control engages, then steered by the measured queue (see
+    /// [`PathWriter::steer`]); cleared when it disengages.
+    limit: Option<f64>,
     steered: Option<Instant>,
     /// The limit held bulk bytes back since the last steering step.
     limited: bool,
@@ -131,7 +134,7 @@ impl PathWriter {
             rate: RateEstimate::default(),
             delivery_rate: 0,
             queue_target: Duration::ZERO,
-            gain: 1.0,
+            limit: None,
             steered: None,
             limited: false,
             resets: 0,
@@ -148,62 +151,75 @@ impl PathWriter {
         self
     }
 
-    /// What the path may hold (in flight and unsent) under queue control, bytes: `None`
-    /// while it is off or the rate or the minimum RTT is not known yet.
-    fn queue_limit(&self, info: &TcpInfo) -> Option<u64> {
-        if self.queue_target.is_zero() || self.delivery_rate == 0 || info.min_rtt == 0 || info.min_rtt == u32::MAX {
-            return None;
+    /// Where queue control's byte limit starts when it engages: rate × (min RTT +
+    /// target), the bytes that fill the path's pipe plus the target's worth of queue
+    /// (QCUT-D's rule). Before the kernel has a rate or a minimum RTT, the initial window:
+    /// a path that never carried bulk must not meet its first bulk burst unlimited, or
+    /// slow start fills a 500 ms LTE buffer before the steering sees it.
+    fn initial_limit(&self, info: &TcpInfo) -> f64 {
+        let mss = info.snd_mss.max(1) as f64;
+        if self.delivery_rate == 0 || info.min_rtt == 0 || info.min_rtt == u32::MAX {
+            return INIT_CWND as f64 * mss;
         }
         let horizon = Duration::from_micros(info.min_rtt as u64) + self.queue_target;
-        // Never below a few segments: a path must always be able to carry something.
-        let floor = 4 * info.snd_mss.max(1) as u64;
-        Some(((self.delivery_rate as f64 * horizon.as_secs_f64() * self.gain) as u64).max(floor))
+        self.delivery_rate as f64 * horizon.as_secs_f64()
     }
 
-    /// Steers queue control's byte limit by the queue the path's frames actually meet
-    /// (`queue`, the standing queue from the peer's arrival reports), at most once per min
-    /// RTT (10 ms at least). The limit starts from the delivery rate, but under queue
-    /// control the path is application-limited by design, and the kernel's
-    /// application-limited samples only ever raise the estimate: measured on emulated
-    /// 2 Mbit/s links it settles 30–70 % above the link's rate, and the queue at ~50 ms
-    /// instead of 20. So the limit is scaled down while the standing queue is above
-    /// [`STEER_AIM`] of the target (by up to 10 % per step, in proportion to the excess;
-    /// a quarter overshot into starving the link under BBR's probing), and up by 5 % per step while it is below half of that and the limit held
-    /// bytes back (a rate estimate too low would starve the link). The aim is below the
-    /// target because a frame meets the standing queue plus the bursts above it: the
-    /// target bounds what an interactive frame waits, not the queue's minimum. The scale
-    /// stays within 0.25 to 2.
-    pub fn steer(&mut self, queue: Option<Duration>, min_rtt: Duration, now: Instant) {
-        let Some(queue) = queue else { return };
-        if self.queue_target.is_zero() {
+    /// Steers queue control's byte limit toward the target by the queue the path's bytes
+    /// actually meet, at most once per min RTT (10 ms at least). `owd_queue` is the
+    /// standing queue from the peer's arrival reports (one-way, this direction only); the
+    /// kernel's smoothed RTT above its minimum is the other reading (it also carries the
+    /// reverse direction's queue, which the one-way reading does not, while the one-way
+    /// reading carries the records' serialisation and the peer's read timing). Both err
+    /// high, so the lower one is used.
+    ///
+    /// The limit starts from the delivery rate, but under queue control the path is
+    /// application-limited by design and the kernel's application-limited samples only
+    /// ever raise the estimate: measured on emulated 2 Mbit/s links it settles 30–70 %
+    /// above the link's rate, and a limit that trusted it kept the queue at ~40 ms
+    /// instead of 20. So the limit is corrected by the queue it produces: bytes held =
+    /// rate × (min RTT + queue), hence the limit that gives the target is this one scaled
+    /// by (min RTT + target) / (min RTT + queue). Half of that correction (in log terms)
+    /// is applied per step, at most ±[`MAX_STEP`]: the queue answers a change one round
+    /// trip later. The limit rises only if it held bytes back since the last step (a
+    /// short queue on a path with nothing to send says nothing about the limit).
+    pub fn steer(&mut self, owd_queue: Option<Duration>, info: &TcpInfo, now: Instant) {
+        if self.queue_target.is_zero() || info.min_rtt == 0 || info.min_rtt == u32::MAX {
             return;
         }
+        let Some(limit) = self.limit else { return };
+        let min_rtt = Duration::from_micros(info.min_rtt as u64);
         let every = min_rtt.max(Duration::from_millis(10));
         if self.steered.is_some_and(|t| now.saturating_duration_since(t) < every) {
             return;
         }
+        let rtt_queue = Duration::from_micros(info.rtt.saturating_sub(info.min_rtt) as u64);
+        let queue = owd_queue.map_or(rtt_queue, |q| q.min(rtt_queue));
         self.steered = Some(now);
+        let limited = std::mem::take(&mut self.limited);
+        let aim = self.queue_target.mul_f64(STEER_AIM);
+        let want = (min_rtt + aim).as_secs_f64() / (min_rtt + queue).as_secs_f64();
+        let step = want.sqrt().clamp(1.0 - MAX_STEP, 1.0 + MAX_STEP);
         tracing::debug!(
-            gain = self.gain,
+            limit,
+            step,
             queue_ms = queue.as_secs_f64() * 1e3,
+            owd_queue_ms = owd_queue.map(|q| q.as_secs_f64() * 1e3),
+            rtt_queue_ms = rtt_queue.as_secs_f64() * 1e3,
             rate = self.delivery_rate,
-            min_rtt_ms = min_rtt.as_secs_f64() * 1e3,
+            held = info.in_flight_bytes() + info.notsent_bytes as u64,
+            limited,
             "steer"
         );
-        let aim = self.queue_target.as_secs_f64() * STEER_AIM;
-        let q = queue.as_secs_f64();
-        if q > aim {
-            let over = ((q - aim) / aim).min(1.0);
-            self.gain *= 1.0 - 0.25 * over;
-        } else if q < aim / 2.0 && std::mem::take(&mut self.limited) {
-            self.gain *= 1.05;
+        if step < 1.0 || limited {
+            let floor = 4.0 * info.snd_mss.max(1) as f64;
+            self.limit = Some((limit * step).max(floor));
         }
-        self.gain = self.gain.clamp(MIN_GAIN, 2.0);
     }
 
-    /// Queue control's current scale of its byte limit (1: the rate estimate's).
-    pub fn gain(&self) -> f64 {
-        self.gain
+    /// Queue control's byte limit now (None: not engaged).
+    pub fn queue_limit(&self) -> Option<u64> {
+        self.limit.map(|l| l as u64)
     }
 
     /// The low-water mark the socket should have (`TCP_NOTSENT_LOWAT`).
@@ -254,7 +270,13 @@ impl PathWriter {
             return Err(WriterStep::Full);
         }
         let total = (self.lowat - info.notsent_bytes) as usize + max_frame;
-        let Some(limit) = self.queue_limit(info).filter(|_| engaged) else {
+        if !engaged || self.queue_target.is_zero() {
+            self.limit = None;
+        } else if self.limit.is_none() {
+            self.limit = Some(self.initial_limit(info));
+            self.limited = false;
+        }
+        let Some(limit) = self.queue_limit() else {
             return Ok(Budget {
                 total,
                 bulk: total,
@@ -262,11 +284,16 @@ impl PathWriter {
             });
         };
         let held = info.in_flight_bytes() + info.notsent_bytes as u64;
-        let room = limit.saturating_sub(held);
-        if room < MIN_BULK {
+        // Whole segments: with the socket's queue kept this short every write leaves at
+        // once, and a write that is not a multiple of the segment size sends a short
+        // segment whose headers cost the link's rate (a 2.3 KB write goes as 1448 + 900
+        // bytes). The record's length prefix and tag go in the same write.
+        let mss = info.snd_mss.max(1) as u64;
+        let room = limit.saturating_sub(held) / mss * mss;
+        if room < MIN_BULK.max(mss) {
             self.limited = true;
             // Look again once about a tenth of the limit has drained (1 to 10 ms).
-            let drain = Duration::from_secs_f64(limit as f64 / 10.0 / self.delivery_rate as f64);
+            let drain = Duration::from_secs_f64(limit as f64 / 10.0 / self.delivery_rate.max(1) as f64);
             let retry = drain.clamp(Duration::from_millis(1), Duration::from_millis(10));
             return Ok(Budget {
                 total,
@@ -276,7 +303,7 @@ impl PathWriter {
         }
         Ok(Budget {
             total,
-            bulk: total.min(room as usize),
+            bulk: total.min(room as usize - RECORD_OVERHEAD),
             retry: None,
         })
     }
@@ -356,7 +383,8 @@ mod tests {
         // 1 MB/s × (50 + 20) ms = 70,000 bytes.
         i.unacked = 40; // 57,920 bytes in flight
         let b = w.budget(&i, 16_448, true).unwrap();
-        assert_eq!(b.bulk, 70_000 - 57_920);
+        // 12,080 bytes of room: 8 whole segments, less the record's prefix and tag.
+        assert_eq!(b.bulk, 8 * 1448 - RECORD_OVERHEAD);
         assert!(
             b.bulk_limited() && b.total > b.bulk,
             "interactive frames are not held back"
@@ -370,11 +398,65 @@ mod tests {
             !off.budget(&i, 16_448, true).unwrap().bulk_limited(),
             "off unless configured"
         );
+        let mut fresh = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
         i.min_rtt = u32::MAX;
-        assert!(
-            !w.budget(&i, 16_448, true).unwrap().bulk_limited(),
-            "no minimum RTT yet: no limit"
+        let b = fresh.budget(&i, 16_448, true).unwrap();
+        assert_eq!(
+            fresh.queue_limit(),
+            Some(10 * 1448),
+            "no minimum RTT yet: the initial window, not unlimited"
         );
+        assert_eq!(b.bulk, 0, "69,504 bytes held are over it");
+        assert!(
+            !fresh.budget(&i, 16_448, false).unwrap().bulk_limited() && fresh.queue_limit().is_none(),
+            "disengaged: no limit, and the next engagement starts afresh"
+        );
+    }
+
+    /// The limit converges to what gives the target queue on a path whose rate estimate
+    /// is 60 % high: a fluid bottleneck where the queue is what the path holds beyond its
+    /// pipe.
+    #[test]
+    fn steering_corrects_a_rate_estimate_that_errs_high() {
+        let target = Duration::from_millis(20);
+        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(target);
+        let (rate, min_rtt) = (250_000.0, 0.050); // bytes/s, s
+        let mut i = info(0, 400_000);
+        i.min_rtt = 50_000;
+        w.observe(0, &i, None);
+        let t0 = Instant::now();
+        let mut limit = 0.0;
+        for step in 0..60 {
+            let now = t0 + Duration::from_millis(50 * step);
+            // The path holds its limit (it is backlogged): the queue is what it holds
+            // beyond rate × min RTT.
+            i.unacked = 1_000_000; // held over the limit: limited
+            let _ = w.budget(&i, 16_448, true).unwrap();
+            limit = w.queue_limit().unwrap() as f64;
+            let queue = ((limit - rate * min_rtt) / rate).max(0.0);
+            i.rtt = ((min_rtt + queue) * 1e6) as u32;
+            w.steer(None, &i, now);
+        }
+        let queue_ms = (limit - rate * min_rtt) / rate * 1e3;
+        let aim = 20.0 * STEER_AIM;
+        assert!((queue_ms - aim).abs() < 2.0, "queue {queue_ms:.1} ms, limit {limit:.0}");
+        // An empty queue on a limited path raises the limit (a rate estimate too low
+        // must not starve it); at most a quarter per step.
+        let before = w.queue_limit().unwrap();
+        i.rtt = i.min_rtt;
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        w.steer(None, &i, t0 + Duration::from_secs(10));
+        let after = w.queue_limit().unwrap();
+        assert!(
+            after > before && after as f64 <= before as f64 * 1.25 + 1.0,
+            "{before} → {after}"
+        );
+        // The lower of the two readings counts: a one-way reading of no queue wins over
+        // an RTT inflated by the reverse direction.
+        i.rtt = i.min_rtt + 100_000;
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        w.steer(Some(Duration::ZERO), &i, t0 + Duration::from_secs(11));
+        assert!(w.queue_limit().unwrap() > after);
     }
 
     #[test]

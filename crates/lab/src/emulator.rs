@@ -261,6 +261,18 @@ impl Emulator {
         }
     }
 
+    /// Forgets the sojourn and lateness histograms and the small-packet count, so the
+    /// next read covers one run.
+    pub fn clear_run_stats(&self) {
+        for l in self.links.iter().flatten() {
+            l.update(|m| {
+                m.stats.sojourn.clear();
+                m.stats.late.clear();
+                m.stats.small = 0;
+            });
+        }
+    }
+
     /// Takes a path down or up in both directions now.
     pub fn set_path_up(&self, path: usize, up: bool) {
         for l in &self.links[path] {

@@ -75,6 +75,59 @@ pub struct LinkStats {
     /// (receive buffer full) or refused to send them. Non-zero means the emulator, not
     /// the configured link, was a bottleneck.
     pub dropped_io: u64,
+    /// Each delivered packet's time in the bottleneck: arrival to the end of its
+    /// transmission (queueing plus its own serialisation), so a queue-control claim
+    /// ("the bottleneck holds about 20 ms") is checked where the queue is.
+    pub sojourn: MsHist,
+    /// How late the emulator handed each packet on, past its modelled delivery time: on
+    /// a busy machine this is delay the model did not ask for.
+    pub late: MsHist,
+    /// Packets delivered that were under 200 bytes (acknowledgements, small frames).
+    pub small: u64,
+}
+
+/// Counts of durations in 1 ms buckets (0–1 ms, 1–2 ms, …), the last bucket taking
+/// everything from [`MsHist::BUCKETS`] − 1 ms on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MsHist {
+    counts: Vec<u64>,
+}
+
+impl MsHist {
+    pub const BUCKETS: usize = 2000;
+
+    pub fn add(&mut self, d: Duration) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; Self::BUCKETS];
+        }
+        let i = (d.as_micros() / 1000).min(Self::BUCKETS as u128 - 1) as usize;
+        self.counts[i] += 1;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The `q`-quantile (0..=1) in ms, as its bucket's upper edge; None when empty.
+    pub fn quantile_ms(&self, q: f64) -> Option<f64> {
+        let n = self.count();
+        if n == 0 {
+            return None;
+        }
+        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(i as f64 + 1.0);
+            }
+        }
+        None
+    }
+
+    pub fn clear(&mut self) {
+        self.counts.clear();
+    }
 }
 
 /// Time is a `Duration` since the link's start.
@@ -82,7 +135,8 @@ pub struct Link<P> {
     params: LinkParams,
     up: bool,
     rng: StdRng,
-    queue: VecDeque<(P, u64)>,
+    /// (packet, size, arrival time).
+    queue: VecDeque<(P, u64, Duration)>,
     queued_bytes: u64,
     /// Constant rate: when the transmitter is free again.
     busy_until: Duration,
@@ -169,14 +223,14 @@ impl<P> Link<P> {
             self.busy_until = self.busy_until.max(now);
         }
         self.queued_bytes += size;
-        self.queue.push_back((pkt, size));
+        self.queue.push_back((pkt, size, now));
         self.serve(now);
     }
 
     /// Moves packets whose transmission finished by `now` from the queue onto the wire.
     fn serve(&mut self, now: Duration) {
         loop {
-            let Some(&(_, size)) = self.queue.front() else {
+            let Some(&(_, size, _)) = self.queue.front() else {
                 return;
             };
             let done = match &self.params.rate {
@@ -222,8 +276,10 @@ impl<P> Link<P> {
                     when
                 }
             };
-            let (pkt, size) = self.queue.pop_front().expect("front");
+            let (pkt, size, arrived) = self.queue.pop_front().expect("front");
             self.queued_bytes -= size;
+            self.stats.sojourn.add(done.saturating_sub(arrived));
+            self.stats.small += (size < 200) as u64;
             let jitter = if self.params.jitter > Duration::ZERO {
                 Duration::from_nanos(self.rng.gen_range(0..=self.params.jitter.as_nanos() as u64))
             } else {
@@ -264,8 +320,9 @@ impl<P> Link<P> {
     pub fn poll(&mut self, now: Duration, out: &mut Vec<P>) {
         self.serve(now);
         while self.wire.front().is_some_and(|(t, _)| *t <= now) {
-            let (_, p) = self.wire.pop_front().expect("front");
+            let (t, p) = self.wire.pop_front().expect("front");
             self.stats.delivered += 1;
+            self.stats.late.add(now.saturating_sub(t));
             out.push(p);
         }
     }
@@ -278,7 +335,7 @@ impl<P> Link<P> {
     /// When something next happens (a transmission ends or a delivery is due).
     pub fn next_event(&self) -> Option<Duration> {
         let wire = self.wire.front().map(|(t, _)| *t);
-        let tx = self.queue.front().map(|&(_, size)| match &self.params.rate {
+        let tx = self.queue.front().map(|&(_, size, _)| match &self.params.rate {
             Rate::Unlimited => Duration::ZERO,
             Rate::Constant(kbit) => self.busy_until + Duration::from_nanos(size * 8 * 1_000_000 / (*kbit).max(1)),
             Rate::Trace(t) => {
@@ -344,6 +401,31 @@ mod tests {
             t += Duration::from_micros(100);
         }
         out
+    }
+
+    #[test]
+    fn sojourn_counts_queueing_and_serialisation_and_small_packets_are_counted() {
+        // 12 Mbit/s: a 1500-byte packet takes 1 ms. Ten at once: the k-th waits k − 1 ms
+        // and takes 1 ms itself.
+        let mut l = Link::new(params(12_000, 10), 1);
+        let burst: Vec<_> = (0..10).map(|i| (ms(0), i, 1500)).collect();
+        run(&mut l, &burst, ms(40));
+        assert_eq!(l.stats.sojourn.count(), 10);
+        assert_eq!(
+            l.stats.sojourn.quantile_ms(0.0),
+            Some(2.0),
+            "1 ms: the first bucket ends at 2"
+        );
+        assert_eq!(l.stats.sojourn.quantile_ms(1.0), Some(11.0), "the last: 10 ms");
+        assert_eq!(l.stats.small, 0);
+        run_from(&mut l, ms(40), &[(ms(41), 11, 52)], ms(60));
+        assert_eq!(l.stats.small, 1);
+        assert!(
+            l.stats.late.count() == 11 && l.stats.late.quantile_ms(1.0) == Some(1.0),
+            "polled on time"
+        );
+        l.stats.sojourn.clear();
+        assert_eq!(l.stats.sojourn.quantile_ms(0.5), None);
     }
 
     #[test]

@@ -414,7 +414,9 @@ mod tests {
                 }
             }
             if ms % 100 == 0 && !waiting {
-                pair.client.stream_send(ping, Bytes::from(vec![1u8; 1000]));
+                // An interactive request is never held back by the bound on bytes ahead
+                // of the paths that the bulk fills.
+                assert_eq!(pair.client.stream_send(ping, Bytes::from(vec![1u8; 1000])), 1000);
                 sent += 1;
                 asked = pair.now;
                 waiting = true;
@@ -424,7 +426,7 @@ mod tests {
             let requests = pair.server_rx.get(&ping).map_or(0, Vec::len) / 1000;
             if requests > answered {
                 answered = requests;
-                pair.server.stream_send(ping, Bytes::from(vec![2u8; 1000]));
+                assert_eq!(pair.server.stream_send(ping, Bytes::from(vec![2u8; 1000])), 1000);
             }
             if waiting && pair.client_rx.get(&ping).map_or(0, Vec::len) == sent * 1000 {
                 waiting = false;
@@ -511,6 +513,11 @@ mod tests {
                 let cap = pair.client.send_capacity(id) as usize;
                 if cap > 0 {
                     written += pair.client.stream_send(id, Bytes::from(vec![0u8; cap.min(1 << 20)]));
+                }
+                if target_ms > 0 && ms >= 2000 && ms % 100 == 50 {
+                    // The bulk took all the room ahead of the paths; a request still goes.
+                    assert_eq!(pair.client.send_capacity(id), 0);
+                    assert_eq!(pair.client.stream_send(ping, Bytes::from_static(b"ping")), 4);
                 }
                 pair.step();
                 if ms >= 2000 {

@@ -292,10 +292,17 @@ impl Session {
         cap
     }
 
+    /// An interactive stream's burst is not held to the bound on bytes ahead of the
+    /// paths: bulk bytes fill that bound as fast as it frees, and a request that had to
+    /// wait for room behind them waited as long as behind a bloated queue (measured:
+    /// 0.5 s pings beside an upload). Only the rest of its burst is exempt (see
+    /// [`crate::class::Classifier::interactive_room`]): a transfer starting as a new
+    /// stream does not jump the bound with its first megabyte.
     fn peek_capacity(&self, stream: StreamId) -> u64 {
-        self.streams
-            .get(&stream)
-            .map_or(0, |s| s.send_room().min(self.flow.send_room()).min(self.backlog_room()))
+        self.streams.get(&stream).map_or(0, |s| {
+            let room = s.send_room().min(self.flow.send_room());
+            room.min(self.backlog_room().max(s.class.interactive_room(self.last_now)))
+        })
     }
 
     /// Under queue control, what the session may still accept from applications: the

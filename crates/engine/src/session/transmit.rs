@@ -83,7 +83,7 @@ impl Session {
         let snap = writer.observe(path, info, bandwidth);
         let engaged = self.queue_control_engaged(now);
         if engaged {
-            writer.steer(self.paths.queue_delay(path, now), snap.min_rtt, now);
+            writer.steer(self.paths.queue_delay(path, now), info, now);
         }
         let budget = match writer.budget(info, self.max_frame_len(), engaged) {
             Ok(budget) => budget,

@@ -508,8 +508,10 @@ impl Bench<'_> {
             .spec()
             .takes_path_down()
             .then_some((self.emu, self.cfg.handover_path));
+        self.emu.clear_run_stats();
         let mut f = clients::workload(self.topo, &a, path_down, self.cfg.secs)?;
         f.extend(settled);
+        f.extend(link_fields(&self.emu.stats()));
         let ms = f
             .get("completion_ms")
             .and_then(|v| v.as_f64())
@@ -578,4 +580,27 @@ impl Bench<'_> {
             extra,
         }
     }
+}
+
+/// What the bottleneck queues held during a run, per path in profile order: each
+/// direction's packet sojourn (queueing plus serialisation) p50/p99 and the emulator's
+/// own lateness p99, in ms, and the packets under 200 bytes. A queue-control claim is
+/// checked here, at the queue itself; lateness shows when the machine rather than the
+/// model added delay; small packets are acknowledgements and slivers that cost the
+/// link's rate.
+fn link_fields(stats: &[[crate::link::LinkStats; 2]]) -> Fields {
+    let mut f = Fields::new();
+    for (dir, i) in [("down", 0), ("up", 1)] {
+        let q = |pick: &dyn Fn(&crate::link::LinkStats) -> Option<f64>| -> serde_json::Value {
+            stats.iter().map(|p| pick(&p[i])).collect::<Vec<_>>().into()
+        };
+        f.insert(format!("link_{dir}_sojourn_p50_ms"), q(&|s| s.sojourn.quantile_ms(0.5)));
+        f.insert(
+            format!("link_{dir}_sojourn_p99_ms"),
+            q(&|s| s.sojourn.quantile_ms(0.99)),
+        );
+        f.insert(format!("link_{dir}_late_p99_ms"), q(&|s| s.late.quantile_ms(0.99)));
+        f.insert(format!("link_{dir}_small_packets"), q(&|s| Some(s.small as f64)));
+    }
+    f
 }

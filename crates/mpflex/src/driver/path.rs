@@ -19,6 +19,10 @@ use super::SessionHandle;
 use crate::crypto::{seal_record, Opener, Transport};
 use crate::tcpinfo::{cc_bandwidth, idle_restart_applies, set_notsent_lowat, set_quickack, tcp_info, SsthreshReset};
 
+/// A read at least this large carries data (a full segment), not only the peer's
+/// control frames: under queue control it is acknowledged at once.
+const QUICKACK_READ: usize = 1448;
+
 pub(super) async fn path_reader(
     h: SessionHandle,
     p: usize,
@@ -42,12 +46,17 @@ pub(super) async fn path_reader(
         sock.readable().await?;
         match sock.try_read_buf(&mut buf) {
             Ok(0) => bail!("peer closed the path"),
-            Ok(_) => {
+            Ok(n) => {
                 // Under queue control the peer's writer keeps its path application-limited
                 // and counts what is unacknowledged as held: an ACK delayed here (up to
                 // tens of ms for a lone segment) reads as a queue there and throttles the
-                // path below its rate. Acknowledge at once.
-                if h.queue_target > Duration::ZERO {
+                // path below its rate. Acknowledge data at once. Not the peer's control
+                // frames (its acknowledgements and arrival reports, well under a segment
+                // per read): their ACKs ride on this side's own data when it sends, and
+                // acknowledged at once they went as pure ACKs — on an uploading client's
+                // 2 Mbit/s uplink about one per data segment, measured as 750-byte mean
+                // packets.
+                if h.queue_target > Duration::ZERO && n >= QUICKACK_READ {
                     let _ = set_quickack(&*sock);
                 }
             }
