@@ -53,6 +53,9 @@ impl Budget {
 /// corrected the whole error at once would overshoot.
 const MAX_STEP: f64 = 0.25;
 
+/// The shortest time between two steering steps of queue control's limit.
+const STEER_EVERY_MIN: Duration = Duration::from_millis(20);
+
 /// The queue reading queue control steers to, as a fraction of its target: a frame
 /// meets the queue plus the bursts around it (a segment in transmission, the reading's
 /// lag), so steering the reading to the target itself left interactive frames waiting
@@ -166,7 +169,7 @@ impl PathWriter {
     }
 
     /// Steers queue control's byte limit toward the target by the queue the path's bytes
-    /// actually meet, at most once per min RTT (10 ms at least). `owd_queue` is the
+    /// actually meet, at most once per smoothed RTT (20 ms at least). `owd_queue` is the
     /// standing queue from the peer's arrival reports (one-way, this direction only); the
     /// kernel's smoothed RTT above its minimum is the other reading (it also carries the
     /// reverse direction's queue, which the one-way reading does not, while the one-way
@@ -189,7 +192,12 @@ impl PathWriter {
         }
         let Some(limit) = self.limit else { return };
         let min_rtt = Duration::from_micros(info.min_rtt as u64);
-        let every = min_rtt.max(Duration::from_millis(10));
+        // A step shows in the reading only after the bytes it let through have crossed the
+        // path and the kernel's smoothed RTT has taken them in: once per smoothed RTT,
+        // and never faster than every 20 ms (on a path of 1 ms RTT faster steps stacked
+        // on readings that did not show the last one yet and the limit swung).
+        let srtt = Duration::from_micros(info.rtt as u64);
+        let every = srtt.max(min_rtt).max(STEER_EVERY_MIN);
         if self.steered.is_some_and(|t| now.saturating_duration_since(t) < every) {
             return;
         }
