@@ -263,8 +263,13 @@ fn private_key(inline: &Option<String>, file: &Option<PathBuf>) -> Result<[u8; 3
     match (inline, file) {
         (Some(k), None) => decode_key(k, "private_key"),
         (None, Some(f)) => {
-            let text =
-                std::fs::read_to_string(f).with_context(|| format!("private_key_file: cannot read {}", f.display()))?;
+            let text = std::fs::read_to_string(f).map_err(|e| {
+                anyhow::anyhow!(
+                    "private_key_file: cannot read {f}: {e}; create it with `mpflex keygen > {f}`, readable by \
+                     the user mpflex runs as",
+                    f = f.display()
+                )
+            })?;
             // Accept both a bare key and the `keygen` output.
             let key = text
                 .lines()
