@@ -7,10 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "scripts/test.sh: needs root (network namespaces, apt-get, dpkg): run sudo -E env \"PATH=\$PATH\" scripts/test.sh" >&2
+  echo "scripts/test.sh: needs root (network namespaces, apt-get, dpkg): run sudo env \"PATH=\$PATH\" scripts/test.sh" >&2
   exit 1
 fi
-command -v cargo >/dev/null || { echo "scripts/test.sh: cargo not found: install Rust (https://rustup.rs) or put ~/.cargo/bin on PATH" >&2; exit 1; }
+command -v cargo >/dev/null || { echo "scripts/test.sh: cargo not found: install Rust (https://rustup.rs); under sudo keep your PATH: sudo env \"PATH=\$PATH\" scripts/test.sh" >&2; exit 1; }
 command -v apt-get >/dev/null || { echo "scripts/test.sh: no apt-get: install the packages listed in this script by hand, then run cargo test --workspace --release" >&2; exit 1; }
 
 # package:command pairs; a package is installed only when its command is missing.

@@ -1,9 +1,8 @@
 //! `mpflex`: use all of a host's links at once for unmodified applications.
 
+use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-
-use std::io::{IsTerminal, Write};
 
 use anyhow::{Context, Result};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};

@@ -77,6 +77,9 @@ fn write(dir: &Path, entry: &Entry) -> Result<PathBuf> {
     let path = dir.join(format!("{}.json", entry.pid));
     let tmp = dir.join(format!(".{}.json.tmp", entry.pid));
     std::fs::write(&tmp, serde_json::to_vec(entry)?)?;
+    // Readable by every user, whatever the umask (the units set 0077): it holds only an
+    // address, and `mpflex status` runs as anyone.
+    std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
     std::fs::rename(&tmp, &path)?;
     Ok(path)
 }
@@ -202,6 +205,8 @@ mod tests {
         std::fs::write(dir.join("4194305.json"), serde_json::to_vec(&dead).unwrap()).unwrap();
         let me = entry(std::process::id(), 9200);
         let path = write(&dir, &me).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
         let left: Vec<Entry> = read_dir(&dir).into_iter().map(|(_, e)| e).collect();
         assert_eq!(left, vec![me.clone()], "the dead process's file stays");
         assert_eq!(reachable(me.status), "127.0.0.1:9200".parse().unwrap());
