@@ -5,8 +5,8 @@
 //! Directories, in order: `$MPFLEX_RUNTIME_DIR` when set (then the only one, for both
 //! sides); else the writer uses `$RUNTIME_DIRECTORY` (systemd's `RuntimeDirectory=`, under
 //! /run/mpflex in the packaged units), then `$XDG_RUNTIME_DIR/mpflex`, then /run/mpflex
-//! as root; the reader looks in /run/mpflex and one level below it, and in
-//! `$XDG_RUNTIME_DIR/mpflex`. An entry counts only while its process lives and only in
+//! as root; the reader looks in /run/mpflex and `$XDG_RUNTIME_DIR/mpflex`, and one level
+//! below each. An entry counts only while its process lives and only in
 //! the reader's own network namespace (a status address is reachable only there). The
 //! file goes at a clean exit; one left by a killed process is ignored by readers and
 //! removed by the next writer in that directory.
@@ -138,18 +138,24 @@ fn write_dir() -> Option<PathBuf> {
     (unsafe { libc::geteuid() } == 0).then(|| PathBuf::from("/run/mpflex"))
 }
 
-/// Every directory a runtime file may be in (see the module doc).
+/// Every directory a runtime file may be in (see the module doc): each base directory and
+/// those one level below it (the units' `RuntimeDirectory=mpflex/client`).
 pub fn read_dirs() -> Vec<PathBuf> {
-    if let Some(d) = env_dir("MPFLEX_RUNTIME_DIR") {
-        return vec![d];
-    }
-    let run = PathBuf::from("/run/mpflex");
-    let mut dirs = vec![run.clone()];
-    if let Ok(rd) = std::fs::read_dir(&run) {
-        dirs.extend(rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
-    }
-    if let Some(d) = env_dir("XDG_RUNTIME_DIR") {
-        dirs.push(d.join("mpflex"));
+    let bases = match env_dir("MPFLEX_RUNTIME_DIR") {
+        Some(d) => vec![d],
+        None => {
+            let mut v = vec![PathBuf::from("/run/mpflex")];
+            v.extend(env_dir("XDG_RUNTIME_DIR").map(|d| d.join("mpflex")));
+            v
+        }
+    };
+    let mut dirs = Vec::new();
+    for base in bases {
+        let below: Vec<PathBuf> = std::fs::read_dir(&base)
+            .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect())
+            .unwrap_or_default();
+        dirs.push(base);
+        dirs.extend(below);
     }
     dirs
 }

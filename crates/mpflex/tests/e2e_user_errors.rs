@@ -50,6 +50,24 @@ impl Dir {
             .env("MPFLEX_RUNTIME_DIR", self.0.join("run"));
         c
     }
+
+    /// [`Dir::spawn`] as a systemd unit with `RuntimeDirectory=…/<sub>` starts it.
+    fn spawn_as_unit(&self, args: &[&str], sub: &str) -> Proc {
+        let path = self.0.join(format!("{sub}.log"));
+        let f = std::fs::File::create(&path).unwrap();
+        let runtime = self.0.join("run").join(sub);
+        std::fs::create_dir_all(&runtime).unwrap();
+        let child = self
+            .cmd(args)
+            .env_remove("MPFLEX_RUNTIME_DIR")
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("RUNTIME_DIRECTORY", runtime)
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap();
+        Proc { child, log: path }
+    }
 }
 
 impl Drop for Dir {
@@ -355,4 +373,17 @@ fn status_finds_the_one_running_process() {
     wait_registered(&dir.0, &[&client]);
     let (ok, text) = status(&dir);
     assert!(ok && text.contains("\"role\": \"client\""), "{text}");
+    drop(client);
+
+    // A server as the packaged unit runs it: its file in the unit's runtime directory, one
+    // level below the directory `status` reads.
+    let server = dir.spawn_as_unit(&["server", "--config", scfg.to_str().unwrap()], "server");
+    let file = dir.0.join("run/server").join(format!("{}.json", server.child.id()));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !file.exists() {
+        assert!(Instant::now() < deadline, "no {}", file.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (ok, text) = status(&dir);
+    assert!(ok && text.contains("\"role\": \"server\""), "{text}");
 }
