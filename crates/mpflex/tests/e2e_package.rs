@@ -337,18 +337,7 @@ fn deb_installs_and_its_units_carry_transfers() {
     // Transparent mode on the host: the documented rules, then the client's paths torn
     // down so that they reconnect under them (mpflex's own connections must pass).
     let cns = lab.topo.client_ns.clone();
-    sh(&[
-        "ip",
-        "-n",
-        &lab.topo.server_ns,
-        "addr",
-        "add",
-        &format!("{REMOTE}/32"),
-        "dev",
-        "lo",
-    ]);
-    let dev = lab.topo.client_dev(0);
-    sh(&["ip", "-n", &cns, "route", "add", &format!("{REMOTE}/32"), "dev", &dev]);
+    lab.add_remote(REMOTE);
     let n = 5 << 20;
     let want = lab.expected_sha256(n);
     for rules in ["host: iptables", "host: nftables"] {

@@ -204,6 +204,8 @@ impl Lab {
         mpflex_netns::command(ns, args[0])
             .args(&args[1..])
             .env("RUST_LOG", "info")
+            // Runtime files (`mpflex status` without --addr) stay in the lab's directory.
+            .env("MPFLEX_RUNTIME_DIR", self.dir.join("run"))
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
@@ -537,6 +539,23 @@ impl Lab {
             .as_array()
             .map(|a| a.iter().map(|p| p["bytes_sent"].as_u64().unwrap_or(0)).collect())
             .unwrap_or_default()
+    }
+
+    /// Makes `addr` a "remote" service address: on the server namespace's loopback (where
+    /// the origin listens on every address), routed over path 0 in the client namespace.
+    pub fn add_remote(&self, addr: &str) {
+        let host = format!("{addr}/32");
+        sh(&["ip", "-n", &self.topo.server_ns, "addr", "add", &host, "dev", "lo"]);
+        sh(&[
+            "ip",
+            "-n",
+            &self.topo.client_ns,
+            "route",
+            "add",
+            &host,
+            "dev",
+            &self.topo.client_dev(0),
+        ]);
     }
 
     /// Runs a program inside namespace `ns`, output to `log` in the lab's directory.
