@@ -6,6 +6,23 @@ set -euo pipefail
 SIZE_MB=${SIZE_MB:-100}
 SCHEDULER=${SCHEDULER:-roundrobin}
 root=$(cd "$(dirname "$0")/.." && pwd)
+
+# What the demo needs, as command:Debian-package pairs: a C toolchain (ring and mimalloc
+# compile C), curl (the download), python3 (the origin, free ports), sha256sum.
+command -v cargo >/dev/null || { echo "demo: cargo not found: install Rust (https://rustup.rs), then open a new shell" >&2; exit 1; }
+missing=()
+for dep in cc:build-essential curl:curl python3:python3 sha256sum:coreutils; do
+  command -v "${dep%%:*}" >/dev/null || missing+=("${dep#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    echo "demo: installing ${missing[*]} (apt-get)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "demo: missing packages ${missing[*]}: install them (sudo apt-get install ${missing[*]}) and run again" >&2
+    exit 1
+  fi
+fi
 work=$(mktemp -d /tmp/mpflex-demo.XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }

@@ -73,7 +73,7 @@ pub struct AclError {
 /// Why a destination was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Denied {
-    #[error("port {0} is not allowed")]
+    #[error("port {0} is not allowed (acl.allow_ports, acl.deny_ports)")]
     Port(u16),
     #[error("{0} is in the deny list ({1})")]
     DenyList(IpAddr, IpNet),
@@ -514,7 +514,10 @@ mod tests {
     fn denial_messages_explain() {
         let a = acl(|c| c.deny_ports = vec![25]);
         let msg = |s: &str| a.check(&sa(s)).unwrap_err().to_string();
-        assert_eq!(msg("1.1.1.1:25"), "port 25 is not allowed");
+        assert_eq!(
+            msg("1.1.1.1:25"),
+            "port 25 is not allowed (acl.allow_ports, acl.deny_ports)"
+        );
         assert_eq!(
             msg("127.0.0.1:80"),
             "127.0.0.1 is loopback (acl.allow_loopback is false)"

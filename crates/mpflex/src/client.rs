@@ -16,7 +16,7 @@ use tracing::{debug, info, warn};
 use crate::config::{ClientConfig, PathConfig};
 use crate::crypto::{client_handshake, decode_key};
 use crate::driver::{run_stream, SessionHandle};
-use crate::listen::accept_each;
+use crate::listen::{accept_each, bind};
 use crate::pathconn::{configure_path_socket, join_as_client};
 
 /// How long the client waits for an application's first bytes so they can ride in the
@@ -63,18 +63,16 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
         })
         .await?;
     }
+    // Lets `mpflex status` find this process; the file goes when this returns.
+    let _registration = cfg.status_listen.and_then(|a| crate::runtime::register("client", a));
     let mut listeners = Vec::new();
     if let Some(addr) = cfg.socks_listen {
-        let l = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("socks_listen: cannot listen on {addr}"))?;
+        let l = bind(addr, "socks_listen").await?;
         info!("SOCKS5 on {addr}");
         listeners.push(tokio::spawn(accept_loop(l, h.clone(), Ingress::Socks)));
     }
     if let Some(addr) = cfg.transparent_listen {
-        let l = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("transparent_listen: cannot listen on {addr}"))?;
+        let l = bind(addr, "transparent_listen").await?;
         info!("transparent redirect on {addr}");
         listeners.push(tokio::spawn(accept_loop(l, h.clone(), Ingress::Redirect)));
     }
@@ -180,17 +178,37 @@ async fn connect_path(
         TcpSocket::new_v6()?
     };
     if let Some(dev) = &cfg.device {
-        sock.bind_device(Some(dev.as_bytes()))
-            .with_context(|| format!("cannot bind to device {dev}"))?;
+        sock.bind_device(Some(dev.as_bytes())).map_err(|e| {
+            let fix = match e.raw_os_error() {
+                Some(libc::ENODEV) => "no interface has that name (`ip link` lists them)",
+                Some(libc::EPERM) => "binding to a device needs CAP_NET_RAW on this kernel",
+                _ => "check device",
+            };
+            anyhow::anyhow!("device {dev}: cannot bind to it: {e}; {fix}")
+        })?;
     }
     if let Some(src) = cfg.source {
-        sock.bind(SocketAddr::new(src, 0))
-            .with_context(|| format!("cannot bind source address {src}"))?;
+        sock.bind(SocketAddr::new(src, 0)).map_err(|e| {
+            anyhow::anyhow!("source {src}: cannot bind to it: {e}; is it an address of this host (`ip addr`)?")
+        })?;
     }
     let sock = tokio::time::timeout(Duration::from_secs(10), sock.connect(server))
         .await
-        .context("connect timed out")?
-        .with_context(|| format!("cannot connect to {server}"))?;
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "no answer from {server} within 10 s: check the route over this link and that the \
+                 server's firewall lets the port in"
+            )
+        })?
+        .map_err(|e| {
+            let fix = match e.kind() {
+                std::io::ErrorKind::ConnectionRefused => {
+                    "nothing listens there: is `mpflex server` running with this address in its listen?"
+                }
+                _ => "check the server address and the route over this link",
+            };
+            anyhow::anyhow!("cannot connect to {server}: {e}; {fix}")
+        })?;
     let mut stream = sock;
     let t = tokio::time::timeout(
         Duration::from_secs(10),

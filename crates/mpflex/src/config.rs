@@ -109,8 +109,13 @@ impl Tuning {
     pub fn apply_host_settings(&self) -> Result<()> {
         if let Some(on) = self.slow_start_after_idle {
             let key = "/proc/sys/net/ipv4/tcp_slow_start_after_idle";
-            std::fs::write(key, if on { "1\n" } else { "0\n" })
-                .with_context(|| format!("tuning.slow_start_after_idle: cannot write {key} (needs root)"))?;
+            std::fs::write(key, if on { "1\n" } else { "0\n" }).map_err(|e| {
+                anyhow::anyhow!(
+                    "tuning.slow_start_after_idle: cannot write {key}: {e}; it needs root or CAP_NET_ADMIN \
+                     and a writable /proc/sys (under the systemd units, which keep /proc/sys read-only, \
+                     remove the key and set net.ipv4.tcp_slow_start_after_idle in /etc/sysctl.d/)"
+                )
+            })?;
             tracing::info!(on, "set net.ipv4.tcp_slow_start_after_idle");
         }
         Ok(())
@@ -258,8 +263,13 @@ fn private_key(inline: &Option<String>, file: &Option<PathBuf>) -> Result<[u8; 3
     match (inline, file) {
         (Some(k), None) => decode_key(k, "private_key"),
         (None, Some(f)) => {
-            let text =
-                std::fs::read_to_string(f).with_context(|| format!("private_key_file: cannot read {}", f.display()))?;
+            let text = std::fs::read_to_string(f).map_err(|e| {
+                anyhow::anyhow!(
+                    "private_key_file: cannot read {f}: {e}; create it with `mpflex keygen > {f}`, readable by \
+                     the user mpflex runs as",
+                    f = f.display()
+                )
+            })?;
             // Accept both a bare key and the `keygen` output.
             let key = text
                 .lines()

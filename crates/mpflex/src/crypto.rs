@@ -35,9 +35,13 @@ pub fn encode_key(k: &[u8]) -> String {
 pub fn decode_key(s: &str, what: &str) -> Result<[u8; 32]> {
     let v = base64::engine::general_purpose::STANDARD
         .decode(s.trim())
-        .with_context(|| format!("{what}: not valid base64"))?;
-    v.try_into()
-        .map_err(|v: Vec<u8>| anyhow::anyhow!("{what}: a key is 32 bytes, this one is {}", v.len()))
+        .with_context(|| format!("{what}: not valid base64 (paste the key whole, as `mpflex keygen` prints it)"))?;
+    v.try_into().map_err(|v: Vec<u8>| {
+        anyhow::anyhow!(
+            "{what}: a key is 32 bytes, this one is {} (paste the key whole, as `mpflex keygen` prints it)",
+            v.len()
+        )
+    })
 }
 
 /// A fresh X25519 key pair: (private, public).
@@ -92,12 +96,24 @@ pub async fn client_handshake<S: AsyncRead + AsyncWrite + Unpin>(
     let mut buf = vec![0u8; 1024];
     let n = hs.write_message(&ts.to_be_bytes(), &mut buf)?;
     write_msg(s, &buf[..n]).await?;
-    let reply = read_msg(s).await.context("server closed the handshake (wrong keys?)")?;
+    // The server answers nothing to a client it does not accept, so a close is all there
+    // is to go on: name the three causes.
+    let reply = read_msg(s).await.context(
+        "the server closed the handshake: check that this client's public key is in the server's \
+         [[clients]], that server_public_key is the server's public key and that both clocks are \
+         right (the server's log names the cause)",
+    )?;
     let mut payload = vec![0u8; reply.len()];
     hs.read_message(&reply, &mut payload)
         .context("server's handshake reply does not authenticate")?;
     Transport::from_handshake(hs)
 }
+
+/// A connection to the path port that closed without sending a byte: a port probe, a
+/// health check or a script waiting for the port to open, not a failed handshake.
+#[derive(Debug, thiserror::Error)]
+#[error("closed before sending anything")]
+pub struct SilentPeer;
 
 /// Remembers recently seen handshakes so that none is accepted twice.
 #[derive(Default)]
@@ -128,7 +144,11 @@ pub async fn server_handshake<S: AsyncRead + AsyncWrite + Unpin>(
     // The first IK message has a fixed size (ephemeral key, encrypted static key, encrypted
     // timestamp); anything else is not mpflex and is cut off before reading further.
     let mut len = [0u8; 2];
-    s.read_exact(&mut len).await?;
+    match s.read(&mut len).await? {
+        0 => return Err(SilentPeer.into()),
+        1 => s.read_exact(&mut len[1..]).await.map(drop)?,
+        _ => {}
+    }
     let n = u16::from_be_bytes(len) as usize;
     if n != IK_FIRST_MESSAGE_LEN {
         bail!("not an mpflex handshake (message length {n})");

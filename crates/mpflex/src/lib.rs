@@ -9,6 +9,7 @@ pub mod driver;
 pub mod listen;
 pub mod pathconn;
 pub mod redirect;
+pub mod runtime;
 pub mod server;
 pub mod socks;
 pub mod status;

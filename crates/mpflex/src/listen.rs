@@ -34,3 +34,31 @@ where
         });
     }
 }
+
+/// Listens on `addr`, the value of configuration key `key`. A failure says what to change,
+/// in one line: these are the errors an operator meets at start.
+pub async fn bind(addr: SocketAddr, key: &str) -> Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("{key}: cannot listen on {addr}: {e}; {}", bind_fix(&e, addr, key)))
+}
+
+/// What to do about a failed bind.
+fn bind_fix(e: &std::io::Error, addr: SocketAddr, key: &str) -> String {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        AddrInUse => format!(
+            "another program (or another mpflex) uses port {p}: stop it (`ss -ltnp 'sport = :{p}'` names it) \
+             or set another port in {key}",
+            p = addr.port()
+        ),
+        AddrNotAvailable => format!(
+            "{} is not an address of this host: use one of its addresses (`ip addr`) or 0.0.0.0 in {key}",
+            addr.ip()
+        ),
+        PermissionDenied => {
+            format!("ports below 1024 need root or CAP_NET_BIND_SERVICE: choose a port from 1024 up in {key}")
+        }
+        _ => format!("check {key}"),
+    }
+}

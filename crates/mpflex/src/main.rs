@@ -1,10 +1,11 @@
 //! `mpflex`: use all of a host's links at once for unmodified applications.
 
+use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use anyhow::Result;
-use clap::{Parser, Subcommand};
+use anyhow::{Context, Result};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use mpflex::config::{load, ClientConfig, ServerConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -20,7 +21,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(
     name = "mpflex",
-    version,
     about = "Multipath transport for unmodified applications: \
 a client on the multi-homed host carries every app connection over all its links to a server."
 )]
@@ -64,13 +64,33 @@ enum Cmd {
     /// Print the per-path counters, each stream's traffic class and each class's
     /// latency of a running client or server.
     Status {
-        /// Its status_listen address.
-        #[arg(short, long, default_value = "127.0.0.1:9190")]
-        addr: SocketAddr,
+        /// Its status_listen address. Without it: the one client or server with a
+        /// status_listen running in this network namespace, else 127.0.0.1:9190.
+        #[arg(short, long)]
+        addr: Option<SocketAddr>,
         /// Print the raw JSON.
         #[arg(long)]
         json: bool,
     },
+    /// Print the manual page (roff) to stdout, or write it and one page per subcommand
+    /// (mpflex-server.1, …) into a directory.
+    Man {
+        /// Write every page into DIR instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Print a completion script for SHELL to stdout.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// The command line's definition, with a version that names the wire protocol too (peers
+/// must speak the same one; `--version` is where an operator compares them).
+fn command() -> clap::Command {
+    let version = format!("{} (wire protocol {})", env!("CARGO_PKG_VERSION"), mpflex_wire::VERSION);
+    Cli::command().version(version)
 }
 
 fn main() {
@@ -81,11 +101,33 @@ fn main() {
 }
 
 fn real_main() -> Result<()> {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
+    // Colour codes only for a person at a terminal: in a file, a pipe or the journal they
+    // are noise around every line.
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
+    match &cli.cmd {
+        Cmd::Man { dir: Some(dir) } => {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            return clap_mangen::generate_to(command(), dir)
+                .with_context(|| format!("cannot write to {}", dir.display()));
+        }
+        Cmd::Man { dir: None } => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(command()).render(&mut page)?;
+            return Ok(std::io::stdout().write_all(&page)?);
+        }
+        Cmd::Completions { shell } => {
+            // Into a buffer first: the generator panics on a write error (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut command(), "mpflex", &mut script);
+            return Ok(std::io::stdout().write_all(&script)?);
+        }
+        _ => {}
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {
         match cli.cmd {
@@ -96,7 +138,10 @@ fn real_main() -> Result<()> {
                 Ok(())
             }
             Cmd::Status { addr, json } => {
-                let v = mpflex::status::fetch(addr).await?;
+                let v = match addr {
+                    Some(a) => mpflex::status::fetch(a).await?,
+                    None => fetch_local().await?,
+                };
                 if json {
                     println!("{}", serde_json::to_string_pretty(&v)?);
                 } else {
@@ -114,7 +159,25 @@ fn real_main() -> Result<()> {
                 let stop = shutdown_signal();
                 mpflex::client::run(cfg, stop).await
             }
+            Cmd::Man { .. } | Cmd::Completions { .. } => unreachable!("handled above"),
         }
+    })
+}
+
+/// The status of the client or server running here (see [`mpflex::runtime`]).
+async fn fetch_local() -> Result<serde_json::Value> {
+    use mpflex::runtime::{locate, read_dirs, DEFAULT_STATUS};
+    if let Some(addr) = locate()? {
+        return mpflex::status::fetch(addr).await;
+    }
+    mpflex::status::fetch(DEFAULT_STATUS).await.map_err(|e| {
+        let dirs: Vec<String> = read_dirs().iter().map(|d| d.display().to_string()).collect();
+        anyhow::anyhow!(
+            "no running mpflex client or server found here (none registered in {}; at {DEFAULT_STATUS}: {}): \
+             start one with status_listen set, or pass its status_listen with --addr",
+            dirs.join(" or "),
+            e.root_cause()
+        )
     })
 }
 

@@ -30,8 +30,12 @@ pub fn configure_path_socket(s: &TcpStream, congestion: Option<&str>, pacing: bo
     s.set_nodelay(true)?;
     let r = SockRef::from(s);
     if let Some(cc) = congestion {
-        r.set_tcp_congestion(cc.as_bytes())
-            .with_context(|| format!("tuning.congestion: cannot use {cc:?} on a path"))?;
+        r.set_tcp_congestion(cc.as_bytes()).map_err(|e| {
+            anyhow::anyhow!(
+                "tuning.congestion: cannot use {cc:?} on a path: {e}; load it (`modprobe tcp_{cc}`) or give \
+                 mpflex CAP_NET_ADMIN (net.ipv4.tcp_allowed_congestion_control lists what others may use)"
+            )
+        })?;
     }
     if pacing {
         set_max_pacing_rate(s, PACING_CAP).context("tuning.pacing: SO_MAX_PACING_RATE")?;

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use bytes::Bytes;
 use mpflex_engine::join::JoinError;
 use mpflex_engine::{Role, Session};
@@ -19,9 +19,9 @@ use tracing::{debug, info, warn};
 use crate::acl::Acl;
 use crate::classes::{ClassRules, Destination};
 use crate::config::ServerConfig;
-use crate::crypto::{decode_key, encode_key, server_handshake, ReplayGuard};
+use crate::crypto::{decode_key, encode_key, server_handshake, ReplayGuard, SilentPeer};
 use crate::driver::{run_stream, Opened, SessionHandle};
-use crate::listen::accept_each;
+use crate::listen::{accept_each, bind};
 use crate::pathconn::{answer_join, configure_path_socket, read_join_request};
 
 /// Handshakes that do not finish in this time are dropped (slowloris protection).
@@ -63,11 +63,14 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         let s = srv.clone();
         crate::status::serve(addr, move || s.status()).await?;
     }
+    // Lets `mpflex status` find this process; the file goes when this returns.
+    let _registration = srv
+        .cfg
+        .status_listen
+        .and_then(|a| crate::runtime::register("server", a));
     let mut tasks = Vec::new();
     for addr in &srv.cfg.listen {
-        let l = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("listen: cannot listen on {addr}"))?;
+        let l = bind(*addr, "listen").await?;
         info!("accepting paths on {addr}");
         tasks.push(tokio::spawn(accept_loop(l, srv.clone())));
     }
@@ -99,6 +102,10 @@ async fn serve_path(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) -> 
     .await
     {
         Ok(Ok(x)) => x,
+        Ok(Err(e)) if e.is::<SilentPeer>() => {
+            debug!(%peer, "path port: connection {e}");
+            return Ok(());
+        }
         Ok(Err(e)) => {
             // Nothing goes back to a peer that did not authenticate.
             warn!(%peer, "handshake refused: {e:#}");
@@ -215,7 +222,13 @@ async fn egress_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::Unbounded
                     run_stream(h, o.stream, sock, o.signals, Bytes::new()).await
                 }
                 Err((code, e)) => {
-                    debug!(stream = o.stream, addr = %o.addr, "connect refused: {e:#}");
+                    // A refusal is the operator's to fix (the ACL); an unreachable
+                    // destination is the internet's everyday business.
+                    if code == reset::REFUSED {
+                        info!(stream = o.stream, "stream refused: {e:#}; the server's [acl] decides (allow, deny, allow_ports, deny_ports, allow_loopback, allow_private)");
+                    } else {
+                        debug!(stream = o.stream, addr = %o.addr, "connect failed: {e:#}");
+                    }
                     h.with(|sh| sh.sess.stream_reset(o.stream, code));
                 }
             }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use anyhow::{Context, Result};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tracing::info;
 
 /// Serves `render()` as JSON until the process ends.
@@ -14,9 +14,7 @@ pub async fn serve<F>(addr: SocketAddr, render: F) -> Result<()>
 where
     F: Fn() -> serde_json::Value + Send + Sync + 'static,
 {
-    let l = TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("status_listen: cannot listen on {addr}"))?;
+    let l = crate::listen::bind(addr, "status_listen").await?;
     info!("status on http://{addr}/status");
     let render = std::sync::Arc::new(render);
     tokio::spawn(async move {

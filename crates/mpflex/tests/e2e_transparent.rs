@@ -16,26 +16,7 @@ fn redirected_connection_reaches_its_original_destination() {
     let lab = Lab::new(Options::default());
     // A "remote" service address: on the server's loopback, routed nowhere in the client.
     let remote = format!("10.{}.9.9", lab.topo.net);
-    sh(&[
-        "ip",
-        "-n",
-        &lab.topo.server_ns,
-        "addr",
-        "add",
-        &format!("{remote}/32"),
-        "dev",
-        "lo",
-    ]);
-    sh(&[
-        "ip",
-        "-n",
-        &lab.topo.client_ns,
-        "route",
-        "add",
-        &format!("{remote}/32"),
-        "dev",
-        &lab.topo.client_dev(0),
-    ]);
+    lab.add_remote(&remote);
     sh(&[
         "ip",
         "netns",

@@ -159,6 +159,12 @@ impl SessionHandle {
                 Event::StreamReset { stream, code } => {
                     debug!(stream, code, "stream reset by peer");
                     if let Some(s) = sh.streams.remove(&stream) {
+                        // Only a server refuses; the application sees just a reset, so
+                        // the log says why and where to change it.
+                        if code == reset::REFUSED {
+                            let to = s.target.as_ref().map_or("?".to_string(), |t| t.to_string());
+                            info!(stream, "stream to {to} refused by the server's [acl]: allow it there (the server's log names the rule)");
+                        }
                         s.readable.notify_one();
                         s.writable.notify_one();
                     }

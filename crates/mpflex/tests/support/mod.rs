@@ -54,7 +54,17 @@ pub struct Options {
     /// TOML appended to the client's and the server's configuration (e.g. `[[classes]]`).
     pub client_toml: String,
     pub server_toml: String,
+    /// How server and client are started: (role, configuration file) to the command line;
+    /// `mpflex <role> --config <file>` with the binary under test if `None`.
+    pub launch: Option<Box<Launch>>,
+    /// Binds each client path to its interface too (`device`, SO_BINDTODEVICE).
+    pub bind_device: bool,
+    /// The client's `transparent_listen`.
+    pub transparent_listen: &'static str,
 }
+
+/// (role, configuration file) to a command line.
+pub type Launch = dyn Fn(&str, &str) -> Vec<String>;
 
 /// A rate limit with a deep FIFO in front of it, on one direction of a path: a `tbf` on
 /// the egress of a bridge port in a middle namespace, so the queue builds in a forwarding
@@ -81,6 +91,9 @@ impl Default for Options {
             congestion: None,
             client_toml: String::new(),
             server_toml: String::new(),
+            launch: None,
+            bind_device: false,
+            transparent_listen: "127.0.0.1:1081",
         }
     }
 }
@@ -191,6 +204,8 @@ impl Lab {
         mpflex_netns::command(ns, args[0])
             .args(&args[1..])
             .env("RUST_LOG", "info")
+            // Runtime files (`mpflex status` without --addr) stay in the lab's directory.
+            .env("MPFLEX_RUNTIME_DIR", self.dir.join("run"))
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
@@ -236,8 +251,9 @@ impl Lab {
         let mut client = format!(
             "private_key = \"{cpriv}\"\nserver_public_key = \"{spub}\"\nscheduler = \"{sched}\"\n\
              socks_listen = \"127.0.0.1:{SOCKS_PORT}\"\nstatus_listen = \"127.0.0.1:{CLIENT_STATUS}\"\n\
-             transparent_listen = \"127.0.0.1:{TRANSPARENT_PORT}\"\n",
-            sched = opts.scheduler
+             transparent_listen = \"{transparent}\"\n",
+            sched = opts.scheduler,
+            transparent = opts.transparent_listen,
         );
         for p in 0..2 {
             client += &format!(
@@ -246,6 +262,9 @@ impl Lab {
                 self.server_addr(p),
                 self.client_addr(p)
             );
+            if opts.bind_device {
+                client += &format!("device = \"{}\"\n", self.topo.client_dev(p));
+            }
         }
         client += &format!(
             "[tuning]\nkeepalive_ms = {}\npath_timeout_ms = {}\nqueue_target_ms = {}\n{}{}",
@@ -260,16 +279,25 @@ impl Lab {
         self.server_pub = spub;
         let scfg = self.dir.join("server.toml");
         let ccfg = self.dir.join("client.toml");
+        let command = |role: &str, cfg: &Path| -> Vec<String> {
+            let cfg = cfg.to_str().unwrap();
+            match &opts.launch {
+                Some(launch) => launch(role, cfg),
+                None => [BIN, role, "--config", cfg].map(String::from).to_vec(),
+            }
+        };
+        let args = command("server", &scfg);
         self.server = Some(self.spawn(
             &self.topo.server_ns,
-            &[BIN, "server", "--config", scfg.to_str().unwrap()],
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
             "server.log",
         ));
         self.wait_port(&self.topo.server_ns.clone(), ORIGIN_PORT);
         self.wait_port(&self.topo.server_ns.clone(), SERVER_PORT);
+        let args = command("client", &ccfg);
         self.client = Some(self.spawn(
             &self.topo.client_ns,
-            &[BIN, "client", "--config", ccfg.to_str().unwrap()],
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
             "client.log",
         ));
         self.wait_port(&self.topo.client_ns.clone(), SOCKS_PORT);
@@ -511,6 +539,23 @@ impl Lab {
             .as_array()
             .map(|a| a.iter().map(|p| p["bytes_sent"].as_u64().unwrap_or(0)).collect())
             .unwrap_or_default()
+    }
+
+    /// Makes `addr` a "remote" service address: on the server namespace's loopback (where
+    /// the origin listens on every address), routed over path 0 in the client namespace.
+    pub fn add_remote(&self, addr: &str) {
+        let host = format!("{addr}/32");
+        sh(&["ip", "-n", &self.topo.server_ns, "addr", "add", &host, "dev", "lo"]);
+        sh(&[
+            "ip",
+            "-n",
+            &self.topo.client_ns,
+            "route",
+            "add",
+            &host,
+            "dev",
+            &self.topo.client_dev(0),
+        ]);
     }
 
     /// Runs a program inside namespace `ns`, output to `log` in the lab's directory.

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Every test, on a Debian or Ubuntu machine: installs the system packages the tests need,
+# then runs `cargo test --workspace --release`. `.ci/run` calls this too, so the README's
+# command and CI cannot drift apart. The end-to-end tests build network namespaces, veth
+# links and iptables/nftables rules, and one installs the .deb with dpkg: all need root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "scripts/test.sh: needs root (network namespaces, apt-get, dpkg): run sudo env \"PATH=\$PATH\" scripts/test.sh" >&2
+  exit 1
+fi
+command -v cargo >/dev/null || { echo "scripts/test.sh: cargo not found: install Rust (https://rustup.rs); under sudo keep your PATH: sudo env \"PATH=\$PATH\" scripts/test.sh" >&2; exit 1; }
+command -v apt-get >/dev/null || { echo "scripts/test.sh: no apt-get: install the packages listed in this script by hand, then run cargo test --workspace --release" >&2; exit 1; }
+
+# package:command pairs; a package is installed only when its command is missing.
+export DEBIAN_FRONTEND=noninteractive
+need=()
+for pkg in build-essential:cc iproute2:ip iproute2:ss iproute2:tc iptables:iptables nftables:nft \
+           iperf3:iperf3 curl:curl ethtool:ethtool procps:sysctl procps:kill python3:python3 \
+           adduser:adduser util-linux:setpriv systemd:systemd-analyze dpkg:dpkg-deb; do
+  command -v "${pkg#*:}" >/dev/null 2>&1 || need+=("${pkg%%:*}")
+done
+# The font `mpflex-lab report --plots` draws its text with (tested).
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "scripts/test.sh: installing ${need[*]}"
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# Builds the .deb the package test installs (crates/mpflex/tests/e2e_package.rs).
+if ! command -v cargo-deb >/dev/null; then
+  echo "scripts/test.sh: installing cargo-deb"
+  cargo install cargo-deb --version 3.8.0 --locked --quiet
+fi
+
+# A stale lab or test topology from a killed run must not break this one.
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^mpfl-' || true); do
+  ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+  ip netns delete "$ns" 2>/dev/null || true
+done
+
+cargo test --workspace --release "$@"
