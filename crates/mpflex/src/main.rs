@@ -62,14 +62,20 @@ enum Cmd {
     /// Print a new key pair (X25519, base64) as TOML lines.
     Keygen,
     /// Print the per-path counters, each stream's traffic class and each class's
-    /// latency of a running client or server.
+    /// latency of a running client or server (its status_listen also serves /metrics for
+    /// Prometheus and a live view at /).
     Status {
         /// Its status_listen address.
         #[arg(short, long, default_value = "127.0.0.1:9190")]
         addr: SocketAddr,
         /// Print the raw JSON.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "watch")]
         json: bool,
+        /// Redraw every second: per path the state, throughput (with a sparkline of the
+        /// last 40 s), RTT and queue; per stream its class and path split (the live view
+        /// at http://ADDR/ in a terminal). Ctrl-C ends it.
+        #[arg(short, long)]
+        watch: bool,
     },
 }
 
@@ -95,7 +101,8 @@ fn real_main() -> Result<()> {
                 println!("public_key = \"{}\"", mpflex::crypto::encode_key(&public));
                 Ok(())
             }
-            Cmd::Status { addr, json } => {
+            Cmd::Status { addr, watch: true, .. } => mpflex::status::watch(addr).await,
+            Cmd::Status { addr, json, .. } => {
                 let v = mpflex::status::fetch(addr).await?;
                 if json {
                     println!("{}", serde_json::to_string_pretty(&v)?);
