@@ -89,8 +89,9 @@ impl History {
     }
 }
 
+/// Microseconds as milliseconds to 10 µs (a LAN's RTT is well under a millisecond).
 fn ms(us: u64) -> f64 {
-    (us as f64 / 100.0).round() / 10.0
+    (us as f64 / 10.0).round() / 100.0
 }
 
 fn path_json(p: &PathView, series: Option<&Series>, now: Instant) -> serde_json::Value {
