@@ -28,7 +28,10 @@ const CHUNK: u64 = 8 << 20;
 fn prometheus_python() -> Option<&'static str> {
     ["python3", "/usr/bin/python3"].into_iter().find(|py| {
         Command::new(py)
-            .args(["-c", "import prometheus_client.parser, prometheus_client.openmetrics.parser"])
+            .args([
+                "-c",
+                "import prometheus_client.parser, prometheus_client.openmetrics.parser",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -117,7 +120,18 @@ fn parse_all(python: &str, files: &[(&Path, &str)]) -> Vec<Scrape> {
 /// `GET path` on 127.0.0.1:`port` inside namespace `ns` into `file`.
 fn scrape(ns: &str, port: u16, path: &str, openmetrics: bool, file: &Path) {
     let url = format!("http://127.0.0.1:{port}{path}");
-    let mut args = vec!["ip", "netns", "exec", ns, "curl", "-sS", "--fail", "--max-time", "10", "-o"];
+    let mut args = vec![
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "curl",
+        "-sS",
+        "--fail",
+        "--max-time",
+        "10",
+        "-o",
+    ];
     let file_s = file.to_str().unwrap();
     args.push(file_s);
     if openmetrics {
@@ -169,9 +183,10 @@ fn path_rows(dom: &str) -> Vec<PathRow> {
         .collect()
 }
 
-/// The page's DOM after it ran for a few seconds of its own (virtual) time.
-fn dump_dom(lab: &Lab, browser: (&str, &[&str]), url: &str) -> String {
-    let out = chrome(lab, browser, &["--dump-dom", url]);
+/// The page's DOM, in namespace `ns`, after it ran for a few seconds of its own (virtual)
+/// time.
+fn dump_dom(lab: &Lab, ns: &str, browser: (&str, &[&str]), url: &str) -> String {
+    let out = chrome(lab, ns, browser, &["--dump-dom", url]);
     let dom = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success() && dom.contains("data-updates"),
@@ -182,14 +197,14 @@ fn dump_dom(lab: &Lab, browser: (&str, &[&str]), url: &str) -> String {
     dom
 }
 
-/// Runs Chromium in the client's namespace with `args`. The page's timers run on virtual
+/// Runs Chromium in namespace `ns` with `args`. The page's timers run on virtual
 /// time (`--virtual-time-budget`), which waits for its requests: it polls a few times and
 /// the browser exits at once.
-fn chrome(lab: &Lab, (bin, extra): (&str, &[&str]), args: &[&str]) -> std::process::Output {
+fn chrome(lab: &Lab, ns: &str, (bin, extra): (&str, &[&str]), args: &[&str]) -> std::process::Output {
     let profile = lab.dir.join("chromium-profile");
     let profile_arg = format!("--user-data-dir={}", profile.display());
     Command::new("timeout")
-        .args(["60", "ip", "netns", "exec", &lab.topo.client_ns, bin])
+        .args(["60", "ip", "netns", "exec", ns, bin])
         .args(extra)
         .args([
             "--no-sandbox",
@@ -273,12 +288,19 @@ fn metrics_live_view_and_watch_follow_a_transfer() {
 
         // The live view, read twice two seconds apart, and a screenshot.
         let url = format!("http://127.0.0.1:{CLIENT_STATUS}/");
-        let dom1 = dump_dom(&lab, browser, &url);
+        let dom1 = dump_dom(&lab, &cns, browser, &url);
         thread::sleep(Duration::from_secs(2));
-        let dom2 = dump_dom(&lab, browser, &url);
+        let dom2 = dump_dom(&lab, &cns, browser, &url);
         let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("live-view.png");
         let _ = std::fs::remove_file(&shot);
-        let out = chrome(&lab, browser, &[&format!("--screenshot={}", shot.display()), &url]);
+        let out = chrome(
+            &lab,
+            &cns,
+            browser,
+            &[&format!("--screenshot={}", shot.display()), &url],
+        );
+        // The server's page: its session of the client, both paths sending.
+        let server_dom = dump_dom(&lab, &sns, browser, &format!("http://127.0.0.1:{SERVER_STATUS}/"));
         stop.store(true, Ordering::Relaxed);
         let downloads = traffic.join().unwrap();
         assert!(downloads >= 1, "no download finished");
@@ -307,14 +329,20 @@ fn metrics_live_view_and_watch_follow_a_transfer() {
             let rx1 = c1.value("mpflex_path_received_bytes_total", &labels).unwrap();
             let rx2 = c2.value("mpflex_path_received_bytes_total", &labels).unwrap();
             assert!(rx2 > rx1 && rx1 > 0.0, "client path {name}: received {rx1} then {rx2}");
-            assert_eq!(c2.value("mpflex_path_state", &[("path", path), ("state", "up")]), Some(1.0));
+            assert_eq!(
+                c2.value("mpflex_path_state", &[("path", path), ("state", "up")]),
+                Some(1.0)
+            );
             assert!(c2.value("mpflex_path_srtt_seconds", &[("path", path)]).unwrap() > 0.0);
             let labels = [("role", "server"), ("client", "test"), ("path", path)];
             let tx1 = s1.value("mpflex_path_sent_bytes_total", &labels).unwrap();
             let tx2 = s2.value("mpflex_path_sent_bytes_total", &labels).unwrap();
             assert!(tx2 > tx1 && tx1 > 0.0, "server path {path}: sent {tx1} then {tx2}");
         }
-        let decisions = |s: &Scrape| s.value("mpflex_scheduler_decisions_total", &[("decision", "send")]).unwrap();
+        let decisions = |s: &Scrape| {
+            s.value("mpflex_scheduler_decisions_total", &[("decision", "send")])
+                .unwrap()
+        };
         assert!(decisions(s2) > decisions(s1), "the server's scheduler decided nothing");
 
         // The live view: both paths up with throughput that is not zero and changes.
@@ -326,6 +354,13 @@ fn metrics_live_view_and_watch_follow_a_transfer() {
             assert!(a.rx > 0 && b.rx > 0, "{} shows no throughput: {a:?} {b:?}", a.name);
         }
         assert_ne!(p1, p2, "the throughput did not change in two seconds");
+        let sp = path_rows(&server_dom);
+        assert_eq!(sp.len(), 2, "{server_dom}");
+        assert!(sp.iter().all(|p| p.state == "up" && p.tx > 0), "{sp:?}");
+        assert!(
+            server_dom.contains(" of test"),
+            "the server names the client: {server_dom}"
+        );
         // The streams, with their class and how the paths split them.
         let streams: Vec<(String, &str)> = [&dom1, &dom2]
             .iter()
@@ -337,7 +372,9 @@ fn metrics_live_view_and_watch_follow_a_transfer() {
             .iter()
             .all(|(class, _)| ["interactive", "bulk", "realtime"].contains(&class.as_str())));
         assert!(
-            streams.iter().any(|(_, t)| t.contains("p1 ") && t.contains("p2 ") && t.contains('%')),
+            streams
+                .iter()
+                .any(|(_, t)| t.contains("p1 ") && t.contains("p2 ") && t.contains('%')),
             "no stream split over both paths: {streams:?}"
         );
         let png = std::fs::read(&shot).unwrap_or_default();
