@@ -219,13 +219,18 @@ pub async fn watch(addr: SocketAddr) -> Result<()> {
             Err(e) => format!("{e:#}; retrying\n"),
         };
         let mut out = std::io::stdout().lock();
-        if tty {
+        let written = if tty {
             // Home, clear the screen, then the frame.
-            write!(out, "\x1b[H\x1b[2J{frame}")?;
+            write!(out, "\x1b[H\x1b[2J{frame}")
         } else {
-            writeln!(out, "{frame}")?;
+            writeln!(out, "{frame}")
         }
-        out.flush()?;
+        .and_then(|_| out.flush());
+        match written {
+            // The reader went away (`| head`): done, not an error.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            r => r?,
+        }
     }
 }
 

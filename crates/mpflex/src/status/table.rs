@@ -200,7 +200,7 @@ pub fn render_live(v: &serde_json::Value) -> String {
             let total: Vec<f64> = series("tx").iter().zip(series("rx")).map(|(a, b)| a + b).collect();
             out += &format!(
                 "  {:>2} {:<16} {:<7} {:>9} {:>9} {:>8.1} {:>8} {:>10}  {}\n",
-                p["id"],
+                p["id"].as_u64().map_or("?".to_string(), |i| i.to_string()),
                 clip(p["name"].as_str().unwrap_or("?"), 16),
                 p["state"].as_str().unwrap_or("?"),
                 mbit(p["rx_rate"].as_f64().unwrap_or(0.0)),
@@ -218,7 +218,7 @@ pub fn render_live(v: &serde_json::Value) -> String {
                 let pinned = if st["pinned"].as_bool() == Some(true) { "*" } else { "" };
                 out += &format!(
                     "  {:>8} {:<40} {:<12} {}\n",
-                    st["id"],
+                    st["id"].as_u64().map_or("?".to_string(), |i| i.to_string()),
                     clip(st["target"].as_str().unwrap_or("-"), 40),
                     format!("{}{pinned}", st["class"].as_str().unwrap_or("?")),
                     split(st["paths"].as_array().map_or(&[][..], |a| a.as_slice())),
@@ -360,6 +360,11 @@ mod tests {
             "{t}"
         );
         assert!(t.lines().all(|l| l.chars().count() <= 120), "too wide:\n{t}");
+        // Right-aligned ids end where their headers end.
+        let end = |l: &str, w: &str| l.find(w).map(|i| i + w.len());
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(end(lines[1], "#"), end(lines[2], "0"), "{t}");
+        assert_eq!(end(lines[4], "stream"), end(lines[5], "3"), "{t}");
         assert_eq!(
             render_live(&serde_json::json!({"role": "server", "sessions": []})),
             "server: no session\n"
