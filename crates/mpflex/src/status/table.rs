@@ -101,7 +101,11 @@ fn latency_table(s: &serde_json::Value) -> String {
 }
 
 /// `s` in at most `width` characters, keeping its end.
+/// Control characters become `?`: a destination name comes from an application, and an
+/// escape sequence in it must not reach the operator's terminal.
 fn clip(s: &str, width: usize) -> String {
+    let s: String = s.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
+    let s = s.as_str();
     let n = s.chars().count();
     if n <= width {
         s.to_string()
@@ -302,6 +306,7 @@ mod tests {
             "{t}"
         );
         assert_eq!(rows[6], ["7", "-", "bulk"], "target unknown");
+        assert_eq!(clip("a\x1b[2Jb\n", 10), "a?[2Jb?");
         assert_eq!(t.lines().nth(7), Some("  * pinned by [[classes]]"));
         assert_eq!(rows[8][..5], ["class", "count", "p50", "p99", "mean"]);
         assert_eq!(rows[9], ["interactive", "120", "≤4", "≤64", "5.2"]);
