@@ -23,9 +23,15 @@ for pkg in build-essential:cc iproute2:ip iproute2:ss iproute2:tc iptables:iptab
 done
 # The font `mpflex-lab report --plots` draws its text with (tested).
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+# The live view's test drives Debian's headless Chromium, and the metrics test parses
+# /metrics with the Prometheus project's Python parser (Debian installs it for
+# /usr/bin/python3).
+command -v chromium-headless-shell >/dev/null 2>&1 || command -v chromium >/dev/null 2>&1 || need+=(chromium-headless-shell)
+/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || need+=(python3-prometheus-client)
 if [ ${#need[@]} -gt 0 ]; then
   echo "scripts/test.sh: installing ${need[*]}"
   apt-get update -qq
+  # Without recommends: the browser's would add a desktop's services.
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 # Builds the .deb the package test installs (crates/mpflex/tests/e2e_package.rs).

@@ -127,6 +127,8 @@ pub(crate) struct Stream {
 
     /// The stream's traffic class.
     pub class: Classifier,
+    /// Stream bytes each path carried, both directions (for the status's path split).
+    pub carried: Vec<u64>,
 }
 
 /// What a stream's application gets from a read.
@@ -151,7 +153,16 @@ impl Stream {
             rx_fin: false,
             rx_fin_read: false,
             class: Classifier::default(),
+            carried: Vec::new(),
         }
+    }
+
+    /// `n` bytes of this stream went over or arrived on `path`.
+    pub fn carried_on(&mut self, path: usize, n: u64) {
+        if self.carried.len() <= path {
+            self.carried.resize(path + 1, 0);
+        }
+        self.carried[path] += n;
     }
 
     /// Bytes the stream's own window lets us queue now.

@@ -37,7 +37,7 @@ pub use kernel::{RateEstimate, TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
 pub use owd::OwdEstimator;
 pub use paths::{PathCounters, PathStatus};
 pub use send::{MIN_SPLIT, SEQUENCE_AHEAD};
-pub use session::{Event, PollTransmit, ProtocolError, RecvResult, Session};
+pub use session::{Event, PollTransmit, ProtocolError, RecvResult, Session, SessionCounters};
 pub use writer::{Budget, PathWriter, WriterStep, INITIAL_LOWAT, MIN_LOWAT};
 
 /// Application stream identifier (chosen by the client, which opens all streams).

@@ -45,6 +45,10 @@ pub struct PathCounters {
     pub suspicions: u64,
     /// Frames re-sent here because the peer's reorder buffer stalled on them.
     pub stall_reinjections: u64,
+    /// Segments the kernel retransmitted on the path's connections (`tcpi_total_retrans`,
+    /// summed over reconnections): loss on the link itself, which `payload_resent` does
+    /// not see.
+    pub tcp_retransmits: u64,
 }
 
 /// Send-time records kept per path to match arrival reports against.
@@ -115,6 +119,8 @@ pub(crate) struct PathEntry {
     pub owd: OwdEstimator,
     /// The queue its frames wait in now, from the same reports.
     pub queue: QueueDelay,
+    /// The kernel's retransmission count on the current connection when last read.
+    retrans_seen: u32,
     /// (timestamp, bytes in flight) of recent data frames sent here, oldest first, to
     /// bin the arrival reports by the bytes in flight at send time.
     /// The record's length (bytes) rides along once the record is closed (see
@@ -141,6 +147,7 @@ impl PathEntry {
             progress: now,
             owd: OwdEstimator::default(),
             queue: QueueDelay::default(),
+            retrans_seen: 0,
             sent_log: VecDeque::new(),
         }
     }
@@ -212,6 +219,15 @@ impl Paths {
         p.suspect = false;
         p.ctrl.clear();
         p.dup.clear();
+        // A new connection counts its retransmissions from zero.
+        p.retrans_seen = 0;
+    }
+
+    /// The kernel reports `total` retransmitted segments on `path`'s current connection.
+    pub fn kernel_retransmits(&mut self, path: usize, total: u32) {
+        let Some(p) = self.entries.get_mut(path) else { return };
+        p.counters.tcp_retransmits += total.saturating_sub(p.retrans_seen) as u64;
+        p.retrans_seen = p.retrans_seen.max(total);
     }
 
     /// The connection of `path` is gone. False if it was not up.
@@ -481,6 +497,22 @@ mod tests {
     /// queue is short, the other once the first path's queue (in flight beyond its
     /// bandwidth-delay product, or unsent) outweighs the difference — whatever the smoothed
     /// RTTs say.
+    /// The kernel's count restarts with each connection; the path's total goes on.
+    #[test]
+    fn kernel_retransmits_add_up_over_reconnections() {
+        let now = Instant::now();
+        let mut paths = Paths::default();
+        paths.up(0, now);
+        paths.kernel_retransmits(0, 3);
+        paths.kernel_retransmits(0, 5);
+        paths.kernel_retransmits(0, 5);
+        assert_eq!(paths.get(0).unwrap().counters.tcp_retransmits, 5);
+        paths.down(0);
+        paths.up(0, now);
+        paths.kernel_retransmits(0, 2);
+        assert_eq!(paths.get(0).unwrap().counters.tcp_retransmits, 7);
+    }
+
     #[test]
     fn an_interactive_frame_goes_where_it_arrives_first_now() {
         let t0 = Instant::now();

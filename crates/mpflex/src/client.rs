@@ -56,10 +56,13 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     }
     if let Some(addr) = cfg.status_listen {
         let h = h.clone();
-        crate::status::serve(addr, move || {
-            let mut v = h.status_json();
-            v["role"] = "client".into();
-            v
+        let session = crate::status::snapshot::session_id(&token);
+        crate::status::serve(addr, "client", move || {
+            vec![crate::status::SessionView {
+                client: None,
+                session: session.clone(),
+                snap: h.snapshot(),
+            }]
         })
         .await?;
     }

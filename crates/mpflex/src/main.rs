@@ -62,15 +62,21 @@ enum Cmd {
     /// Print a new key pair (X25519, base64) as TOML lines.
     Keygen,
     /// Print the per-path counters, each stream's traffic class and each class's
-    /// latency of a running client or server.
+    /// latency of a running client or server (its status_listen also serves /metrics for
+    /// Prometheus and a live view at /).
     Status {
         /// Its status_listen address. Without it: the one client or server with a
         /// status_listen running in this network namespace, else 127.0.0.1:9190.
         #[arg(short, long)]
         addr: Option<SocketAddr>,
         /// Print the raw JSON.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "watch")]
         json: bool,
+        /// Redraw every second: per path the state, throughput (with a sparkline of the
+        /// last 40 s), RTT and queue; per stream its class and path split (the live view
+        /// at http://ADDR/ in a terminal). Ctrl-C ends it.
+        #[arg(short, long)]
+        watch: bool,
     },
     /// Print the manual page (roff) to stdout, or write it and one page per subcommand
     /// (mpflex-server.1, …) into a directory.
@@ -137,7 +143,14 @@ fn real_main() -> Result<()> {
                 println!("public_key = \"{}\"", mpflex::crypto::encode_key(&public));
                 Ok(())
             }
-            Cmd::Status { addr, json } => {
+            Cmd::Status { addr, watch: true, .. } => {
+                let addr = match addr {
+                    Some(a) => a,
+                    None => mpflex::runtime::locate()?.unwrap_or(mpflex::runtime::DEFAULT_STATUS),
+                };
+                mpflex::status::watch(addr).await
+            }
+            Cmd::Status { addr, json, .. } => {
                 let v = match addr {
                     Some(a) => mpflex::status::fetch(a).await?,
                     None => fetch_local().await?,

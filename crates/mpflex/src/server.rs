@@ -23,6 +23,8 @@ use crate::crypto::{decode_key, encode_key, server_handshake, ReplayGuard, Silen
 use crate::driver::{run_stream, Opened, SessionHandle};
 use crate::listen::{accept_each, bind};
 use crate::pathconn::{answer_join, configure_path_socket, read_join_request};
+use crate::status::snapshot::session_id;
+use crate::status::SessionView;
 
 /// Handshakes that do not finish in this time are dropped (slowloris protection).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,7 +63,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     });
     if let Some(addr) = srv.cfg.status_listen {
         let s = srv.clone();
-        crate::status::serve(addr, move || s.status()).await?;
+        crate::status::serve(addr, "server", move || s.status()).await?;
     }
     // Lets `mpflex status` find this process; the file goes when this returns.
     let _registration = srv
@@ -163,19 +165,27 @@ impl Server {
         (h, true)
     }
 
-    fn status(&self) -> serde_json::Value {
-        let sessions: Vec<serde_json::Value> = self
+    /// The sessions as the status endpoint shows them.
+    fn status(&self) -> Vec<SessionView> {
+        let handles: Vec<(SessionKey, SessionHandle)> = self
             .sessions
             .lock()
             .unwrap()
             .iter()
-            .map(|((client, _), h)| {
-                let mut v = h.status_json();
-                v["client"] = self.clients.get(client).cloned().unwrap_or_default().into();
-                v
+            .map(|(k, h)| (*k, h.clone()))
+            .collect();
+        // Each session's lock is taken with the session map's released: a path joining
+        // meanwhile does not wait for the snapshots.
+        let mut views: Vec<SessionView> = handles
+            .into_iter()
+            .map(|((client, token), h)| SessionView {
+                client: Some(self.clients.get(&client).cloned().unwrap_or_default()),
+                session: session_id(&token),
+                snap: h.snapshot(),
             })
             .collect();
-        serde_json::json!({"role": "server", "sessions": sessions})
+        views.sort_by(|a, b| (&a.client, &a.session).cmp(&(&b.client, &b.session)));
+        views
     }
 }
 

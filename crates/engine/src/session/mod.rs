@@ -113,6 +113,24 @@ pub struct Session {
     /// When an interactive stream last sent or received bytes (queue control engages only
     /// while there is interactive traffic to protect, see [`Session::queue_control_engaged`]).
     interactive_seen: Option<Instant>,
+    counters: SessionCounters,
+}
+
+/// What the session decided and re-sent since it began, for the metrics. Counting costs an
+/// addition per decision or frame.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionCounters {
+    /// The scheduler's answers to paths asking for bulk bytes: send new frames, wait, or
+    /// re-send frames other paths carry ([`mpflex_sched::Decision`]).
+    pub decisions_send: u64,
+    pub decisions_wait: u64,
+    pub decisions_reinject: u64,
+    /// Frames sent again because the path holding them failed or went silent.
+    pub resent_lost: u64,
+    /// Frames sent again on a scheduler's `Reinject` decision.
+    pub resent_scheduler: u64,
+    /// Copies a path owed: redundant scheduling's duplicates and frames the peer stalled on.
+    pub resent_copies: u64,
 }
 
 /// How long queue control stays engaged after the last interactive bytes.
@@ -137,6 +155,7 @@ impl Session {
             waiting: 0,
             stall_served: None,
             interactive_seen: None,
+            counters: SessionCounters::default(),
             cfg,
         }
     }
@@ -225,6 +244,23 @@ impl Session {
 
     pub fn path_counters(&self, path: usize) -> Option<(&PathCounters, &PathSnapshot)> {
         self.paths.get(path).map(|p| (&p.counters, &p.snap))
+    }
+
+    /// Whether the path is up but carries nothing new: silent while holding data (see
+    /// [`crate::paths`]).
+    pub fn path_suspect(&self, path: usize) -> bool {
+        self.paths.get(path).is_some_and(|p| p.is_up() && p.suspect)
+    }
+
+    /// How long the path's frames wait in queues now, from the peer's arrival reports;
+    /// `None` without recent reports (nothing sent lately).
+    pub fn path_queue_delay(&self, path: usize, now: Instant) -> Option<std::time::Duration> {
+        self.paths.queue_delay(path, now)
+    }
+
+    /// The session's decision and re-send counts.
+    pub fn counters(&self) -> &SessionCounters {
+        &self.counters
     }
 
     /// The path's one-way-delay estimate at its current bytes in flight and the deviation,
@@ -458,6 +494,12 @@ impl Session {
         self.streams.get(&stream).map(|s| (s.tx_offset, s.tx_done))
     }
 
+    /// Stream bytes (both directions, copies included) each path carried for `stream`,
+    /// indexed by path.
+    pub fn stream_paths(&self, stream: StreamId) -> Option<&[u64]> {
+        self.streams.get(&stream).map(|s| s.carried.as_slice())
+    }
+
     /// Bytes waiting for the application on `stream`.
     pub fn stream_buffered(&self, stream: StreamId) -> usize {
         self.streams.get(&stream).map_or(0, Stream::buffered)
@@ -529,6 +571,12 @@ impl Session {
         (self.send.held_bytes(), self.recv.payload() + self.flow.unread())
     }
 
+    /// Bytes accepted from applications and not yet handed to any path (encoded): what
+    /// queue control bounds.
+    pub fn ahead_bytes(&self) -> u64 {
+        self.send.backlog().0
+    }
+
     /// Frames a stream took ahead of the session's order (another stream's frame before
     /// them was still missing), since the session began.
     pub fn early_delivered(&self) -> u64 {
@@ -587,6 +635,41 @@ impl Session {
 mod tests {
     use super::*;
     use crate::harness::Pair;
+
+    /// The metrics' counts: each stream's bytes per path add up to what it carried on both
+    /// sides, scheduler decisions are counted, and a dead path's frames count as re-sent.
+    #[test]
+    fn streams_count_their_bytes_per_path_and_the_scheduler_its_decisions() {
+        let mut pair = Pair::new("roundrobin", &[(10, 1000), (20, 1000)]);
+        let id = pair.open(&[1u8; 1000]);
+        assert_eq!(pair.client.stream_send(id, Bytes::from(vec![2u8; 400_000])), 400_000);
+        for _ in 0..400 {
+            pair.step();
+        }
+        assert_eq!(pair.server_rx[&id].len(), 401_000);
+        let sent = pair.client.stream_paths(id).expect("open stream").to_vec();
+        let got = pair.server.stream_paths(id).expect("open stream").to_vec();
+        assert_eq!(sent.iter().sum::<u64>(), 401_000, "{sent:?}");
+        assert_eq!(got, sent, "each frame arrives on the path it went on");
+        assert!(sent.iter().all(|&b| b > 0), "round robin uses both paths: {sent:?}");
+        let c = pair.client.counters();
+        assert!(c.decisions_send > 0, "{c:?}");
+        assert_eq!(c.resent_lost, 0, "{c:?}");
+
+        assert_eq!(pair.client.stream_send(id, Bytes::from(vec![3u8; 400_000])), 400_000);
+        for _ in 0..3 {
+            pair.step();
+        }
+        pair.kill(0);
+        for _ in 0..2000 {
+            pair.step();
+            if pair.server_rx[&id].len() == 801_000 {
+                break;
+            }
+        }
+        assert_eq!(pair.server_rx[&id].len(), 801_000);
+        assert!(pair.client.counters().resent_lost > 0, "{:?}", pair.client.counters());
+    }
 
     /// A server that restarted knows nothing of the session: the client resets every
     /// stream, forgets every frame (held bytes, per-path counts, ACK state) and the next

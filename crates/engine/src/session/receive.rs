@@ -104,6 +104,15 @@ impl Session {
         if !self.recv.fits(payload, self.flow.receive_room()) {
             return Err(ProtocolError::SessionWindow);
         }
+        // The path split counts bytes as they arrive, not as they are delivered in order;
+        // a stream whose Open has not arrived yet is counted from its Open on.
+        let carrier = match &frame {
+            Frame::Open { stream, .. } | Frame::Data { stream, .. } if payload > 0 => Some(*stream),
+            _ => None,
+        };
+        if let Some(s) = carrier.and_then(|id| self.streams.get_mut(&id)) {
+            s.carried_on(path, payload);
+        }
         // Streams that took bytes may now take frames waiting further on.
         let mut touched: Vec<StreamId> = Vec::new();
         match frame {
@@ -112,6 +121,9 @@ impl Session {
             Frame::Open { stream, .. } if !self.streams.contains_key(&stream) => {
                 self.recv.mark_delivered(&frame);
                 self.deliver(frame)?;
+                if let Some(s) = self.streams.get_mut(&stream) {
+                    s.carried_on(path, payload);
+                }
                 touched.push(stream);
             }
             frame => {

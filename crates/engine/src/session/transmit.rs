@@ -81,6 +81,7 @@ impl Session {
         records: &mut Vec<Range<usize>>,
     ) -> WriterStep {
         let snap = writer.observe(path, info, bandwidth);
+        self.paths.kernel_retransmits(path, info.total_retrans);
         let engaged = self.queue_control_engaged(now);
         if engaged {
             writer.steer(self.paths.queue_delay(path, now), info, now);
@@ -309,6 +310,7 @@ impl Session {
                     }
                     let payload = self.put(rec, seq, out);
                     self.paths.entry(rec.path).counters.payload_resent += payload;
+                    self.counters.resent_copies += 1;
                 }
                 _ => {}
             }
@@ -321,6 +323,7 @@ impl Session {
             }
             let payload = self.put(rec, seq, out);
             self.paths.entry(rec.path).counters.payload_resent += payload;
+            self.counters.resent_lost += 1;
             self.send.retransmitted(seq);
         }
         true
@@ -340,6 +343,11 @@ impl Session {
         let budget = rec.bulk_room(out);
         let decision = self.scheduler.decide(rec.now, rec.path, &snaps, &queue, budget);
         trace_decision(rec.path, &snaps, &queue, budget, &decision);
+        match decision {
+            Decision::Send { .. } => self.counters.decisions_send += 1,
+            Decision::Wait { .. } => self.counters.decisions_wait += 1,
+            Decision::Reinject { .. } => self.counters.decisions_reinject += 1,
+        }
         let bit = 1u64 << rec.path;
         match decision {
             Decision::Wait { until } => {
@@ -471,6 +479,7 @@ impl Session {
         for seq in picked.seqs {
             let payload = self.put(rec, seq, out);
             self.paths.entry(rec.path).counters.payload_resent += payload;
+            self.counters.resent_scheduler += 1;
         }
         self.waiting &= !bit;
         self.sent(rec, out)
@@ -486,7 +495,14 @@ impl Session {
         f.encode(out);
         let stamp = f.ts().map(|ts| (ts, bif));
         let payload = f.payload_len() as u64;
+        let stream = match f {
+            Frame::Open { stream, .. } | Frame::Data { stream, .. } => Some(*stream),
+            _ => None,
+        };
         self.paths.booked(rec.path, rec.now, stamp);
+        if let Some(s) = stream.and_then(|id| self.streams.get_mut(&id)).filter(|_| payload > 0) {
+            s.carried_on(rec.path, payload);
+        }
         payload
     }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use bytes::Bytes;
-use mpflex_engine::{Event, Session, StreamId};
+use mpflex_engine::{Event, PathStatus, Session, StreamId};
 use mpflex_wire::{reset, TargetAddr};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
@@ -22,6 +22,7 @@ use tracing::{debug, info, warn};
 use crate::classes::ClassRules;
 use crate::crypto::Transport;
 use crate::pathconn::Joined;
+use crate::status::snapshot::{PathState, PathView, SessionSnapshot, StreamView};
 
 mod path;
 mod stream;
@@ -309,87 +310,66 @@ impl SessionHandle {
         self.with(|sh| (0..sh.sess.num_paths()).any(|p| sh.sess.path_status(p) == mpflex_engine::PathStatus::Up))
     }
 
-    /// A JSON snapshot for the status endpoint.
-    pub fn status_json(&self) -> serde_json::Value {
+    /// What the status endpoint shows of this session now.
+    pub fn snapshot(&self) -> SessionSnapshot {
+        let now = Instant::now();
         self.with(|sh| {
-            let paths: Vec<serde_json::Value> = (0..sh.paths.len())
+            let sess = &sh.sess;
+            let paths = (0..sh.paths.len())
                 .map(|p| {
-                    let name = sh.paths[p].name.clone();
-                    match sh.sess.path_counters(p) {
-                        Some((c, snap)) => serde_json::json!({
-                            "id": p,
-                            "name": name,
-                            "up": sh.sess.path_status(p) == mpflex_engine::PathStatus::Up,
-                            "bytes_sent": c.bytes_sent,
-                            "bytes_received": c.bytes_received,
-                            "payload_sent": c.payload_sent,
-                            "payload_resent": c.payload_resent,
-                            "duplicate_received": c.duplicate_received,
-                            "failures": c.failures,
-                            "suspicions": c.suspicions,
-                            "stall_reinjections": c.stall_reinjections,
-                            "owd_us": sh.sess.path_owd(p).map(|(o, _)| o),
-                            "owd_dev_us": sh.sess.path_owd(p).map(|(_, d)| d),
-                            "srtt_us": snap.srtt.as_micros() as u64,
-                            "rttvar_us": snap.rttvar.as_micros() as u64,
-                            "cwnd": snap.cwnd,
-                            "mss": snap.mss,
-                            "in_flight": snap.in_flight,
-                            "notsent": snap.notsent,
-                            "delivery_rate": snap.delivery_rate,
-                        }),
-                        None => serde_json::json!({"id": p, "name": name, "up": false}),
+                    let counters = sess.path_counters(p);
+                    let state = match (sess.path_status(p), sess.path_suspect(p)) {
+                        (PathStatus::Down, _) => PathState::Down,
+                        (PathStatus::Up, true) => PathState::Suspect,
+                        (PathStatus::Up, false) => PathState::Up,
+                    };
+                    PathView {
+                        id: p,
+                        name: sh.paths[p].name.clone(),
+                        state,
+                        backup: counters.is_some_and(|(_, s)| s.backup),
+                        counters: counters.map(|(c, _)| c.clone()),
+                        snap: counters.map(|(_, s)| s.clone()).unwrap_or_default(),
+                        owd_us: sess.path_owd(p),
+                        queue_delay: sess.path_queue_delay(p, now),
                     }
                 })
                 .collect();
-            let held = sh.sess.held_bytes();
-            let mut ids = sh.sess.stream_ids();
+            let mut ids = sess.stream_ids();
             ids.sort_unstable();
-            let stream_list: Vec<serde_json::Value> = ids
+            let stream_list = ids
                 .into_iter()
                 .filter_map(|id| {
-                    let (class, pinned) = sh.sess.stream_class(id)?;
+                    let (class, pinned) = sess.stream_class(id)?;
                     let target = sh
                         .streams
                         .get(&id)
                         .and_then(|s| s.target.as_ref())
                         .map(|t| t.to_string());
-                    Some(serde_json::json!({"id": id, "target": target, "class": class.name(), "pinned": pinned}))
+                    Some(StreamView {
+                        id,
+                        target,
+                        class,
+                        pinned,
+                        paths: sess.stream_paths(id).unwrap_or_default().to_vec(),
+                    })
                 })
                 .collect();
-            serde_json::json!({
-                "scheduler": sh.sess.scheduler_name(),
-                "streams": sh.sess.num_streams(),
-                "buffered_frames": sh.sess.buffered_frames(),
-                "held_bytes": {"send": held.0, "receive": held.1},
-                "early_delivered": sh.sess.early_delivered(),
-                "paths": paths,
-                "stream_list": stream_list,
-                "class_latency": class_latency_json(sh.sess.class_latency()),
-            })
+            SessionSnapshot {
+                scheduler: sess.scheduler_name(),
+                streams: sess.num_streams(),
+                buffered_frames: sess.buffered_frames(),
+                held: sess.held_bytes(),
+                ahead: sess.ahead_bytes(),
+                early_delivered: sess.early_delivered(),
+                reorder_frames: sess.reorder_frames(),
+                counters: sess.counters().clone(),
+                paths,
+                stream_list,
+                class_latency: sess.class_latency().clone(),
+            }
         })
     }
-}
-
-/// Per class with samples: how long its bytes took from the application to the peer.
-/// `p50_ms` and `p99_ms` are the upper bounds of the histogram buckets (1, 2, 4 … 16384
-/// ms) holding them; `null` beyond the last.
-fn class_latency_json(l: &mpflex_engine::ClassLatency) -> serde_json::Value {
-    let finite = |x: f64| x.is_finite().then_some(x);
-    let per_class: Vec<serde_json::Value> = l
-        .summaries()
-        .into_iter()
-        .map(|s| {
-            serde_json::json!({
-                "class": s.class.name(),
-                "count": s.count,
-                "mean_ms": (s.mean_ms * 10.0).round() / 10.0,
-                "p50_ms": finite(s.p50_ms),
-                "p99_ms": finite(s.p99_ms),
-            })
-        })
-        .collect();
-    serde_json::Value::Array(per_class)
 }
 
 async fn timer_task(h: SessionHandle) {

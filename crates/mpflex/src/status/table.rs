@@ -1,58 +1,4 @@
-//! A small status endpoint: `GET /status` on a local address returns JSON with per-path
-//! counters, each stream's target and traffic class, and each class's latency; `mpflex
-//! status` prints it as tables.
-
-use std::net::SocketAddr;
-
-use anyhow::{Context, Result};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tracing::info;
-
-/// Serves `render()` as JSON until the process ends.
-pub async fn serve<F>(addr: SocketAddr, render: F) -> Result<()>
-where
-    F: Fn() -> serde_json::Value + Send + Sync + 'static,
-{
-    let l = crate::listen::bind(addr, "status_listen").await?;
-    info!("status on http://{addr}/status");
-    let render = std::sync::Arc::new(render);
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = l.accept().await else { continue };
-            let render = render.clone();
-            tokio::spawn(async move {
-                let mut req = [0u8; 1024];
-                // One read is enough for a GET; anything else gets the same answer.
-                let _ = tokio::time::timeout(std::time::Duration::from_secs(2), s.read(&mut req)).await;
-                let body = serde_json::to_string_pretty(&render()).unwrap_or_default();
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = s.write_all(resp.as_bytes()).await;
-            });
-        }
-    });
-    Ok(())
-}
-
-/// Fetches the JSON from a running client or server.
-pub async fn fetch(addr: SocketAddr) -> Result<serde_json::Value> {
-    let mut s = TcpStream::connect(addr)
-        .await
-        .with_context(|| format!("no status endpoint at {addr} (is status_listen set?)"))?;
-    s.write_all(b"GET /status HTTP/1.1\r\nhost: mpflex\r\nconnection: close\r\n\r\n")
-        .await?;
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp).await?;
-    let text = String::from_utf8_lossy(&resp);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|x| x.1)
-        .context("malformed status response")?;
-    Ok(serde_json::from_str(body)?)
-}
+//! `mpflex status` in a terminal: the status JSON as tables, and `--watch`'s live view.
 
 /// Renders status JSON as a table.
 pub fn render_table(v: &serde_json::Value) -> String {
@@ -155,7 +101,11 @@ fn latency_table(s: &serde_json::Value) -> String {
 }
 
 /// `s` in at most `width` characters, keeping its end.
+/// Control characters become `?`: a destination name comes from an application, and an
+/// escape sequence in it must not reach the operator's terminal.
 fn clip(s: &str, width: usize) -> String {
+    let s: String = s.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
+    let s = s.as_str();
     let n = s.chars().count();
     if n <= width {
         s.to_string()
@@ -174,6 +124,120 @@ fn kib(n: u64) -> String {
     } else {
         format!("{n} B")
     }
+}
+
+/// Sparkline levels, lowest to highest.
+const SPARKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+/// Seconds of throughput the watch view's sparkline covers.
+const SPARK_SECS: usize = 40;
+
+/// `values` as a sparkline of at most `width` characters (the last ones), scaled to their
+/// maximum; padded on the left so that the newest is always in the last column.
+fn sparkline(values: &[f64], width: usize) -> String {
+    let tail = &values[values.len().saturating_sub(width)..];
+    let max = tail.iter().cloned().fold(0.0, f64::max);
+    let mut s = " ".repeat(width - tail.len());
+    for &v in tail {
+        let level = if max > 0.0 {
+            ((v / max) * (SPARKS.len() - 1) as f64).round() as usize
+        } else {
+            0
+        };
+        s.push(SPARKS[level.min(SPARKS.len() - 1)]);
+    }
+    s
+}
+
+/// A rate in bytes per second as Mbit/s, for people.
+fn mbit(bytes_per_sec: f64) -> String {
+    format!("{:.2}", bytes_per_sec * 8.0 / 1e6)
+}
+
+/// Each path's share of a stream's bytes by path index, e.g. `#0 62% #1 38%` (a server's
+/// path names are long).
+fn split(paths: &[serde_json::Value]) -> String {
+    let bytes: Vec<u64> = paths.iter().map(|b| b.as_u64().unwrap_or(0)).collect();
+    let total: u64 = bytes.iter().sum();
+    if total == 0 {
+        return "-".to_string();
+    }
+    bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b > 0)
+        .map(|(i, &b)| format!("#{i} {}%", (b * 100 + total / 2) / total))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Renders `/live.json` for `mpflex status --watch`: per session its paths (state,
+/// throughput now, RTT, queue, a sparkline of the last seconds' throughput) and its
+/// streams with their class and path split.
+pub fn render_live(v: &serde_json::Value) -> String {
+    let role = v["role"].as_str().unwrap_or("?");
+    let sessions = v["sessions"].as_array().cloned().unwrap_or_default();
+    if sessions.is_empty() {
+        return format!("{role}: no session\n");
+    }
+    let mut out = String::new();
+    for s in &sessions {
+        let client = s["client"].as_str().map(|c| format!(" of {c}")).unwrap_or_default();
+        out += &format!(
+            "{role} session {}{client}: scheduler {}, {} streams, {} ahead of the paths\n",
+            s["session"].as_str().unwrap_or("?"),
+            s["scheduler"].as_str().unwrap_or("?"),
+            s["streams"],
+            kib(s["ahead_bytes"].as_u64().unwrap_or(0)),
+        );
+        out += &format!(
+            "  {:>2} {:<16} {:<7} {:>9} {:>9} {:>8} {:>8} {:>10}  throughput, last {SPARK_SECS} s\n",
+            "#", "path", "state", "rx Mbit/s", "tx Mbit/s", "srtt ms", "queue ms", "in flight",
+        );
+        let paths = s["paths"].as_array().cloned().unwrap_or_default();
+        for p in &paths {
+            let h = &p["history"];
+            let series = |k: &str| -> Vec<f64> {
+                h[k].as_array()
+                    .map(|a| a.iter().map(|x| x.as_f64().unwrap_or(0.0)).collect())
+                    .unwrap_or_default()
+            };
+            let total: Vec<f64> = series("tx").iter().zip(series("rx")).map(|(a, b)| a + b).collect();
+            out += &format!(
+                "  {:>2} {:<16} {:<7} {:>9} {:>9} {:>8.1} {:>8} {:>10}  {}\n",
+                p["id"].as_u64().map_or("?".to_string(), |i| i.to_string()),
+                clip(p["name"].as_str().unwrap_or("?"), 16),
+                p["state"].as_str().unwrap_or("?"),
+                mbit(p["rx_rate"].as_f64().unwrap_or(0.0)),
+                mbit(p["tx_rate"].as_f64().unwrap_or(0.0)),
+                p["srtt_ms"].as_f64().unwrap_or(0.0),
+                p["queue_ms"].as_f64().map_or("-".to_string(), |q| format!("{q:.1}")),
+                kib(p["in_flight_bytes"].as_u64().unwrap_or(0)),
+                sparkline(&total, SPARK_SECS),
+            );
+        }
+        let streams = s["stream_list"].as_array().cloned().unwrap_or_default();
+        if !streams.is_empty() {
+            out += &format!("  {:>8} {:<40} {:<12} {}\n", "stream", "target", "class", "path split");
+            for st in streams.iter().take(TABLE_STREAMS) {
+                let pinned = if st["pinned"].as_bool() == Some(true) { "*" } else { "" };
+                out += &format!(
+                    "  {:>8} {:<40} {:<12} {}\n",
+                    st["id"].as_u64().map_or("?".to_string(), |i| i.to_string()),
+                    clip(st["target"].as_str().unwrap_or("-"), 40),
+                    format!("{}{pinned}", st["class"].as_str().unwrap_or("?")),
+                    split(st["paths"].as_array().map_or(&[][..], |a| a.as_slice())),
+                );
+            }
+            let more = s["streams"]
+                .as_u64()
+                .unwrap_or(0)
+                .saturating_sub(TABLE_STREAMS.min(streams.len()) as u64);
+            if more > 0 {
+                out += &format!("  … {more} more\n");
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -242,6 +306,7 @@ mod tests {
             "{t}"
         );
         assert_eq!(rows[6], ["7", "-", "bulk"], "target unknown");
+        assert_eq!(clip("a\x1b[2Jb\n", 10), "a?[2Jb?");
         assert_eq!(t.lines().nth(7), Some("  * pinned by [[classes]]"));
         assert_eq!(rows[8][..5], ["class", "count", "p50", "p99", "mean"]);
         assert_eq!(rows[9], ["interactive", "120", "≤4", "≤64", "5.2"]);
@@ -261,5 +326,54 @@ mod tests {
         );
         assert!(t.contains("  … 16 more (--json lists all)\n"), "{t}");
         assert!(!t.contains("latency"), "no latency table without samples: {t}");
+    }
+
+    #[test]
+    fn watch_view_shows_rates_sparklines_and_the_path_split() {
+        let v = serde_json::json!({
+            "role": "client",
+            "sessions": [{
+                "client": null, "session": "0a0b0c0d", "scheduler": "minrtt", "streams": 1, "ahead_bytes": 2048,
+                "paths": [
+                    {"id": 0, "name": "wifi", "state": "up", "rx_rate": 1_250_000, "tx_rate": 0, "srtt_ms": 21.5,
+                     "queue_ms": 3.25, "in_flight_bytes": 65536,
+                     "history": {"tx": [0, 0, 0], "rx": [0, 625_000, 1_250_000]}},
+                    {"id": 1, "name": "lte", "state": "down", "rx_rate": 0, "tx_rate": 0, "srtt_ms": 0.0,
+                     "queue_ms": null, "in_flight_bytes": 0, "history": {"tx": [], "rx": []}},
+                ],
+                "stream_list": [{"id": 3, "target": "example.com:443", "class": "bulk", "pinned": true,
+                                 "paths": [300, 100]}],
+            }],
+        });
+        let t = render_live(&v);
+        let rows: Vec<Vec<&str>> = t.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(
+            t.lines().next(),
+            Some("client session 0a0b0c0d: scheduler minrtt, 1 streams, 2 KiB ahead of the paths"),
+            "{t}"
+        );
+        assert_eq!(
+            rows[2][..8],
+            ["0", "wifi", "up", "10.00", "0.00", "21.5", "3.2", "64"],
+            "{t}"
+        );
+        assert!(t.lines().nth(2).unwrap().ends_with("▁▅█"), "{t}");
+        assert_eq!(rows[3][..7], ["1", "lte", "down", "0.00", "0.00", "0.0", "-"], "{t}");
+        assert_eq!(
+            rows[5],
+            ["3", "example.com:443", "bulk*", "#0", "75%", "#1", "25%"],
+            "{t}"
+        );
+        assert!(t.lines().all(|l| l.chars().count() <= 120), "too wide:\n{t}");
+        // Right-aligned ids end where their headers end.
+        let end = |l: &str, w: &str| l.find(w).map(|i| i + w.len());
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(end(lines[1], "#"), end(lines[2], "0"), "{t}");
+        assert_eq!(end(lines[4], "stream"), end(lines[5], "3"), "{t}");
+        assert_eq!(
+            render_live(&serde_json::json!({"role": "server", "sessions": []})),
+            "server: no session\n"
+        );
+        assert_eq!(sparkline(&[0.0, 0.0], 4), "  ▁▁");
     }
 }

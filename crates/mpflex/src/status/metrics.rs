@@ -1,0 +1,546 @@
+//! `GET /metrics`: the status snapshot in the Prometheus text format.
+//!
+//! Every value is read from the sessions at scrape time (a [`Collector`]); nothing is
+//! counted twice and nothing runs between scrapes. Names follow the Prometheus
+//! conventions: the unit in the name (`_bytes`, `_seconds`), `_total` on counters (the
+//! encoder appends it), one family per quantity with labels for what varies. Every
+//! series carries `role` (client or server) and `session` (the short id both sides
+//! show), and on the server `client` (the client's configured name); path series also
+//! `path` (the index the client gave the path, the same on both sides) and on the client
+//! `name` (the path's configured name).
+
+use std::fmt;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use mpflex_engine::{ClassLatency, TrafficClass};
+
+use super::snapshot::{PathState, PathView, SessionView};
+
+/// The Prometheus text format's media type (version 0.0.4), served by default.
+pub const PROMETHEUS_TEXT: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+/// OpenMetrics text, served to scrapers that ask for it (`Accept`).
+pub const OPENMETRICS_TEXT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Renders the sessions as metrics text; OpenMetrics if `openmetrics`, else the Prometheus
+/// text format. Returns (content type, body).
+pub fn render(role: &'static str, sessions: Vec<SessionView>, openmetrics: bool) -> (&'static str, String) {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Scrape { role, sessions }));
+    let mut body = String::new();
+    // Writing to a String cannot fail; an encoder error would be a bug in a label.
+    let r = if openmetrics {
+        prometheus_client::encoding::text::encode(&mut body, &registry)
+    } else {
+        prometheus_client::encoding::prometheus_text::encode(&mut body, &registry)
+    };
+    if let Err(e) = r {
+        tracing::warn!("metrics: encoding failed: {e}");
+    }
+    (if openmetrics { OPENMETRICS_TEXT } else { PROMETHEUS_TEXT }, body)
+}
+
+#[derive(Debug)]
+struct Scrape {
+    role: &'static str,
+    sessions: Vec<SessionView>,
+}
+
+type Labels = Vec<(&'static str, String)>;
+
+/// A histogram whose buckets were counted elsewhere (the engine's [`ClassLatency`]).
+#[derive(Debug)]
+struct ConstHistogram {
+    sum: f64,
+    count: u64,
+    /// (upper bound, observations in this bucket alone), ascending.
+    buckets: Vec<(f64, u64)>,
+}
+
+impl EncodeMetric for ConstHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
+        encoder.encode_histogram::<NoLabelSet>(self.sum, self.count, &self.buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// One metric family: a descriptor and its series. A family without series is left out.
+fn family<M: EncodeMetric>(enc: &mut DescriptorEncoder, name: &str, help: &str, rows: Vec<(Labels, M)>) -> fmt::Result {
+    let Some((_, first)) = rows.first() else {
+        return Ok(());
+    };
+    let mut m = enc.encode_descriptor(name, help, None, first.metric_type())?;
+    for (labels, metric) in &rows {
+        metric.encode(m.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+impl Scrape {
+    fn session_labels(&self, s: &SessionView) -> Labels {
+        let mut l = vec![("role", self.role.to_string())];
+        if let Some(c) = &s.client {
+            l.push(("client", c.clone()));
+        }
+        l.push(("session", s.session.clone()));
+        l
+    }
+
+    fn path_labels(&self, s: &SessionView, p: &PathView) -> Labels {
+        let mut l = self.session_labels(s);
+        l.push(("path", p.id.to_string()));
+        // The server's name for a path holds the peer's port, new with every
+        // reconnection: a label of it would start new series each time.
+        if self.role == "client" {
+            l.push(("name", p.name.clone()));
+        }
+        l
+    }
+
+    /// One row per session.
+    fn per_session<M>(&self, f: impl Fn(&SessionView) -> M) -> Vec<(Labels, M)> {
+        self.sessions.iter().map(|s| (self.session_labels(s), f(s))).collect()
+    }
+
+    /// One row per session and `(label value, value)` that `f` lists, under `key`.
+    fn per_session_by<M>(&self, key: &'static str, f: impl Fn(&SessionView) -> Vec<(String, M)>) -> Vec<(Labels, M)> {
+        let mut rows = Vec::new();
+        for s in &self.sessions {
+            for (v, m) in f(s) {
+                let mut l = self.session_labels(s);
+                l.push((key, v));
+                rows.push((l, m));
+            }
+        }
+        rows
+    }
+
+    /// One row per path the engine knows (`f` returns `None` to leave one out).
+    fn per_path<M>(&self, f: impl Fn(&PathView) -> Option<M>) -> Vec<(Labels, M)> {
+        let mut rows = Vec::new();
+        for s in &self.sessions {
+            for p in s.snap.paths.iter().filter(|p| p.counters.is_some()) {
+                if let Some(m) = f(p) {
+                    rows.push((self.path_labels(s, p), m));
+                }
+            }
+        }
+        rows
+    }
+
+    fn path_counter(
+        &self,
+        enc: &mut DescriptorEncoder,
+        name: &str,
+        help: &str,
+        f: fn(&mpflex_engine::PathCounters) -> u64,
+    ) -> fmt::Result {
+        let rows = self.per_path(|p| p.counters.as_ref().map(|c| ConstCounter::new(f(c))));
+        family(enc, name, help, rows)
+    }
+
+    fn path_gauge<V: prometheus_client::encoding::EncodeGaugeValue>(
+        &self,
+        enc: &mut DescriptorEncoder,
+        name: &str,
+        help: &str,
+        f: impl Fn(&PathView) -> Option<V>,
+    ) -> fmt::Result {
+        let rows = self.per_path(|p| f(p).map(ConstGauge::new));
+        family(enc, name, help, rows)
+    }
+}
+
+fn secs(d: std::time::Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// The latency buckets of one class as a Prometheus histogram, in seconds.
+fn class_histogram(l: &ClassLatency, class: TrafficClass) -> Option<ConstHistogram> {
+    let counts = l.buckets(class);
+    let count: u64 = counts.iter().sum();
+    if count == 0 {
+        return None;
+    }
+    let buckets = ClassLatency::bounds_ms()
+        .iter()
+        .zip(counts)
+        .map(|(&ms, &n)| (if ms.is_finite() { ms / 1000.0 } else { ms }, n))
+        .collect();
+    Some(ConstHistogram {
+        sum: l.sum_secs(class),
+        count,
+        buckets,
+    })
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let e = &mut enc;
+        family(
+            e,
+            "mpflex_build_info",
+            "The running mpflex: its version and role (always 1).",
+            vec![(
+                vec![
+                    ("role", self.role.to_string()),
+                    ("version", env!("CARGO_PKG_VERSION").to_string()),
+                ],
+                ConstGauge::new(1i64),
+            )],
+        )?;
+        family(
+            e,
+            "mpflex_sessions",
+            "Sessions this process holds.",
+            vec![(
+                vec![("role", self.role.to_string())],
+                ConstGauge::new(self.sessions.len() as i64),
+            )],
+        )?;
+
+        // Per session.
+        let rows = self.per_session_by("class", |s| {
+            TrafficClass::ALL
+                .iter()
+                .map(|&c| {
+                    let n = s.snap.stream_list.iter().filter(|st| st.class == c).count();
+                    (c.name().to_string(), ConstGauge::new(n as i64))
+                })
+                .collect()
+        });
+        family(e, "mpflex_session_streams", "Open streams, by traffic class.", rows)?;
+        let rows = self.per_session_by("direction", |s| {
+            vec![
+                ("send".to_string(), ConstGauge::new(s.snap.held.0)),
+                ("receive".to_string(), ConstGauge::new(s.snap.held.1)),
+            ]
+        });
+        family(
+            e,
+            "mpflex_session_held_bytes",
+            "Stream bytes held in memory: to send (queued or unacknowledged) and received but unread.",
+            rows,
+        )?;
+        let rows = self.per_session(|s| ConstGauge::new(s.snap.ahead));
+        family(
+            e,
+            "mpflex_session_ahead_bytes",
+            "Bytes accepted from applications and not yet handed to any path (what queue control bounds).",
+            rows,
+        )?;
+        let rows = self.per_session(|s| ConstGauge::new(s.snap.buffered_frames as i64));
+        family(
+            e,
+            "mpflex_session_unacknowledged_frames",
+            "Sequenced frames kept until the peer acknowledges them.",
+            rows,
+        )?;
+        let rows = self.per_session(|s| ConstGauge::new(s.snap.reorder_frames as i64));
+        family(
+            e,
+            "mpflex_session_reorder_frames",
+            "Frames received out of order, waiting for a gap to fill.",
+            rows,
+        )?;
+        let rows = self.per_session(|s| ConstCounter::new(s.snap.early_delivered));
+        family(
+            e,
+            "mpflex_session_early_delivered_frames",
+            "Frames a stream took ahead of the session's order.",
+            rows,
+        )?;
+        let rows = self.per_session_by("decision", |s| {
+            let c = &s.snap.counters;
+            vec![
+                ("send".to_string(), ConstCounter::new(c.decisions_send)),
+                ("wait".to_string(), ConstCounter::new(c.decisions_wait)),
+                ("reinject".to_string(), ConstCounter::new(c.decisions_reinject)),
+            ]
+        });
+        family(
+            e,
+            "mpflex_scheduler_decisions",
+            "The scheduler's answers to paths asking for bulk bytes.",
+            rows,
+        )?;
+        let rows = self.per_session_by("cause", |s| {
+            let c = &s.snap.counters;
+            vec![
+                ("path_lost".to_string(), ConstCounter::new(c.resent_lost)),
+                ("scheduler".to_string(), ConstCounter::new(c.resent_scheduler)),
+                ("copy".to_string(), ConstCounter::new(c.resent_copies)),
+            ]
+        });
+        family(
+            e,
+            "mpflex_session_resent_frames",
+            "Frames sent again: their path failed or went silent (path_lost), the scheduler \
+             reinjected them (scheduler), or a path owed a copy (redundant scheduling, the peer's stall).",
+            rows,
+        )?;
+        let rows = self.per_session_by("class", |s| {
+            TrafficClass::ALL
+                .iter()
+                .filter_map(|&c| class_histogram(&s.snap.class_latency, c).map(|h| (c.name().to_string(), h)))
+                .collect()
+        });
+        family(
+            e,
+            "mpflex_class_latency_seconds",
+            "Time from the application to the peer's acknowledgement of each traffic class's bytes.",
+            rows,
+        )?;
+
+        // Per path.
+        let rows = self.per_path(|p| {
+            Some(
+                PathState::ALL
+                    .iter()
+                    .map(|&st| (st, ConstGauge::new((p.state == st) as i64)))
+                    .collect::<Vec<_>>(),
+            )
+        });
+        let mut state_rows = Vec::new();
+        for (labels, states) in rows {
+            for (st, g) in states {
+                let mut l = labels.clone();
+                l.push(("state", st.name().to_string()));
+                state_rows.push((l, g));
+            }
+        }
+        family(
+            e,
+            "mpflex_path_state",
+            "1 for the path's current state (up, suspect: silent while holding data, down).",
+            state_rows,
+        )?;
+        self.path_gauge(e, "mpflex_path_backup", "1 for a backup path.", |p| {
+            Some(p.backup as i64)
+        })?;
+        self.path_counter(
+            e,
+            "mpflex_path_sent_bytes",
+            "Bytes handed to the path (frames, encoded).",
+            |c| c.bytes_sent,
+        )?;
+        self.path_counter(
+            e,
+            "mpflex_path_received_bytes",
+            "Bytes received on the path (frames, encoded).",
+            |c| c.bytes_received,
+        )?;
+        self.path_counter(
+            e,
+            "mpflex_path_payload_sent_bytes",
+            "Stream payload bytes sent on the path, first copies only.",
+            |c| c.payload_sent,
+        )?;
+        self.path_counter(
+            e,
+            "mpflex_path_resent_bytes",
+            "Stream payload bytes sent again on the path after another path had sent them.",
+            |c| c.payload_resent,
+        )?;
+        self.path_counter(
+            e,
+            "mpflex_path_duplicate_received_bytes",
+            "Payload bytes received on the path that had already arrived.",
+            |c| c.duplicate_received,
+        )?;
+        self.path_counter(
+            e,
+            "mpflex_path_retransmitted_segments",
+            "Segments the kernel retransmitted on the path's connections.",
+            |c| c.tcp_retransmits,
+        )?;
+        self.path_counter(e, "mpflex_path_failures", "Times the path went down.", |c| c.failures)?;
+        self.path_counter(
+            e,
+            "mpflex_path_suspicions",
+            "Times the path went silent while holding data.",
+            |c| c.suspicions,
+        )?;
+        self.path_counter(
+            e,
+            "mpflex_path_stall_reinjections",
+            "Frames re-sent on the path because the peer's reorder buffer stalled on them.",
+            |c| c.stall_reinjections,
+        )?;
+        self.path_gauge(e, "mpflex_path_srtt_seconds", "The kernel's smoothed RTT.", |p| {
+            Some(secs(p.snap.srtt))
+        })?;
+        self.path_gauge(
+            e,
+            "mpflex_path_min_rtt_seconds",
+            "The smallest RTT the kernel measured (the path without its queue).",
+            |p| Some(secs(p.snap.min_rtt)),
+        )?;
+        self.path_gauge(e, "mpflex_path_rttvar_seconds", "The kernel's RTT variation.", |p| {
+            Some(secs(p.snap.rttvar))
+        })?;
+        self.path_gauge(e, "mpflex_path_cwnd_segments", "Congestion window.", |p| {
+            Some(p.snap.cwnd as i64)
+        })?;
+        self.path_gauge(
+            e,
+            "mpflex_path_in_flight_bytes",
+            "Bytes sent and not yet acknowledged (segments times the MSS).",
+            |p| Some(p.in_flight_bytes()),
+        )?;
+        self.path_gauge(
+            e,
+            "mpflex_path_unsent_bytes",
+            "Bytes written to the path's socket and not yet sent.",
+            |p| Some(p.snap.notsent as i64),
+        )?;
+        self.path_gauge(
+            e,
+            "mpflex_path_queue_delay_seconds",
+            "How long the path's frames wait in queues now, from the peer's arrival reports \
+             (absent while nothing was sent lately).",
+            |p| p.queue_delay.map(secs),
+        )?;
+        self.path_gauge(
+            e,
+            "mpflex_path_delivery_rate_bytes_per_second",
+            "The kernel's delivery-rate estimate.",
+            |p| Some(p.snap.delivery_rate),
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::status::snapshot::{SessionSnapshot, StreamView};
+    use std::time::Duration;
+
+    pub(crate) fn sample_session() -> SessionView {
+        let mut lat = ClassLatency::default();
+        lat.record(TrafficClass::Interactive, Duration::from_micros(1500));
+        lat.record(TrafficClass::Interactive, Duration::from_millis(40));
+        let counters = mpflex_engine::PathCounters {
+            bytes_sent: 1000,
+            bytes_received: 2000,
+            tcp_retransmits: 3,
+            ..Default::default()
+        };
+        let path = |id: usize, name: &str, state| PathView {
+            id,
+            name: name.into(),
+            state,
+            backup: false,
+            counters: Some(counters.clone()),
+            snap: mpflex_sched::PathSnapshot {
+                srtt: Duration::from_millis(25),
+                cwnd: 10,
+                mss: 1448,
+                in_flight: 2,
+                ..Default::default()
+            },
+            owd_us: None,
+            queue_delay: (state == PathState::Up).then_some(Duration::from_millis(4)),
+        };
+        SessionView {
+            client: Some("lap\"top".into()),
+            session: "0a0b0c0d".into(),
+            snap: SessionSnapshot {
+                scheduler: "minrtt",
+                streams: 1,
+                buffered_frames: 0,
+                held: (10, 20),
+                ahead: 5,
+                early_delivered: 0,
+                reorder_frames: 0,
+                counters: mpflex_engine::SessionCounters {
+                    decisions_send: 7,
+                    ..Default::default()
+                },
+                paths: vec![path(0, "wifi", PathState::Up), path(1, "lte", PathState::Suspect)],
+                stream_list: vec![StreamView {
+                    id: 1,
+                    target: Some("example.com:443".into()),
+                    class: TrafficClass::Bulk,
+                    pinned: false,
+                    paths: vec![10, 20],
+                }],
+                class_latency: lat,
+            },
+        }
+    }
+
+    fn line<'a>(text: &'a str, start: &str) -> &'a str {
+        text.lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no line {start}…:\n{text}"))
+    }
+
+    #[test]
+    fn names_carry_units_and_totals_and_labels_name_the_path() {
+        let (ct, text) = render("server", vec![sample_session()], false);
+        assert_eq!(ct, PROMETHEUS_TEXT);
+        let l = r#"role="server",client="lap\"top",session="0a0b0c0d""#;
+        assert!(
+            line(&text, "# TYPE mpflex_path_sent_bytes_total ").ends_with(" counter"),
+            "{text}"
+        );
+        assert_eq!(
+            line(&text, "mpflex_path_sent_bytes_total{"),
+            format!(r#"mpflex_path_sent_bytes_total{{{l},path="0"}} 1000"#)
+        );
+        assert_eq!(
+            line(&text, "mpflex_path_retransmitted_segments_total{"),
+            format!(r#"mpflex_path_retransmitted_segments_total{{{l},path="0"}} 3"#)
+        );
+        assert!(text.contains(&format!(r#"mpflex_path_state{{{l},path="1",state="suspect"}} 1"#)));
+        assert!(text.contains(&format!(r#"mpflex_path_state{{{l},path="1",state="up"}} 0"#)));
+        assert!(text.contains(&format!(r#"mpflex_path_srtt_seconds{{{l},path="0"}} 0.025"#)));
+        // Queue delay only where known.
+        assert_eq!(text.matches("mpflex_path_queue_delay_seconds{").count(), 1, "{text}");
+        assert!(text.contains(&format!(r#"mpflex_scheduler_decisions_total{{{l},decision="send"}} 7"#)));
+        assert!(text.contains(&format!(r#"mpflex_session_streams{{{l},class="bulk"}} 1"#)));
+        // The class histogram: cumulative buckets in seconds, only for classes with samples.
+        assert!(text.contains(&format!(
+            r#"mpflex_class_latency_seconds_bucket{{{l},class="interactive",le="0.001"}} 0"#
+        )));
+        assert!(text.contains(&format!(
+            r#"mpflex_class_latency_seconds_bucket{{{l},class="interactive",le="0.002"}} 1"#
+        )));
+        assert!(text.contains(&format!(
+            r#"mpflex_class_latency_seconds_bucket{{{l},class="interactive",le="+Inf"}} 2"#
+        )));
+        assert!(text.contains(&format!(
+            r#"mpflex_class_latency_seconds_count{{{l},class="interactive"}} 2"#
+        )));
+        assert!(!text.contains(
+            r#"class_latency_seconds_count{role="server",client="lap\"top",session="0a0b0c0d",class="bulk"}"#
+        ));
+        assert!(line(&text, "mpflex_build_info{").ends_with(" 1"));
+    }
+
+    #[test]
+    fn a_client_has_no_client_label_and_openmetrics_ends_with_eof() {
+        let mut s = sample_session();
+        s.client = None;
+        let (ct, text) = render("client", vec![s], true);
+        assert_eq!(ct, OPENMETRICS_TEXT);
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(!text.contains("client=\""), "{text}");
+        assert!(text
+            .contains(r#"mpflex_path_sent_bytes_total{role="client",session="0a0b0c0d",path="0",name="wifi"} 1000"#));
+        // No sessions: the process's own series only.
+        let (_, text) = render("server", Vec::new(), false);
+        assert!(text.contains("mpflex_sessions{role=\"server\"} 0"), "{text}");
+        assert!(!text.contains("mpflex_path_"), "{text}");
+    }
+}

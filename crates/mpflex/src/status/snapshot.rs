@@ -1,0 +1,186 @@
+//! What the status endpoint knows of a session at one moment: the typed snapshot the
+//! JSON, the metrics and the live view are all rendered from.
+
+use std::time::Duration;
+
+use mpflex_engine::{ClassLatency, PathCounters, SessionCounters, StreamId, TrafficClass};
+use mpflex_sched::PathSnapshot;
+
+/// A path's state, as the metrics and the live view name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathState {
+    /// Connected and carrying.
+    Up,
+    /// Connected but silent while holding data: its frames went to the other paths and it
+    /// carries nothing new until heard from.
+    Suspect,
+    /// Not connected (never was, or being re-dialled).
+    Down,
+}
+
+impl PathState {
+    pub const ALL: [PathState; 3] = [PathState::Up, PathState::Suspect, PathState::Down];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PathState::Up => "up",
+            PathState::Suspect => "suspect",
+            PathState::Down => "down",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PathView {
+    pub id: usize,
+    pub name: String,
+    pub state: PathState,
+    pub backup: bool,
+    /// `None` for a path slot the engine has not seen yet.
+    pub counters: Option<PathCounters>,
+    pub snap: PathSnapshot,
+    /// One-way delay and its deviation, µs (with the hosts' clock offset).
+    pub owd_us: Option<(i64, u64)>,
+    /// The queue the path's frames wait in now, from the peer's reports.
+    pub queue_delay: Option<Duration>,
+}
+
+impl PathView {
+    /// Bytes in the path's socket and on the wire: unsent plus unacknowledged segments.
+    pub fn in_flight_bytes(&self) -> u64 {
+        self.snap.in_flight as u64 * self.snap.mss.max(1) as u64
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct StreamView {
+    pub id: StreamId,
+    pub target: Option<String>,
+    pub class: TrafficClass,
+    pub pinned: bool,
+    /// Stream bytes per path (index = path id), both directions.
+    pub paths: Vec<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionSnapshot {
+    pub scheduler: &'static str,
+    pub streams: usize,
+    pub buffered_frames: usize,
+    /// (send, receive) bytes held in memory ([`mpflex_engine::Session::held_bytes`]).
+    pub held: (u64, u64),
+    /// Bytes accepted from applications and not yet handed to a path.
+    pub ahead: u64,
+    pub early_delivered: u64,
+    pub reorder_frames: usize,
+    pub counters: SessionCounters,
+    pub paths: Vec<PathView>,
+    pub stream_list: Vec<StreamView>,
+    pub class_latency: ClassLatency,
+}
+
+/// One session as the status endpoint serves it.
+#[derive(Debug, Clone)]
+pub struct SessionView {
+    /// (server) The client's configured name.
+    pub client: Option<String>,
+    /// A short id of the session (the first bytes of its token, hex), the same on both
+    /// sides.
+    pub session: String,
+    pub snap: SessionSnapshot,
+}
+
+/// The short id of a session token.
+pub fn session_id(token: &[u8; 16]) -> String {
+    token[..4].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl SessionSnapshot {
+    /// The status JSON of one session (`mpflex status --json`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let paths: Vec<serde_json::Value> = self.paths.iter().map(path_json).collect();
+        let stream_list: Vec<serde_json::Value> = self
+            .stream_list
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "id": s.id,
+                    "target": s.target,
+                    "class": s.class.name(),
+                    "pinned": s.pinned,
+                    "paths": s.paths,
+                })
+            })
+            .collect();
+        let c = &self.counters;
+        serde_json::json!({
+            "scheduler": self.scheduler,
+            "streams": self.streams,
+            "buffered_frames": self.buffered_frames,
+            "held_bytes": {"send": self.held.0, "receive": self.held.1},
+            "ahead_bytes": self.ahead,
+            "early_delivered": self.early_delivered,
+            "reorder_frames": self.reorder_frames,
+            "decisions": {"send": c.decisions_send, "wait": c.decisions_wait, "reinject": c.decisions_reinject},
+            "resent_frames": {"path_lost": c.resent_lost, "scheduler": c.resent_scheduler, "copy": c.resent_copies},
+            "paths": paths,
+            "stream_list": stream_list,
+            "class_latency": class_latency_json(&self.class_latency),
+        })
+    }
+}
+
+fn path_json(p: &PathView) -> serde_json::Value {
+    let Some(c) = &p.counters else {
+        return serde_json::json!({"id": p.id, "name": p.name, "up": false, "state": p.state.name()});
+    };
+    let s = &p.snap;
+    serde_json::json!({
+        "id": p.id,
+        "name": p.name,
+        "up": p.state != PathState::Down,
+        "state": p.state.name(),
+        "backup": p.backup,
+        "bytes_sent": c.bytes_sent,
+        "bytes_received": c.bytes_received,
+        "payload_sent": c.payload_sent,
+        "payload_resent": c.payload_resent,
+        "duplicate_received": c.duplicate_received,
+        "failures": c.failures,
+        "suspicions": c.suspicions,
+        "stall_reinjections": c.stall_reinjections,
+        "tcp_retransmits": c.tcp_retransmits,
+        "owd_us": p.owd_us.map(|(o, _)| o),
+        "owd_dev_us": p.owd_us.map(|(_, d)| d),
+        "queue_delay_us": p.queue_delay.map(|d| d.as_micros() as u64),
+        "srtt_us": s.srtt.as_micros() as u64,
+        "min_rtt_us": s.min_rtt.as_micros() as u64,
+        "rttvar_us": s.rttvar.as_micros() as u64,
+        "cwnd": s.cwnd,
+        "mss": s.mss,
+        "in_flight": s.in_flight,
+        "notsent": s.notsent,
+        "delivery_rate": s.delivery_rate,
+    })
+}
+
+/// Per class with samples: how long its bytes took from the application to the peer.
+/// `p50_ms` and `p99_ms` are the upper bounds of the histogram buckets (1, 2, 4 … 16384
+/// ms) holding them; `null` beyond the last.
+fn class_latency_json(l: &ClassLatency) -> serde_json::Value {
+    let finite = |x: f64| x.is_finite().then_some(x);
+    let per_class: Vec<serde_json::Value> = l
+        .summaries()
+        .into_iter()
+        .map(|s| {
+            serde_json::json!({
+                "class": s.class.name(),
+                "count": s.count,
+                "mean_ms": (s.mean_ms * 10.0).round() / 10.0,
+                "p50_ms": finite(s.p50_ms),
+                "p99_ms": finite(s.p99_ms),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(per_class)
+}
