@@ -36,6 +36,10 @@ pub struct EngineConfig {
     /// bounds what the session accepts from applications ahead of the paths (see
     /// [`crate::Session::send_capacity`]). Zero: off.
     pub queue_target: Duration,
+    /// Proactive handover (WearMan, see [`crate::supervisor`]): a path whose quality
+    /// trends say it is failing takes no new data and its frames are copied elsewhere
+    /// before it fails. Off: paths leave only when they fall silent or die.
+    pub proactive: bool,
 }
 
 impl EngineConfig {
@@ -52,6 +56,7 @@ impl EngineConfig {
             max_streams: 16384,
             stall_fraction: 0.75,
             queue_target: Duration::ZERO,
+            proactive: true,
         }
     }
 }

@@ -13,7 +13,8 @@
 //! other over simulated paths and sockets, with a virtual clock.
 //!
 //! Module map: `session` (the thin owner), `send`, `recv`, `flow`, `paths`, `control`,
-//! `reinject` (its sub-machines), `class` (traffic classes), `writer` and `kernel` (late binding), `join` (the path
+//! `reinject` (its sub-machines), `supervisor` (path states, suspicion, quality trends,
+//! tiers), `class` (traffic classes), `writer` and `kernel` (late binding), `join` (the path
 //! join exchange), `owd` (one-way-delay estimation), `config`.
 
 mod class;
@@ -29,6 +30,7 @@ mod recv;
 mod reinject;
 mod send;
 mod session;
+mod supervisor;
 mod writer;
 
 pub use class::{ClassLatency, LatencySummary, TrafficClass, UnknownClass, BULK_BURST, BURST_IDLE, TURN_GAP};
@@ -38,6 +40,7 @@ pub use owd::OwdEstimator;
 pub use paths::{PathCounters, PathStatus};
 pub use send::{MIN_SPLIT, SEQUENCE_AHEAD};
 pub use session::{Event, PollTransmit, ProtocolError, RecvResult, Session, SessionCounters};
+pub use supervisor::{PathState, TIER_BACKUP, TIER_PRIMARY, TIER_SECONDARY};
 pub use writer::{Budget, PathWriter, WriterStep, INITIAL_LOWAT, MIN_LOWAT};
 
 /// Application stream identifier (chosen by the client, which opens all streams).

@@ -1,13 +1,13 @@
-//! Path supervision: which paths are up, whether what they hold is getting through, and
-//! the statistics the schedulers read.
+//! Path supervision: which paths are up, whether what they hold is getting through, which
+//! of them take new data, and the statistics the schedulers read.
 //!
-//! A path is *down* when its connection is gone, and *suspect* when it has received
-//! nothing and shown no progress for longer than its data could take to cross it and be
-//! reported back: its frames are then re-sent on the others and it carries nothing new
-//! until it is heard from again. This catches a link that went dark without a reset long
-//! before TCP's own timers or the path timeout would (the failure detection MPTCP-MA asks
-//! for, Lim et al., "Improving performance of MPTCP in mobile environments", ch. 2).
-//! Idle paths send keepalives so that silence means something.
+//! A path is *down* when its connection is gone, and *suspect* when it holds data and has
+//! shown no sign of life for max(3 × its minimum RTT, 150 ms): its frames are then re-sent
+//! on the others and it carries nothing new until it answers. A path whose quality trends
+//! say it is failing is *degraded*: it takes nothing new and its frames are copied
+//! elsewhere before it fails. Of the paths that can carry, only the best tier takes new
+//! data. The rules are in [`crate::supervisor`]; this module keeps the state. Idle paths
+//! send keepalives so that silence means something (and stay warm for a handover).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -16,7 +16,9 @@ use mpflex_sched::PathSnapshot;
 use mpflex_wire::Frame;
 
 use crate::config::EngineConfig;
+use crate::kernel::TcpInfo;
 use crate::owd::{OwdEstimator, QueueDelay};
+use crate::supervisor::{probe_every, KernelView, PathState, Quality, Suspicion, Verdict, BIN, TIER_BACKUP};
 use crate::MAX_PATHS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +45,8 @@ pub struct PathCounters {
     pub failures: u64,
     /// Times the path went silent while holding data, so its frames were re-sent.
     pub suspicions: u64,
+    /// Times its quality trends demoted it (degraded), so its frames were copied elsewhere.
+    pub demotions: u64,
     /// Frames re-sent here because the peer's reorder buffer stalled on them.
     pub stall_reinjections: u64,
     /// Segments the kernel retransmitted on the path's connections (`tcpi_total_retrans`,
@@ -106,8 +110,19 @@ pub(crate) struct PathEntry {
     pub last_recv: Instant,
     /// Last time anything was handed to this path (a ping counts from when it is queued).
     pub last_send: Instant,
-    /// Received nothing for too long while holding our data (see the module docs).
-    pub suspect: bool,
+    /// Silent too long while holding data (see [`crate::supervisor`]), and the
+    /// threshold's hysteresis.
+    pub suspicion: Suspicion,
+    /// The WearMan monitor: whether its quality trends say it is failing.
+    pub quality: Quality,
+    /// Its tier ([`crate::supervisor::TIER_PRIMARY`] …): lower tiers carry only while no
+    /// better one can.
+    pub tier: u8,
+    /// May take new data now (up, not suspect, healthy unless no path is, best tier):
+    /// set by [`Paths::refresh`].
+    eligible: bool,
+    /// Its kernel socket at the last `TCP_INFO` reading.
+    pub kernel: KernelView,
     ping_id: u64,
     /// Unacknowledged frames this path holds a copy of.
     pub held: usize,
@@ -141,7 +156,11 @@ impl PathEntry {
             dup: VecDeque::new(),
             last_recv: now,
             last_send: now,
-            suspect: false,
+            suspicion: Suspicion::default(),
+            quality: Quality::default(),
+            tier: 0,
+            eligible: false,
+            kernel: KernelView::new(now),
             ping_id: 0,
             held: 0,
             progress: now,
@@ -156,9 +175,43 @@ impl PathEntry {
         self.status == PathStatus::Up
     }
 
-    /// Up and not suspect: may carry new data.
+    pub fn suspect(&self) -> bool {
+        self.suspicion.is_suspect()
+    }
+
+    /// May take new data: up, not suspect, not degraded while a healthy path exists, and
+    /// of the best tier among such paths (see [`Paths::refresh`]).
     pub fn carries(&self) -> bool {
-        self.is_up() && !self.suspect
+        self.eligible
+    }
+
+    /// Last sign of life: the session's progress or an ACK its kernel socket received.
+    fn last_life(&self) -> Instant {
+        self.progress.max(self.kernel.last_ack)
+    }
+
+    /// Holds data that should be getting through: frames of ours, or bytes its kernel
+    /// socket has not had acknowledged (the only sign on a path that carries just control
+    /// frames, as a downloading client's does).
+    fn holding(&self) -> bool {
+        self.held > 0 || self.kernel.unacked > 0
+    }
+
+    /// Its state as status output names it.
+    pub fn state(&self) -> PathState {
+        if !self.is_up() {
+            PathState::Down
+        } else if self.suspect() {
+            PathState::Suspect
+        } else if self.quality.degraded() && !self.eligible {
+            PathState::Degraded
+        } else if self.eligible {
+            PathState::Active
+        } else if self.held > 0 {
+            PathState::Draining
+        } else {
+            PathState::Standby
+        }
     }
 
     /// Bytes in flight on this path plus `extra` about to be handed over.
@@ -172,17 +225,36 @@ impl PathEntry {
 pub(crate) enum PathCheck {
     /// Nothing received for the path timeout: it is dead.
     TimedOut,
-    /// No progress for longer than its data needs to be reported: maybe stuck.
+    /// No sign of life for longer than its suspicion threshold while holding data.
     Stuck,
+    /// Suspect, and a probe is due.
+    Probe,
     Fine,
+}
+
+/// What a `TCP_INFO` reading changed on a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reading {
+    /// A suspect path answered: it is released.
+    pub released: bool,
+    pub verdict: Verdict,
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct Paths {
     entries: Vec<PathEntry>,
+    /// The peer's ACK delay, part of every suspicion threshold.
+    pub ack_delay: Duration,
 }
 
 impl Paths {
+    pub fn new(cfg: &EngineConfig) -> Self {
+        Paths {
+            entries: Vec::new(),
+            ack_delay: cfg.ack_delay,
+        }
+    }
+
     pub fn ensure(&mut self, path: usize, now: Instant) {
         assert!(path < MAX_PATHS, "path index {path} out of range");
         while self.entries.len() <= path {
@@ -212,15 +284,53 @@ impl Paths {
         self.ensure(path, now);
         let p = &mut self.entries[path];
         p.status = PathStatus::Up;
-        p.snap.alive = true;
         p.snap.ready = false;
         p.last_recv = now;
         p.last_send = now;
-        p.suspect = false;
+        p.progress = now;
+        p.held = 0;
+        p.suspicion.since = None;
+        p.suspicion.next_probe = None;
+        p.kernel = KernelView::new(now);
+        p.quality.new_connection();
+        if p.counters.failures > 0 || p.counters.suspicions > 0 {
+            p.quality.outage(now);
+        }
         p.ctrl.clear();
         p.dup.clear();
         // A new connection counts its retransmissions from zero.
         p.retrans_seen = 0;
+        self.refresh();
+    }
+
+    /// Sets `path`'s tier.
+    pub fn set_tier(&mut self, path: usize, tier: u8, now: Instant) {
+        self.ensure(path, now);
+        self.entries[path].tier = tier;
+        self.entries[path].snap.backup = tier >= TIER_BACKUP;
+        self.refresh();
+    }
+
+    /// Decides which paths take new data: of those up and not suspect, the healthy ones
+    /// (or, while none is, the degraded ones: a failing path is better than none, and
+    /// WearMan never withdraws one before a replacement exists), and of those the best
+    /// tier. The schedulers see only these as alive. Returns the paths that became
+    /// eligible (a mask).
+    pub fn refresh(&mut self) -> u64 {
+        let candidate = |p: &PathEntry| p.is_up() && !p.suspect();
+        let healthy = self.entries.iter().any(|p| candidate(p) && !p.quality.degraded());
+        let pool = |p: &PathEntry| candidate(p) && (!healthy || !p.quality.degraded());
+        let best = self.entries.iter().filter(|p| pool(p)).map(|p| p.tier).min();
+        let mut gained = 0;
+        for p in &mut self.entries {
+            let eligible = pool(p) && Some(p.tier) == best;
+            if eligible && !p.eligible {
+                gained |= 1 << p.snap.id;
+            }
+            p.eligible = eligible;
+            p.snap.alive = eligible;
+        }
+        gained
     }
 
     /// The kernel reports `total` retransmitted segments on `path`'s current connection.
@@ -228,6 +338,54 @@ impl Paths {
         let Some(p) = self.entries.get_mut(path) else { return };
         p.counters.tcp_retransmits += total.saturating_sub(p.retrans_seen) as u64;
         p.retrans_seen = p.retrans_seen.max(total);
+    }
+
+    /// A `TCP_INFO` reading of `path`'s socket at `now`: retransmissions, the socket's
+    /// last ACK (a suspect path that was acknowledged something answered), and with
+    /// `proactive` the quality monitor's verdict.
+    pub fn read_kernel(&mut self, path: usize, info: &TcpInfo, now: Instant, proactive: bool) -> Reading {
+        self.kernel_retransmits(path, info.total_retrans);
+        let Some(p) = self.entries.get_mut(path).filter(|p| p.is_up()) else {
+            return Reading {
+                released: false,
+                verdict: Verdict::Unchanged,
+            };
+        };
+        let was_idle = p.kernel.unacked == 0;
+        let seen_idle = p.kernel.read_at;
+        let answered = p.kernel.read(info, now);
+        if was_idle && info.unacked > 0 {
+            // Bytes written since the last reading, when the socket held none: its busy
+            // spell started then, not at its last ACK.
+            p.progress = p.progress.max(seen_idle);
+        }
+        let released = answered && p.suspect();
+        let verdict = if proactive && !p.suspect() && !released {
+            p.quality.read(info, now)
+        } else {
+            Verdict::Unchanged
+        };
+        if verdict == Verdict::Demoted {
+            p.counters.demotions += 1;
+        }
+        if released || verdict != Verdict::Unchanged {
+            if released {
+                self.release(path, now);
+            } else {
+                self.refresh();
+            }
+        }
+        Reading { released, verdict }
+    }
+
+    /// The suspect `path` answered at `now`: it carries again.
+    fn release(&mut self, path: usize, now: Instant) {
+        let threshold = self.suspect_after(&self.entries[path], now);
+        let p = &mut self.entries[path];
+        p.suspicion.release(now, threshold);
+        p.progress = now;
+        p.quality.outage(now);
+        self.refresh();
     }
 
     /// The connection of `path` is gone. False if it was not up.
@@ -239,12 +397,15 @@ impl Paths {
             return false;
         }
         p.status = PathStatus::Down;
-        p.snap.alive = false;
         p.snap.ready = false;
         p.counters.failures += 1;
         p.ctrl.clear();
         p.dup.clear();
         p.held = 0;
+        p.suspicion.since = None;
+        p.suspicion.next_probe = None;
+        p.kernel.unacked = 0;
+        self.refresh();
         true
     }
 
@@ -255,37 +416,44 @@ impl Paths {
         p.last_recv = now;
         p.progress = now;
         p.counters.bytes_received += bytes as u64;
-        if p.suspect && p.is_up() {
-            p.suspect = false;
-            p.snap.alive = true;
+        if p.suspect() && p.is_up() {
+            self.release(path, now);
             return true;
         }
         false
     }
 
-    /// Marks `path` suspect (the session re-sends what it held).
-    pub fn suspect(&mut self, path: usize) {
+    /// Marks `path` suspect at `now` (the session re-sends what it held).
+    pub fn mark_suspect(&mut self, path: usize, now: Instant) {
         let p = &mut self.entries[path];
-        p.suspect = true;
-        p.snap.alive = false;
+        p.suspicion.start(now);
+        p.quality.outage(now);
         p.held = 0;
         p.counters.suspicions += 1;
+        self.refresh();
     }
 
-    /// Time without progress after which a path holding our data is suspected: long
-    /// enough for a frame to cross it behind its queue (srtt), survive one kernel
-    /// retransmission timeout (at least 200 ms, as Linux's), and for the arrival report
-    /// to come back on the slowest path, plus the peer's ACK delay.
-    fn suspect_after(&self, p: &PathEntry, cfg: &EngineConfig) -> Duration {
-        let back = self
-            .entries
-            .iter()
-            .filter(|q| q.is_up())
-            .map(|q| q.snap.srtt)
-            .max()
-            .unwrap_or_default();
-        let rto = (4 * p.snap.rttvar).max(Duration::from_millis(200));
-        p.snap.srtt + rto + back + cfg.ack_delay + Duration::from_millis(50)
+    /// Silence after which a path holding data is suspected (see
+    /// [`crate::supervisor::Suspicion::threshold`]): from its minimum RTT, or its smoothed
+    /// RTT while the minimum is unknown.
+    fn suspect_after(&self, p: &PathEntry, now: Instant) -> Duration {
+        let rtt = if p.snap.min_rtt.is_zero() {
+            p.snap.srtt
+        } else {
+            p.snap.min_rtt
+        };
+        p.suspicion.threshold(rtt, self.ack_delay, now)
+    }
+
+    /// How often a path that is suspect or degraded is probed within its own connection:
+    /// a keepalive every bin, so the monitor sees RTT samples and the first answer comes
+    /// soon after the link does.
+    fn keepalive_every(p: &PathEntry, cfg: &EngineConfig) -> Duration {
+        if p.suspect() || p.quality.degraded() {
+            cfg.keepalive.min(BIN)
+        } else {
+            cfg.keepalive
+        }
     }
 
     /// The next instant a path timer fires.
@@ -294,11 +462,12 @@ impl Paths {
             .iter()
             .filter(|p| p.is_up())
             .flat_map(|p| {
-                let stuck = (!p.suspect && p.held > 0).then(|| p.progress + self.suspect_after(p, cfg));
+                let stuck = (!p.suspect() && p.holding()).then(|| p.last_life() + self.suspect_after(p, p.last_life()));
                 [
-                    Some(p.last_send + cfg.keepalive),
+                    Some(p.last_send + Self::keepalive_every(p, cfg)),
                     Some(p.last_recv + cfg.path_timeout),
                     stuck,
+                    p.suspicion.next_probe,
                 ]
             })
             .flatten()
@@ -314,17 +483,36 @@ impl Paths {
         if now.saturating_duration_since(p.last_recv) >= cfg.path_timeout {
             return PathCheck::TimedOut;
         }
-        let stuck = now.saturating_duration_since(p.progress);
-        if !p.suspect && p.held > 0 && stuck >= self.suspect_after(p, cfg) {
+        if p.suspect() {
+            if p.suspicion.next_probe.is_some_and(|t| t <= now) {
+                return PathCheck::Probe;
+            }
+            return PathCheck::Fine;
+        }
+        let silent = now.saturating_duration_since(p.last_life());
+        if p.holding() && silent >= self.suspect_after(p, now) {
             return PathCheck::Stuck;
         }
         PathCheck::Fine
     }
 
-    /// Queues a keepalive on `path` if it sent nothing for the keepalive interval. True
-    /// if it did.
-    pub fn keepalive(&mut self, path: usize, now: Instant, every: Duration) -> bool {
+    /// A probe of the suspect `path` is being made at `now`; the next is due a probe
+    /// interval later.
+    pub fn probed(&mut self, path: usize, now: Instant) {
         let p = &mut self.entries[path];
+        let rtt = if p.snap.min_rtt.is_zero() {
+            p.snap.srtt
+        } else {
+            p.snap.min_rtt
+        };
+        p.suspicion.next_probe = Some(now + probe_every(rtt));
+    }
+
+    /// Queues a keepalive on `path` if it sent nothing for its keepalive interval
+    /// (`every`, shorter while it is suspect or degraded). True if it did.
+    pub fn keepalive(&mut self, path: usize, now: Instant, cfg: &EngineConfig) -> bool {
+        let p = &mut self.entries[path];
+        let every = Self::keepalive_every(p, cfg);
         if !p.is_up() || now.saturating_duration_since(p.last_send) < every {
             return false;
         }
@@ -387,8 +575,14 @@ impl Paths {
     }
 
     /// The peer's arrival report of a frame stamped `ts` on path `on`, `delay` after.
-    pub fn on_report(&mut self, on: usize, ts: u32, delay: u32, now: Instant) {
-        let Some(p) = self.entries.get_mut(on) else { return };
+    pub fn on_report(&mut self, on: usize, ts: u32, delay: u32, now: Instant) -> bool {
+        let released = self.entries.get(on).is_some_and(|p| p.suspect() && p.is_up());
+        if released {
+            self.release(on, now);
+        }
+        let Some(p) = self.entries.get_mut(on) else {
+            return false;
+        };
         p.progress = now;
         // The bytes in flight when the frame was sent: drop older records, find this one.
         let mut found = None;
@@ -414,6 +608,7 @@ impl Paths {
         // sample as queue.
         let own = (len as f64 / p.snap.rate_estimate().max(1.0) * 1e6) as i64;
         p.queue.sample(owd - own, now);
+        released
     }
 
     /// How long `path`'s frames wait in queues now (see [`QueueDelay`]).
@@ -433,16 +628,13 @@ impl Paths {
     /// Whether an interactive frame of `len` bytes goes on `on`, `pending` more bytes
     /// being on their way to its socket: unless another path that carries delivers it
     /// sooner (see [`arrival_secs`]) by more than [`URGENT_MARGIN`] — `on` is the one
-    /// ready to write now. Backups only when no regular path carries.
+    /// ready to write now. Of the paths that carry: a standby tier never.
     pub fn urgent_here(&self, len: usize, on: usize, pending: usize, now: Instant) -> bool {
         let Some(here) = self.get(on).filter(|p| p.carries()) else {
             return false;
         };
-        let regular = self.entries.iter().any(|p| p.carries() && !p.snap.backup);
-        let usable = |p: &PathEntry| p.carries() && (!p.snap.backup || !regular);
-        if !usable(here) {
-            return false;
-        }
+        // Only eligible paths carry: the tiers are in `carries` already.
+        let usable = |p: &PathEntry| p.carries();
         let mine = arrival_secs(&here.snap, here.queue.get(now), len + pending);
         !self
             .entries
@@ -501,7 +693,7 @@ mod tests {
     #[test]
     fn kernel_retransmits_add_up_over_reconnections() {
         let now = Instant::now();
-        let mut paths = Paths::default();
+        let mut paths = Paths::new(&cfg());
         paths.up(0, now);
         paths.kernel_retransmits(0, 3);
         paths.kernel_retransmits(0, 5);
@@ -516,7 +708,7 @@ mod tests {
     #[test]
     fn an_interactive_frame_goes_where_it_arrives_first_now() {
         let t0 = Instant::now();
-        let mut ps = Paths::default();
+        let mut ps = Paths::new(&cfg());
         for (id, rtt_ms) in [(0usize, 50u64), (1, 70)] {
             ps.up(id, t0);
             let s = &mut ps.entry(id).snap;
@@ -556,30 +748,113 @@ mod tests {
     #[test]
     fn a_path_holding_data_without_progress_is_stuck_before_it_times_out() {
         let t0 = Instant::now();
-        let mut ps = Paths::default();
+        let mut ps = Paths::new(&cfg());
         ps.up(0, t0);
         ps.entry(0).snap.srtt = Duration::from_millis(50);
         ps.booked(0, t0, None);
-        // srtt 50 + rto floor 200 + slowest srtt 50 + ack delay 5 + 50.
-        let after = Duration::from_millis(355);
+        // max(3 × 50 ms, 150 ms) + the ACK delay (5 ms).
+        let after = Duration::from_millis(155);
         assert_eq!(
             ps.check(0, t0 + after - Duration::from_millis(1), &cfg()),
             PathCheck::Fine
         );
         assert_eq!(ps.check(0, t0 + after, &cfg()), PathCheck::Stuck);
         assert_eq!(ps.next_timeout(&cfg()), Some(t0 + after));
-        ps.suspect(0);
+        ps.mark_suspect(0, t0 + after);
+        assert!(!ps.get(0).unwrap().carries());
+        assert_eq!(ps.get(0).unwrap().state(), PathState::Suspect);
+        assert_eq!(ps.check(0, t0 + after, &cfg()), PathCheck::Probe, "probed at once");
+        ps.probed(0, t0 + after);
         assert_eq!(ps.check(0, t0 + after, &cfg()), PathCheck::Fine, "already suspect");
+        assert_eq!(
+            ps.check(0, t0 + after + Duration::from_millis(300), &cfg()),
+            PathCheck::Probe,
+            "probed again every 300 ms"
+        );
         assert_eq!(ps.check(0, t0 + cfg().path_timeout, &cfg()), PathCheck::TimedOut);
         assert!(ps.heard(0, t0 + after, 10), "speaking again lifts the suspicion");
         assert!(ps.get(0).unwrap().carries());
     }
 
+    fn reading(unacked: u32, last_ack_ms: u32, acked: u64) -> TcpInfo {
+        TcpInfo {
+            unacked,
+            last_ack_recv: last_ack_ms,
+            bytes_acked: acked,
+            snd_cwnd: 10,
+            ..TcpInfo::default()
+        }
+    }
+
+    /// A path that carries only control frames (a downloading client's ACKs) is
+    /// suspected from its socket: bytes unacknowledged and no ACK for the threshold. An
+    /// ACK, duplicate or not, is a sign of life; the first one after the suspicion
+    /// releases it.
+    #[test]
+    fn the_kernel_socket_shows_a_silent_path_and_its_answer() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut ps = Paths::new(&cfg());
+        ps.up(0, t0);
+        ps.up(1, t0);
+        ps.entry(0).snap.min_rtt = Duration::from_millis(20);
+        ps.read_kernel(0, &reading(0, 0, 100), ms(1000), false);
+        // Control bytes written at 1000 ms; the socket shows them unacknowledged.
+        ps.read_kernel(0, &reading(2, 20, 100), ms(1020), false);
+        assert_eq!(ps.check(0, ms(1150), &cfg()), PathCheck::Fine);
+        assert_eq!(
+            ps.check(0, ms(1155), &cfg()),
+            PathCheck::Stuck,
+            "150 ms + ACK delay after the socket was last seen empty"
+        );
+        // A duplicate ACK at 1100 ms (nothing newly acknowledged) is a sign of life.
+        ps.read_kernel(0, &reading(2, 10, 100), ms(1110), false);
+        assert_eq!(ps.check(0, ms(1200), &cfg()), PathCheck::Fine);
+        assert_eq!(ps.check(0, ms(1255), &cfg()), PathCheck::Stuck);
+        ps.mark_suspect(0, ms(1255));
+        assert_eq!(ps.get(1).unwrap().state(), PathState::Active);
+        let r = ps.read_kernel(0, &reading(2, 400, 100), ms(1500), false);
+        assert!(!r.released, "no new ACK");
+        let r = ps.read_kernel(0, &reading(0, 1, 300), ms(1900), false);
+        assert!(r.released, "acknowledged: released at once");
+        assert_eq!(ps.get(0).unwrap().state(), PathState::Active);
+    }
+
+    /// Only the best tier among the paths that can carry takes new data; the others
+    /// stand by (or drain what they hold). A lower tier takes over while every better
+    /// path is down, suspect or degraded.
+    #[test]
+    fn tiers_carry_in_order() {
+        let t0 = Instant::now();
+        let mut ps = Paths::new(&cfg());
+        for p in 0..3 {
+            ps.up(p, t0);
+        }
+        ps.set_tier(1, 1, t0);
+        ps.set_tier(2, 2, t0);
+        let states = |ps: &Paths| (0..3).map(|p| ps.get(p).unwrap().state()).collect::<Vec<_>>();
+        use PathState::*;
+        assert_eq!(states(&ps), [Active, Standby, Standby]);
+        assert_eq!(ps.snapshots().iter().filter(|s| s.alive).count(), 1);
+        ps.mark_suspect(0, t0);
+        assert_eq!(states(&ps), [Suspect, Active, Standby]);
+        ps.down(1);
+        assert_eq!(states(&ps), [Suspect, Down, Active]);
+        ps.booked(2, t0, None);
+        assert!(ps.heard(0, t0, 10));
+        assert_eq!(
+            states(&ps),
+            [Active, Down, Draining],
+            "the backup delivers what it holds"
+        );
+        ps.released(0b100, t0);
+        assert_eq!(states(&ps), [Active, Down, Standby]);
+    }
     #[test]
     fn an_ack_credits_progress_only_to_the_sole_holder() {
         let t0 = Instant::now();
         let later = t0 + Duration::from_secs(1);
-        let mut ps = Paths::default();
+        let mut ps = Paths::new(&cfg());
         ps.up(0, t0);
         ps.up(1, t0);
         ps.booked(0, t0, None);
@@ -597,18 +872,18 @@ mod tests {
     #[test]
     fn keepalives_go_only_on_idle_paths() {
         let t0 = Instant::now();
-        let mut ps = Paths::default();
+        let mut ps = Paths::new(&cfg());
         ps.up(0, t0);
-        assert!(!ps.keepalive(0, t0 + Duration::from_millis(999), cfg().keepalive));
-        assert!(ps.keepalive(0, t0 + cfg().keepalive, cfg().keepalive));
+        assert!(!ps.keepalive(0, t0 + Duration::from_millis(999), &cfg()));
+        assert!(ps.keepalive(0, t0 + cfg().keepalive, &cfg()));
         assert_eq!(ps.get(0).unwrap().ctrl.front(), Some(&Frame::Ping { id: 1 }));
-        assert!(!ps.keepalive(0, t0 + cfg().keepalive, cfg().keepalive), "just sent one");
+        assert!(!ps.keepalive(0, t0 + cfg().keepalive, &cfg()), "just sent one");
     }
 
     #[test]
     fn going_down_forgets_what_the_path_held_and_counts_a_failure() {
         let t0 = Instant::now();
-        let mut ps = Paths::default();
+        let mut ps = Paths::new(&cfg());
         ps.up(1, t0);
         ps.booked(1, t0, Some((5, 100)));
         assert!(ps.down(1));
@@ -621,7 +896,7 @@ mod tests {
     #[test]
     fn arrival_reports_are_binned_by_the_bytes_in_flight_at_sending() {
         let t0 = Instant::now();
-        let mut ps = Paths::default();
+        let mut ps = Paths::new(&cfg());
         ps.up(0, t0);
         ps.booked(0, t0, Some((100, 0)));
         ps.booked(0, t0, Some((200, 50 * 1024)));
@@ -635,13 +910,13 @@ mod tests {
     #[test]
     fn the_fastest_other_path_is_picked_for_a_stall() {
         let t0 = Instant::now();
-        let mut ps = Paths::default();
+        let mut ps = Paths::new(&cfg());
         for (i, ms) in [(0, 10), (1, 30), (2, 20)] {
             ps.up(i, t0);
             ps.entry(i).snap.srtt = Duration::from_millis(ms);
         }
         assert_eq!(ps.fastest_except(0b001), Some(2));
-        ps.suspect(2);
+        ps.mark_suspect(2, t0);
         assert_eq!(ps.fastest_except(0b001), Some(1));
     }
 }

@@ -401,6 +401,16 @@ impl SendQueue {
         n
     }
 
+    /// The frames `path` holds a copy of that the peer has not reported, in order.
+    pub fn unreported_on(&self, path: usize) -> Vec<u64> {
+        let bit = 1u64 << path;
+        self.outgoing
+            .iter()
+            .filter(|(_, o)| o.on_paths & bit != 0 && !o.received)
+            .map(|(&seq, _)| seq)
+            .collect()
+    }
+
     /// Whether `path` holds a copy of a frame the peer has not reported.
     pub fn holds_unreported(&self, path: usize) -> bool {
         let bit = 1u64 << path;

@@ -24,6 +24,7 @@ pub enum FrameType {
     Close = 12,
     Owd = 13,
     Stall = 14,
+    Tier = 15,
 }
 
 impl FrameType {
@@ -44,6 +45,7 @@ impl FrameType {
             12 => Close,
             13 => Owd,
             14 => Stall,
+            15 => Tier,
             _ => return None,
         })
     }
@@ -136,6 +138,12 @@ pub enum Frame {
     Stall {
         cum: u64,
     },
+    /// (client) The path this frame arrives on is of tier `tier` (0 primary, 1
+    /// secondary, 2 backup): the server schedules by it too, as MPTCP's MP_PRIO tells the
+    /// peer of a backup subflow.
+    Tier {
+        tier: u8,
+    },
 }
 
 impl Frame {
@@ -155,6 +163,7 @@ impl Frame {
             Frame::Close { .. } => FrameType::Close,
             Frame::Owd { .. } => FrameType::Owd,
             Frame::Stall { .. } => FrameType::Stall,
+            Frame::Tier { .. } => FrameType::Tier,
         }
     }
 
@@ -214,7 +223,7 @@ impl Frame {
             | Frame::Pong { .. }
             | Frame::Stall { .. } => 8,
             Frame::Window { .. } => 4 + 8,
-            Frame::Close { .. } => 1,
+            Frame::Close { .. } | Frame::Tier { .. } => 1,
             Frame::Owd { .. } => 1 + 8 + 4 + 4,
         }
     }
@@ -290,6 +299,7 @@ impl Frame {
                 out.put_u64(*max);
             }
             Frame::Close { code } => out.put_u8(*code),
+            Frame::Tier { tier } => out.put_u8(*tier),
         }
     }
 
@@ -337,6 +347,7 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
         FrameType::Close => "Close",
         FrameType::Owd => "Owd",
         FrameType::Stall => "Stall",
+        FrameType::Tier => "Tier",
     };
     let exact = |n: usize| {
         if body.len() == n {
@@ -478,6 +489,10 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
             exact(8)?;
             Frame::Stall { cum: b.get_u64() }
         }
+        FrameType::Tier => {
+            exact(1)?;
+            Frame::Tier { tier: b.get_u8() }
+        }
     })
 }
 
@@ -558,6 +573,7 @@ mod tests {
                 delay
             }),
             any::<u64>().prop_map(|cum| Frame::Stall { cum }),
+            any::<u8>().prop_map(|tier| Frame::Tier { tier }),
         ]
     }
 

@@ -48,6 +48,9 @@ pub struct Pair {
     pub server_rx: HashMap<StreamId, Vec<u8>>,
     pub client_fin: HashMap<StreamId, bool>,
     pub server_fin: HashMap<StreamId, bool>,
+    /// The client's [`Event::ProbePath`] requests, oldest first, with their time (the
+    /// driver would dial a probe connection; a test decides whether it gets through).
+    pub probes: Vec<(usize, Instant)>,
 }
 
 /// The low-water-mark ceiling of the harness's writers (`tuning.notsent_lowat`'s default).
@@ -103,6 +106,7 @@ impl Pair {
             server_rx: HashMap::new(),
             client_fin: HashMap::new(),
             server_fin: HashMap::new(),
+            probes: Vec::new(),
         }
     }
 
@@ -130,9 +134,22 @@ impl Pair {
     pub fn blackhole(&mut self, path: usize) {
         for d in &mut self.dirs[path] {
             d.sock.dark = true;
-            d.sock.arrived.clear();
-            d.sock.rx.clear();
         }
+    }
+
+    /// A dark path works again; its connections retransmit what it dropped `after` from
+    /// now (their backed-off retransmission timers).
+    pub fn heal(&mut self, path: usize, after: Duration) {
+        let now = self.now;
+        for d in &mut self.dirs[path] {
+            d.sock.heal(now, after);
+        }
+    }
+
+    /// A probe connection of a suspect path got through: it replaces the old one on both
+    /// sides (what the driver does when a probe joins).
+    pub fn reconnect(&mut self, path: usize) {
+        self.revive(path);
     }
 
     /// A new connection of the path comes up.
@@ -142,6 +159,20 @@ impl Pair {
         }
         self.client.path_up(path, self.now);
         self.server.path_up(path, self.now);
+    }
+
+    /// The path's link changes (delay, rate, loss) for the segments sent from now on, in
+    /// both directions; the connections keep their windows.
+    pub fn set_spec(&mut self, path: usize, spec: PathSpec) {
+        self.specs[path] = spec;
+        for d in &mut self.dirs[path] {
+            d.sock.set_spec(spec);
+        }
+    }
+
+    /// The path's link as it is now.
+    pub fn spec(&self, path: usize) -> PathSpec {
+        self.specs[path]
     }
 
     /// The simulated socket of `path` in the client-to-server (`upload`) or the other
@@ -202,13 +233,18 @@ impl Pair {
 
     /// The applications read everything that arrived.
     pub fn drain_apps(&mut self) {
-        for (sess, rx, fin) in [
-            (&mut self.client, &mut self.client_rx, &mut self.client_fin),
-            (&mut self.server, &mut self.server_rx, &mut self.server_fin),
+        let now = self.now;
+        for (sess, rx, fin, client) in [
+            (&mut self.client, &mut self.client_rx, &mut self.client_fin, true),
+            (&mut self.server, &mut self.server_rx, &mut self.server_fin, false),
         ] {
             while let Some(ev) = sess.poll_event() {
-                if let Event::StreamOpened { stream, .. } = ev {
-                    rx.entry(stream).or_default();
+                match ev {
+                    Event::StreamOpened { stream, .. } => {
+                        rx.entry(stream).or_default();
+                    }
+                    Event::ProbePath(p) if client => self.probes.push((p, now)),
+                    _ => {}
                 }
             }
             for id in sess.stream_ids() {

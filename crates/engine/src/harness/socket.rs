@@ -29,6 +29,11 @@ pub struct PathSpec {
     /// delay, the link's rate). For tests that hold an algorithm to a bound derived in
     /// that model (DEMS's balanced completion); everything else runs on the socket.
     pub ideal: bool,
+    /// Probability that a segment is lost on the link (drawn per segment from a
+    /// generator seeded by the path's delay and rate, so a run is repeatable). A lost
+    /// segment is retransmitted an RTT later (SACK's fast retransmit: the segments
+    /// behind it arrive and are acknowledged, and wait for it at the receiver).
+    pub loss: f64,
 }
 
 impl PathSpec {
@@ -46,6 +51,7 @@ impl From<(u64, usize)> for PathSpec {
             rate,
             cwnd: None,
             ideal: false,
+            loss: 0.0,
         }
     }
 }
@@ -65,6 +71,10 @@ struct Segment {
     prior_mstamp: Instant,
     first_tx: Instant,
     app_limited: bool,
+    /// Sent again (Karn: no RTT sample from it).
+    retransmitted: bool,
+    /// Reached the link while it was dark: lost, to be retransmitted when it heals.
+    dropped: bool,
 }
 
 /// A simulated kernel TCP socket and the link under it, one direction of a path.
@@ -104,6 +114,14 @@ pub struct SimSocket {
     rate_interval: Duration,
     rate_app_limited: bool,
     last_send: Instant,
+    /// When an ACK last reached the sender (duplicates included: `tcpi_last_ack_recv`).
+    last_ack: Instant,
+    /// Data segments sent, retransmissions included, and retransmissions
+    /// (`tcpi_data_segs_out`, `tcpi_total_retrans`).
+    segs_out: u32,
+    total_retrans: u32,
+    /// The loss generator's state (xorshift64).
+    rng: u64,
     /// Delivers nothing and acknowledges nothing (a link gone dark or dead).
     pub dark: bool,
     /// The most bytes ever unsent in the socket (for late-binding tests).
@@ -140,6 +158,10 @@ impl SimSocket {
             rate_interval: Duration::ZERO,
             rate_app_limited: false,
             last_send: now,
+            last_ack: now,
+            segs_out: 0,
+            total_retrans: 0,
+            rng: (spec.delay.as_nanos() as u64 ^ (spec.rate as u64).rotate_left(32)) | 1,
             dark: false,
             max_notsent: 0,
             max_queue_delay: Duration::ZERO,
@@ -184,7 +206,42 @@ impl SimSocket {
             prior_mstamp: now,
             first_tx: now,
             app_limited: false,
+            retransmitted: false,
+            dropped: false,
         });
+    }
+
+    /// The link changes for segments sent from now on; the window stays.
+    pub fn set_spec(&mut self, spec: PathSpec) {
+        self.spec = spec;
+    }
+
+    /// Whether the next segment is lost.
+    fn draw_loss(&mut self) -> bool {
+        if self.spec.loss <= 0.0 {
+            return false;
+        }
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let draw = (self.rng >> 11) as f64 / (1u64 << 53) as f64;
+        draw < self.spec.loss
+    }
+
+    /// The link works again at `now`. The segments it dropped while dark are sent again
+    /// `after` from now (the connection's backed-off retransmission timer), in order.
+    pub fn heal(&mut self, now: Instant, after: Duration) {
+        self.dark = false;
+        let delay = self.spec.delay;
+        // Everything not delivered was sent into the dark link or caught on it.
+        for s in self.flight.iter_mut().filter(|s| s.dropped || s.bytes.is_some()) {
+            s.dropped = false;
+            s.retransmitted = true;
+            s.arrives = now + after + delay;
+            s.acked = s.arrives + delay;
+            self.total_retrans += 1;
+            self.segs_out += 1;
+        }
     }
 
     /// Advances to `now`: acknowledgements come back, segments go out as the window
@@ -193,7 +250,14 @@ impl SimSocket {
         if self.spec.ideal {
             self.last_send = now;
         }
-        while !self.dark && self.flight.front().is_some_and(|s| s.acked <= now) {
+        if !self.dark {
+            // Every segment that reached the receiver sends an ACK back (a duplicate, while
+            // one before it is missing).
+            for s in self.flight.iter().filter(|s| s.acked <= now && !s.dropped) {
+                self.last_ack = self.last_ack.max(s.acked);
+            }
+        }
+        while !self.dark && self.flight.front().is_some_and(|s| s.acked <= now && !s.dropped) {
             let s = self.flight.pop_front().expect("front");
             if !self.spec.ideal {
                 self.ack(s, now);
@@ -209,7 +273,15 @@ impl SimSocket {
             }
             let start = self.busy_until.max(now);
             self.busy_until = start + Duration::from_nanos(len as u64 * 1_000_000 / self.spec.rate.max(1) as u64);
-            let arrives = self.busy_until + self.spec.delay;
+            let mut arrives = self.busy_until + self.spec.delay;
+            self.segs_out += 1;
+            let lost = self.draw_loss();
+            if lost {
+                // Retransmitted once the ACKs of the segments behind it are back: an RTT.
+                arrives += 2 * self.spec.delay + Duration::from_millis(1);
+                self.total_retrans += 1;
+                self.segs_out += 1;
+            }
             self.last_send = now;
             self.flight.push_back(Segment {
                 arrives,
@@ -221,16 +293,27 @@ impl SimSocket {
                 prior_mstamp: self.delivered_mstamp,
                 first_tx: self.first_tx_mstamp,
                 app_limited: self.app_limited_until != 0,
+                retransmitted: lost,
+                dropped: false,
             });
         }
+        // In order: a segment still on its way holds those behind it back (TCP's receive
+        // queue), though they arrived.
         for s in &mut self.flight {
-            if s.arrives > now {
+            if s.arrives > now || s.dropped {
+                break;
+            }
+            if self.dark {
+                s.dropped = true;
                 break;
             }
             if let Some(b) = s.bytes.take() {
-                if !self.dark {
-                    self.rx.extend_from_slice(&b);
-                }
+                self.rx.extend_from_slice(&b);
+            }
+        }
+        if self.dark {
+            for s in self.flight.iter_mut().filter(|s| s.arrives <= now) {
+                s.dropped = true;
             }
         }
         // Whole records go up.
@@ -253,15 +336,19 @@ impl SimSocket {
     fn ack(&mut self, s: Segment, now: Instant) {
         self.delivered += s.len as u64;
         self.delivered_mstamp = now;
-        let rtt = now - s.sent;
+        // The segment's own ACK (a SACK, when it waited behind a lost one) is its RTT
+        // sample; a retransmitted segment gives none (Karn).
+        let rtt = s.acked.min(now) - s.sent;
         let own = Duration::from_nanos(s.len as u64 * 1_000_000 / self.spec.rate.max(1) as u64);
         let waited = rtt.saturating_sub(2 * self.spec.delay + own);
         self.max_queue_delay = self.max_queue_delay.max(waited);
         self.queue_delay_sum += waited;
         self.queue_delay_samples += 1;
-        self.rttvar = (3 * self.rttvar + self.srtt.abs_diff(rtt)) / 4;
-        self.srtt = (7 * self.srtt + rtt) / 8;
-        self.min_rtt = self.min_rtt.min(rtt);
+        if !s.retransmitted {
+            self.rttvar = (3 * self.rttvar + self.srtt.abs_diff(rtt)) / 4;
+            self.srtt = (7 * self.srtt + rtt) / 8;
+            self.min_rtt = self.min_rtt.min(rtt);
+        }
         if self.app_limited_until != 0 && self.delivered > self.app_limited_until {
             self.app_limited_until = 0;
         }
@@ -312,6 +399,9 @@ impl SimSocket {
             flags: self.rate_app_limited as u8,
             pacing_rate: (self.cwnd as f64 * MSS as f64 / self.srtt.as_secs_f64().max(1e-3) * 1.2) as u64,
             last_data_sent: (now - self.last_send).as_millis() as u32,
+            last_ack_recv: (now.saturating_duration_since(self.last_ack)).as_millis() as u32,
+            data_segs_out: self.segs_out,
+            total_retrans: self.total_retrans,
             ..TcpInfo::default()
         }
     }

@@ -28,6 +28,7 @@ use crate::flow::{SessionFlow, Stream, StreamRead};
 use crate::paths::{bytes_in_flight, PathCounters, PathStatus, Paths};
 use crate::recv::Assembler;
 use crate::send::SendQueue;
+use crate::supervisor::{PathState, TIER_BACKUP, TIER_PRIMARY};
 use crate::StreamId;
 
 pub use transmit::PollTransmit;
@@ -51,6 +52,12 @@ pub enum Event {
     WakePaths,
     /// The path has been silent for too long; the driver should drop its connection.
     PathTimedOut(usize),
+    /// The path is suspect (silent while holding data): the driver should probe it with a
+    /// fresh connection now, whose joining replaces the silent one — its kernel socket
+    /// will not try again before its backed-off retransmission timer (MPTCP-MA's point:
+    /// reuse a path as soon as it works, not when TCP's timer says). Repeated every probe
+    /// interval while the path stays suspect. A server cannot dial and ignores it.
+    ProbePath(usize),
     /// The peer closed the session.
     Closed { code: u8 },
 }
@@ -141,7 +148,7 @@ impl Session {
         Session {
             epoch: now,
             scheduler,
-            paths: Paths::default(),
+            paths: Paths::new(&cfg),
             streams: HashMap::new(),
             next_stream: 1,
             blocked: HashSet::new(),
@@ -174,12 +181,32 @@ impl Session {
 
     // ----- paths -----
 
-    /// A path connection is established (first time or again).
+    /// A path connection is established (first time or again). A connection replacing
+    /// one still up (a probe that got through, a re-dial) takes over the path: what the
+    /// old one held went with its socket and is sent again.
     pub fn path_up(&mut self, path: usize, now: Instant) {
+        if self.paths.get(path).is_some_and(|p| p.is_up()) {
+            self.send.lost_on(path);
+        }
         self.paths.up(path, now);
+        self.announce_tier(path);
         // Control state may have been lost with an earlier connection; restate it.
         self.restate_control();
         self.wake();
+    }
+
+    /// (client) Tells the server the path's tier, on the path itself: downloads are the
+    /// server's to schedule.
+    fn announce_tier(&mut self, path: usize) {
+        if self.cfg.role != Role::Client {
+            return;
+        }
+        let p = self.paths.entry(path);
+        if p.is_up() {
+            let tier = p.tier;
+            p.ctrl.retain(|f| !matches!(f, mpflex_wire::Frame::Tier { .. }));
+            p.ctrl.push_back(mpflex_wire::Frame::Tier { tier });
+        }
     }
 
     /// A path connection is gone. Everything only it held is sent again elsewhere.
@@ -207,11 +234,12 @@ impl Session {
     /// the engine. The scheduler observes every update ([`Scheduler::observe`]).
     pub fn set_path_stats(&mut self, path: usize, snap: PathSnapshot, now: Instant) {
         let Some(p) = self.paths.get(path) else { return };
-        let (alive, ready) = (p.snap.alive, p.snap.ready);
+        let (alive, ready, backup) = (p.snap.alive, p.snap.ready, p.snap.backup);
         self.paths.entry(path).snap = PathSnapshot {
             id: path,
             alive,
             ready,
+            backup,
             ..snap
         };
         self.last_now = self.last_now.max(now);
@@ -233,13 +261,36 @@ impl Session {
         }
     }
 
+    /// Sets the path's tier: 0 primary ([`crate::TIER_PRIMARY`]), 1 secondary, 2 backup
+    /// (larger values are lower tiers still). A tier carries new data only while no path
+    /// of a better tier can (each is down, suspect or degraded); its paths meanwhile stand
+    /// by, connected and kept warm with keepalives, so a takeover needs no handshake. The
+    /// per-path counters (`payload_sent`, `payload_resent`) show what each carried.
+    pub fn set_path_tier(&mut self, path: usize, tier: u8, now: Instant) {
+        self.paths.set_tier(path, tier, now);
+        self.announce_tier(path);
+        self.wake();
+    }
+
+    /// The path's tier (primary for a path never configured).
+    pub fn path_tier(&self, path: usize) -> u8 {
+        self.paths.get(path).map_or(TIER_PRIMARY, |p| p.tier)
+    }
+
+    /// A backup path is the backup tier; a path that is not, primary. See
+    /// [`Session::set_path_tier`].
     pub fn set_path_backup(&mut self, path: usize, backup: bool, now: Instant) {
-        self.paths.ensure(path, now);
-        self.paths.entry(path).snap.backup = backup;
+        let tier = if backup { TIER_BACKUP } else { TIER_PRIMARY };
+        self.set_path_tier(path, tier, now);
     }
 
     pub fn path_status(&self, path: usize) -> PathStatus {
         self.paths.get(path).map_or(PathStatus::Down, |p| p.status)
+    }
+
+    /// The path's state in the supervisor's terms (see [`PathState`]).
+    pub fn path_state(&self, path: usize) -> PathState {
+        self.paths.get(path).map_or(PathState::Down, |p| p.state())
     }
 
     pub fn path_counters(&self, path: usize) -> Option<(&PathCounters, &PathSnapshot)> {
@@ -249,7 +300,20 @@ impl Session {
     /// Whether the path is up but carries nothing new: silent while holding data (see
     /// [`crate::paths`]).
     pub fn path_suspect(&self, path: usize) -> bool {
-        self.paths.get(path).is_some_and(|p| p.is_up() && p.suspect)
+        self.paths.get(path).is_some_and(|p| p.is_up() && p.suspect())
+    }
+
+    /// How often (and how long for) a suspect path is probed with a fresh connection.
+    pub fn path_probe_every(&self, path: usize) -> std::time::Duration {
+        let p = self.paths.get(path);
+        let rtt = p.map_or_else(Default::default, |p| {
+            if p.snap.min_rtt.is_zero() {
+                p.snap.srtt
+            } else {
+                p.snap.min_rtt
+            }
+        });
+        crate::supervisor::probe_every(rtt)
     }
 
     /// How long the path's frames wait in queues now, from the peer's arrival reports;

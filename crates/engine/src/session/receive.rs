@@ -39,10 +39,18 @@ impl Session {
                 ts,
                 delay,
             } => {
-                self.paths.on_report(on as usize, ts, delay, now);
+                if self.paths.on_report(on as usize, ts, delay, now) {
+                    self.wake();
+                }
                 self.send.on_report(seq, now);
             }
             Frame::Stall { cum } => self.on_stall(cum, now),
+            // The client's word on the tier of the path it arrived on.
+            Frame::Tier { tier } if self.cfg.role == Role::Server => {
+                self.paths.set_tier(path, tier, now);
+                self.wake();
+            }
+            Frame::Tier { .. } => return Err(ProtocolError::Unexpected("Tier")),
             Frame::Window { stream, max } => self.on_window(stream, max),
             Frame::MaxData { max } => {
                 if self.flow.raise(max) {

@@ -1,4 +1,4 @@
-//! The session's clocks: the delayed ACK, path timeouts, suspicion and keepalives.
+//! The session's clocks: the delayed ACK, path timeouts, suspicion, probes and keepalives.
 
 use std::time::Instant;
 
@@ -27,30 +27,40 @@ impl Session {
                     continue;
                 }
                 PathCheck::Stuck => self.on_stuck(i, now),
+                PathCheck::Probe => {
+                    self.paths.probed(i, now);
+                    self.events.push_back(Event::ProbePath(i));
+                }
                 PathCheck::Fine => {}
             }
-            if self.paths.keepalive(i, now, self.cfg.keepalive) {
+            if self.paths.keepalive(i, now, &self.cfg) {
                 self.wake();
             }
         }
     }
 
-    /// Path `i` held data without progress for too long. Frames the peer reported but
-    /// cannot acknowledge yet (a gap elsewhere holds its cumulative ACK back) are not
-    /// stuck here. Otherwise, do not wait for the path timeout: what this path holds goes
-    /// out on the others now, and it carries nothing new until it is heard from again.
+    /// Path `i` held data without a sign of life for too long. Frames the peer reported
+    /// but cannot acknowledge yet (a gap elsewhere holds its cumulative ACK back), with
+    /// nothing unacknowledged in its socket, are not stuck here. Otherwise, do not wait for
+    /// the path timeout: what this path holds goes out on the others now, session control
+    /// goes on them too, it carries nothing new until it answers, and the driver probes it.
     fn on_stuck(&mut self, i: usize, now: Instant) {
-        if !self.send.holds_unreported(i) {
+        let kernel = self.paths.get(i).is_some_and(|p| p.kernel.unacked > 0);
+        if !kernel && !self.send.holds_unreported(i) {
             self.paths.progress(i, now);
             return;
         }
         let n = self.send.lost_on(i);
-        self.paths.suspect(i);
+        self.paths.mark_suspect(i, now);
+        self.paths.probed(i, now);
+        self.events.push_back(Event::ProbePath(i));
+        // An ACK or window update handed to the silent path may never arrive.
+        self.restate_control();
         self.wake();
         tracing::debug!(
             path = i,
             frames = n,
-            "path silent while holding data; re-sending elsewhere"
+            "path silent while holding data; re-sending elsewhere and probing it"
         );
     }
 

@@ -12,6 +12,7 @@ use super::Session;
 use crate::kernel::TcpInfo;
 use crate::reinject::{self, Request};
 use crate::send::SEQUENCE_AHEAD;
+use crate::supervisor::Verdict;
 use crate::writer::{Budget, PathWriter, WriterStep};
 
 /// Result of [`Session::poll_transmit`].
@@ -55,6 +56,11 @@ impl Rec {
     }
 }
 
+/// How stale a socket's `TCP_INFO` may get while it has bytes unacknowledged: an idle
+/// writer looks again this soon, so a silent path's kernel view is fresh when its
+/// suspicion threshold (150 ms at least) comes.
+const KERNEL_READ: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// A scheduler's `Send` decision.
 #[derive(Debug, Clone, Copy)]
 struct SendNew {
@@ -81,7 +87,7 @@ impl Session {
         records: &mut Vec<Range<usize>>,
     ) -> WriterStep {
         let snap = writer.observe(path, info, bandwidth);
-        self.paths.kernel_retransmits(path, info.total_retrans);
+        self.read_kernel(path, info, now);
         let engaged = self.queue_control_engaged(now);
         if engaged {
             writer.steer(self.paths.queue_delay(path, now), info, now);
@@ -108,6 +114,9 @@ impl Session {
         if records.is_empty() {
             return match budget.retry {
                 Some(retry) => WriterStep::Throttled { retry },
+                None if info.unacked > 0 => WriterStep::Idle {
+                    until: Some(until.map_or(now + KERNEL_READ, |u| u.min(now + KERNEL_READ))),
+                },
                 None => WriterStep::Idle { until },
             };
         }
@@ -117,6 +126,37 @@ impl Session {
         WriterStep::Write {
             reset_ssthresh: writer.reset_ssthresh_before_write(info),
         }
+    }
+
+    /// A `TCP_INFO` reading of `path`'s socket: a suspect path that was acknowledged
+    /// something is released; the quality monitor may demote or promote it (see
+    /// [`crate::supervisor`]). A demoted path's unacknowledged frames are copied to the
+    /// fastest path that carries, make-before-break: it keeps delivering what it holds,
+    /// and whichever copy arrives first counts.
+    fn read_kernel(&mut self, path: usize, info: &TcpInfo, now: Instant) {
+        let r = self.paths.read_kernel(path, info, now, self.cfg.proactive);
+        if r.verdict == Verdict::Demoted {
+            let n = self.copy_elsewhere(path);
+            tracing::info!(path, frames = n, "path degrading; new data goes elsewhere");
+        } else if r.verdict == Verdict::Promoted {
+            tracing::info!(path, "path healthy again");
+        }
+        if r.released || r.verdict != Verdict::Unchanged {
+            self.restate_control();
+            self.wake();
+        }
+    }
+
+    /// Queues copies of the frames `path` holds and the peer has not reported on the
+    /// fastest path that carries (none if `path` is the only one). Returns how many.
+    fn copy_elsewhere(&mut self, path: usize) -> usize {
+        let Some(to) = self.paths.fastest_except(1 << path) else {
+            return 0;
+        };
+        let seqs = self.send.unreported_on(path);
+        let n = seqs.len();
+        self.paths.entry(to).dup.extend(seqs);
+        n
     }
 
     /// Appends records for `path` to `out` until they hold `budget.total` bytes (of which
@@ -187,7 +227,16 @@ impl Session {
             bulk,
             bulk_exact,
         };
-        if !self.write_control(rec, out) || self.paths.get(path).is_some_and(|p| p.suspect) {
+        // Path-local control (keepalives, pongs) goes on every path; session control and
+        // data only on paths that carry — or on any, while none does.
+        if !self.write_path_control(rec, out) {
+            return self.sent(rec, out);
+        }
+        let carries = self.paths.get(path).is_some_and(|p| p.carries());
+        if !carries && self.paths.iter().any(|p| p.carries()) {
+            return self.sent(rec, out);
+        }
+        if !self.write_control(rec, out) || !carries {
             return self.sent(rec, out);
         }
         if !self.write_owed(rec, out) || !self.write_urgent(rec, out) {
@@ -249,9 +298,8 @@ impl Session {
         true
     }
 
-    /// Path-local control (pongs, keepalives), then session control (ACK, windows,
-    /// arrival reports). False if the record filled up.
-    fn write_control(&mut self, rec: Rec, out: &mut Vec<u8>) -> bool {
+    /// Path-local control (pongs, keepalives, close). False if the record filled up.
+    fn write_path_control(&mut self, rec: Rec, out: &mut Vec<u8>) -> bool {
         let p = self.paths.entry(rec.path);
         while let Some(f) = p.ctrl.front() {
             if !rec.fits(out, f) {
@@ -259,6 +307,11 @@ impl Session {
             }
             p.ctrl.pop_front().expect("front").encode(out);
         }
+        true
+    }
+
+    /// Session control (ACK, windows, arrival reports). False if the record filled up.
+    fn write_control(&mut self, rec: Rec, out: &mut Vec<u8>) -> bool {
         if let Some(f) = self.feedback.take_ack(rec.now, self.recv.rcv_next()) {
             if !rec.fits(out, &f) {
                 return false;
@@ -439,7 +492,7 @@ impl Session {
             self.paths.entry(rec.path).counters.payload_sent += payload;
             if d.duplicate {
                 for other in self.paths.iter_mut() {
-                    if other.snap.id != rec.path && other.is_up() {
+                    if other.snap.id != rec.path && other.carries() {
                         other.dup.push_back(seq);
                     }
                 }
@@ -521,6 +574,11 @@ impl Session {
         let p = self.paths.entry(rec.path);
         p.counters.bytes_sent += n as u64;
         p.last_send = p.last_send.max(last_now);
+        // Bytes handed to a socket that held none start a busy spell: silence counts
+        // from here (frames booked did so already; this covers control frames).
+        if p.held == 0 && p.kernel.unacked == 0 {
+            p.progress = p.progress.max(last_now);
+        }
         p.snap.notsent = p.snap.notsent.saturating_add((n + RECORD_OVERHEAD) as u32);
         PollTransmit::Sent(n)
     }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use bytes::Bytes;
-use mpflex_engine::{Event, PathStatus, Session, StreamId};
+use mpflex_engine::{Event, Session, StreamId};
 use mpflex_wire::{reset, TargetAddr};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 use crate::classes::ClassRules;
 use crate::crypto::Transport;
 use crate::pathconn::Joined;
-use crate::status::snapshot::{PathState, PathView, SessionSnapshot, StreamView};
+use crate::status::snapshot::{PathView, SessionSnapshot, StreamView};
 
 mod path;
 mod stream;
@@ -57,6 +57,8 @@ pub struct PathSlot {
     pub kill: CancellationToken,
     /// Counts connections of this path, so a replaced one does not take the path down.
     pub generation: u64,
+    /// Signalled when the engine asks for the path to be probed ([`Event::ProbePath`]).
+    pub probe: Arc<Notify>,
 }
 
 pub struct Shared {
@@ -111,6 +113,7 @@ impl SessionHandle {
                 wake: Arc::new(Notify::new()),
                 kill: CancellationToken::new(),
                 generation: 0,
+                probe: Arc::new(Notify::new()),
             })
             .collect();
         let h = SessionHandle {
@@ -184,6 +187,10 @@ impl SessionHandle {
                         sh.sess.stream_reset(stream, reset::REFUSED);
                     }
                 }
+                Event::ProbePath(p) => {
+                    debug!(path = %sh.paths[p].name, "path silent while holding data; probing it");
+                    sh.paths[p].probe.notify_one();
+                }
                 Event::PathTimedOut(p) => {
                     warn!(path = %sh.paths[p].name, "path silent for too long; dropping it");
                     sh.paths[p].kill.cancel();
@@ -237,6 +244,7 @@ impl SessionHandle {
                     wake: Arc::new(Notify::new()),
                     kill: CancellationToken::new(),
                     generation: 0,
+                    probe: Arc::new(Notify::new()),
                 });
             }
             sh.paths[p].name = name.to_string();
@@ -310,6 +318,16 @@ impl SessionHandle {
         self.with(|sh| (0..sh.sess.num_paths()).any(|p| sh.sess.path_status(p) == mpflex_engine::PathStatus::Up))
     }
 
+    /// The signal the engine raises when path `p` should be probed.
+    pub fn probe_signal(&self, p: usize) -> Arc<Notify> {
+        self.with(|sh| sh.paths[p].probe.clone())
+    }
+
+    /// Whether path `p` is suspect now, and how long a probe of it may take.
+    pub fn probe_due(&self, p: usize) -> Option<Duration> {
+        self.with(|sh| sh.sess.path_suspect(p).then(|| sh.sess.path_probe_every(p)))
+    }
+
     /// What the status endpoint shows of this session now.
     pub fn snapshot(&self) -> SessionSnapshot {
         let now = Instant::now();
@@ -318,16 +336,12 @@ impl SessionHandle {
             let paths = (0..sh.paths.len())
                 .map(|p| {
                     let counters = sess.path_counters(p);
-                    let state = match (sess.path_status(p), sess.path_suspect(p)) {
-                        (PathStatus::Down, _) => PathState::Down,
-                        (PathStatus::Up, true) => PathState::Suspect,
-                        (PathStatus::Up, false) => PathState::Up,
-                    };
                     PathView {
                         id: p,
                         name: sh.paths[p].name.clone(),
-                        state,
+                        state: sess.path_state(p),
                         backup: counters.is_some_and(|(_, s)| s.backup),
+                        tier: sess.path_tier(p),
                         counters: counters.map(|(c, _)| c.clone()),
                         snap: counters.map(|(_, s)| s.clone()).unwrap_or_default(),
                         owd_us: sess.path_owd(p),

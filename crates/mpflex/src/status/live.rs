@@ -104,6 +104,7 @@ fn path_json(p: &PathView, series: Option<&Series>, now: Instant) -> serde_json:
         "name": p.name,
         "state": p.state.name(),
         "backup": p.backup,
+        "tier": p.tier,
         "tx_rate": last.map_or(0, |s| s.tx),
         "rx_rate": last.map_or(0, |s| s.rx),
         "srtt_ms": ms(p.snap.srtt.as_micros() as u64),
@@ -199,7 +200,7 @@ mod tests {
         let p = &v["sessions"][0]["paths"][0];
         assert_eq!(p["tx_rate"], (HISTORY_SECS as u64 + 10) * 1000);
         assert_eq!(p["rx_rate"], 500);
-        assert_eq!(p["state"], "up");
+        assert_eq!(p["state"], "active");
         assert_eq!(p["queue_ms"], 4.0);
         assert_eq!(p["history"]["tx"].as_array().unwrap().len(), HISTORY_SECS);
         assert_eq!(p["history"]["t"][HISTORY_SECS - 1], 0.0);

@@ -320,7 +320,8 @@ impl Collector for Scrape {
         family(
             e,
             "mpflex_path_state",
-            "1 for the path's current state (up, suspect: silent while holding data, down).",
+            "1 for the path's current state (active: carries new data; standby: a better tier carries; degraded: failing, \
+             its frames copied elsewhere; draining: delivering what it holds; suspect: silent while holding data; down).",
             state_rows,
         )?;
         self.path_gauge(e, "mpflex_path_backup", "1 for a backup path.", |p| {
@@ -440,6 +441,7 @@ pub(crate) mod tests {
             name: name.into(),
             state,
             backup: false,
+            tier: 0,
             counters: Some(counters.clone()),
             snap: mpflex_sched::PathSnapshot {
                 srtt: Duration::from_millis(25),
@@ -449,7 +451,7 @@ pub(crate) mod tests {
                 ..Default::default()
             },
             owd_us: None,
-            queue_delay: (state == PathState::Up).then_some(Duration::from_millis(4)),
+            queue_delay: (state == PathState::Active).then_some(Duration::from_millis(4)),
         };
         SessionView {
             client: Some("lap\"top".into()),
@@ -466,7 +468,7 @@ pub(crate) mod tests {
                     decisions_send: 7,
                     ..Default::default()
                 },
-                paths: vec![path(0, "wifi", PathState::Up), path(1, "lte", PathState::Suspect)],
+                paths: vec![path(0, "wifi", PathState::Active), path(1, "lte", PathState::Suspect)],
                 stream_list: vec![StreamView {
                     id: 1,
                     target: Some("example.com:443".into()),
@@ -503,7 +505,7 @@ pub(crate) mod tests {
             format!(r#"mpflex_path_retransmitted_segments_total{{{l},path="0"}} 3"#)
         );
         assert!(text.contains(&format!(r#"mpflex_path_state{{{l},path="1",state="suspect"}} 1"#)));
-        assert!(text.contains(&format!(r#"mpflex_path_state{{{l},path="1",state="up"}} 0"#)));
+        assert!(text.contains(&format!(r#"mpflex_path_state{{{l},path="1",state="active"}} 0"#)));
         assert!(text.contains(&format!(r#"mpflex_path_srtt_seconds{{{l},path="0"}} 0.025"#)));
         // Queue delay only where known.
         assert_eq!(text.matches("mpflex_path_queue_delay_seconds{").count(), 1, "{text}");

@@ -6,29 +6,9 @@ use std::time::Duration;
 use mpflex_engine::{ClassLatency, PathCounters, SessionCounters, StreamId, TrafficClass};
 use mpflex_sched::PathSnapshot;
 
-/// A path's state, as the metrics and the live view name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PathState {
-    /// Connected and carrying.
-    Up,
-    /// Connected but silent while holding data: its frames went to the other paths and it
-    /// carries nothing new until heard from.
-    Suspect,
-    /// Not connected (never was, or being re-dialled).
-    Down,
-}
-
-impl PathState {
-    pub const ALL: [PathState; 3] = [PathState::Up, PathState::Suspect, PathState::Down];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            PathState::Up => "up",
-            PathState::Suspect => "suspect",
-            PathState::Down => "down",
-        }
-    }
-}
+/// A path's state, as the engine's supervisor names it (active, standby, degraded,
+/// draining, suspect, down).
+pub use mpflex_engine::PathState;
 
 #[derive(Debug, Clone)]
 pub struct PathView {
@@ -36,6 +16,8 @@ pub struct PathView {
     pub name: String,
     pub state: PathState,
     pub backup: bool,
+    /// 0 primary, 1 secondary, 2 backup.
+    pub tier: u8,
     /// `None` for a path slot the engine has not seen yet.
     pub counters: Option<PathCounters>,
     pub snap: PathSnapshot,
@@ -141,6 +123,7 @@ fn path_json(p: &PathView) -> serde_json::Value {
         "up": p.state != PathState::Down,
         "state": p.state.name(),
         "backup": p.backup,
+        "tier": p.tier,
         "bytes_sent": c.bytes_sent,
         "bytes_received": c.bytes_received,
         "payload_sent": c.payload_sent,
@@ -148,6 +131,7 @@ fn path_json(p: &PathView) -> serde_json::Value {
         "duplicate_received": c.duplicate_received,
         "failures": c.failures,
         "suspicions": c.suspicions,
+        "demotions": c.demotions,
         "stall_reinjections": c.stall_reinjections,
         "tcp_retransmits": c.tcp_retransmits,
         "owd_us": p.owd_us.map(|(o, _)| o),

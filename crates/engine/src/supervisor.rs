@@ -1,0 +1,594 @@
+//! The path supervisor's rules: what state each path is in, which paths may take new data
+//! (tiers), when a silent path is suspected, and when a working path is judged to be
+//! failing before it fails.
+//!
+//! Two detectors feed it, both from statistics the engine already has:
+//!
+//! * **Silence** (the blackhole a link-state event cannot show): a path that holds data —
+//!   frames of ours, or bytes its kernel socket has not had acknowledged — and has shown
+//!   no sign of life for max(3 × its minimum RTT, 150 ms) is *suspected*: its frames are
+//!   sent again on the others, it takes nothing new, the driver probes it with fresh
+//!   connections, and the first answer releases it. Signs of life are anything received on
+//!   it, the peer's arrival reports or ACKs for its frames, and any ACK its kernel socket
+//!   received (`tcpi_last_ack_recv`, duplicate ACKs included, so a path recovering a loss
+//!   behind a deep queue is not mistaken for a dead one). This is MPTCP-MA's suspend and
+//!   release (Lim et al., "Improving performance of MPTCP in mobile environments",
+//!   ch. 2): stop using a subflow as soon as it is found inactive and take it back as
+//!   soon as it works, instead of waiting out TCP's exponentially backed-off timers.
+//!   MPTCP-MA reads the WiFi MAC; an end-to-end proxy reads the transport, which also
+//!   sees failures beyond the first hop.
+//! * **Degradation** (WearMan, Guo, "Improving mobile networking performance", ch. VI:
+//!   hand over *before* the link fails, on a leading indicator, make-before-break):
+//!   the indicators are the trends every link shows in `TCP_INFO` — the retransmission
+//!   ratio rising above the path's own baseline, the RTT rising while the path is not
+//!   filling its own queue, the delivery rate collapsing while the RTT rises. They are
+//!   summed over 250 ms bins (MPTCP-MA polls every 300 ms); a path is demoted after a
+//!   second of bad bins and promoted again only after seconds of clear ones (separate
+//!   thresholds, as WearMan's 5 dB gap between its two RSSI thresholds, plus a dwell that
+//!   doubles with each demotion soon after a promotion, so a marginal path does not
+//!   ping-pong).
+//!
+//! Tiers (primary, secondary, backup, as 3GPP ATSSS's priority mode and MPTCP's backup
+//! flag): only the best tier among the paths that can carry takes new data; a lower tier
+//! takes over only while every path of the higher tiers is down, suspect or degraded.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::kernel::TcpInfo;
+
+/// Tier of a path that carries data whenever it can.
+pub const TIER_PRIMARY: u8 = 0;
+/// Tier of a path that carries data only while no primary path can.
+pub const TIER_SECONDARY: u8 = 1;
+/// Tier of a path that carries data only while no primary or secondary path can.
+pub const TIER_BACKUP: u8 = 2;
+
+/// A path's state, as status output shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PathState {
+    /// Not connected (never was, or died and is being re-dialled).
+    Down,
+    /// Connected and healthy, but a path of a better tier carries the data: kept warm
+    /// with keepalives, ready to take over without a handshake.
+    Standby,
+    /// Carries new data.
+    Active,
+    /// Its quality trends say it is failing: takes no new data, its unacknowledged frames
+    /// were copied to a healthy path, and it delivers what it already holds.
+    Degraded,
+    /// Healthy but no longer of the best tier (a better path came back): takes no new
+    /// data and delivers what it holds, then stands by.
+    Draining,
+    /// Silent while holding data: its frames went to the other paths, it is being probed,
+    /// and its first answer releases it.
+    Suspect,
+}
+
+impl PathState {
+    pub const ALL: [PathState; 6] = [
+        PathState::Active,
+        PathState::Standby,
+        PathState::Degraded,
+        PathState::Draining,
+        PathState::Suspect,
+        PathState::Down,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PathState::Down => "down",
+            PathState::Standby => "standby",
+            PathState::Active => "active",
+            PathState::Degraded => "degraded",
+            PathState::Draining => "draining",
+            PathState::Suspect => "suspect",
+        }
+    }
+}
+
+/// The least silence that makes a path holding data suspect: a delayed ACK (40 ms), a
+/// tail-loss probe and the jitter of a busy host fit in it.
+pub(crate) const SUSPECT_FLOOR: Duration = Duration::from_millis(150);
+/// ... and the silence in minimum RTTs: a frame's crossing and its report's return.
+const SUSPECT_RTTS: u32 = 3;
+/// The most a path's suspicion threshold is scaled by after false alarms.
+const MAX_SUSPECT_SCALE: u32 = 8;
+/// A suspicion released sooner than this (and sooner than four thresholds) was a false
+/// alarm: the path was slow, not dark.
+const FALSE_ALARM: Duration = Duration::from_secs(1);
+/// A false alarm's scale halves after this long without one.
+const SCALE_DECAY: Duration = Duration::from_secs(30);
+
+/// How often a suspect path is probed with a fresh connection (the driver dials; the
+/// engine only says when): MPTCP-MA's 300 ms polling interval, or four minimum RTTs on a
+/// long path, so a handshake can complete within one.
+pub(crate) fn probe_every(min_rtt: Duration) -> Duration {
+    (4 * min_rtt).max(Duration::from_millis(300))
+}
+
+/// What the kernel socket of a path showed at its last `TCP_INFO` reading.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KernelView {
+    /// Segments sent and not yet acknowledged.
+    pub unacked: u32,
+    /// When the socket last received an ACK (any ACK: a duplicate shows the peer receives).
+    pub last_ack: Instant,
+    /// Cumulative bytes acknowledged, to see acknowledgement progress.
+    pub bytes_acked: u64,
+    /// When the reading was taken.
+    pub read_at: Instant,
+}
+
+impl KernelView {
+    pub fn new(now: Instant) -> Self {
+        KernelView {
+            unacked: 0,
+            last_ack: now,
+            bytes_acked: 0,
+            read_at: now,
+        }
+    }
+
+    /// Takes a reading at `now`. True if the socket was acknowledged something new
+    /// since the last one (the path answers).
+    pub fn read(&mut self, info: &TcpInfo, now: Instant) -> bool {
+        let ack = now
+            .checked_sub(Duration::from_millis(info.last_ack_recv as u64))
+            .unwrap_or(now);
+        let answered = info.bytes_acked > self.bytes_acked || ack > self.last_ack;
+        // A connection that has not received an ACK since it was set up reports the time
+        // since its handshake; never move the last ACK backwards.
+        self.last_ack = self.last_ack.max(ack);
+        self.bytes_acked = info.bytes_acked;
+        self.unacked = info.unacked;
+        self.read_at = now;
+        answered
+    }
+}
+
+/// A path's suspicion threshold and its false-alarm hysteresis.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Suspicion {
+    /// Since when the path is suspect (`None`: it is not).
+    pub since: Option<Instant>,
+    /// The threshold's multiplier: doubled by each false alarm, halved after
+    /// [`SCALE_DECAY`] without one.
+    scale: u32,
+    last_false: Option<Instant>,
+    /// When the next probe is due while suspect.
+    pub next_probe: Option<Instant>,
+}
+
+impl Default for Suspicion {
+    fn default() -> Self {
+        Suspicion {
+            since: None,
+            scale: 1,
+            last_false: None,
+            next_probe: None,
+        }
+    }
+}
+
+impl Suspicion {
+    /// Silence after which a path holding data is suspect: max(3 × min RTT, 150 ms) times
+    /// the false-alarm scale, plus the peer's ACK delay.
+    pub fn threshold(&self, min_rtt: Duration, ack_delay: Duration, now: Instant) -> Duration {
+        (SUSPECT_RTTS * min_rtt).max(SUSPECT_FLOOR) * self.scale_at(now) + ack_delay
+    }
+
+    fn scale_at(&self, now: Instant) -> u32 {
+        let mut scale = self.scale;
+        if let Some(t) = self.last_false {
+            let quiet = now.saturating_duration_since(t);
+            let halvings = (quiet.as_secs() / SCALE_DECAY.as_secs()).min(8) as u32;
+            scale >>= halvings;
+        }
+        scale.max(1)
+    }
+
+    /// The path is suspect from `now`; the first probe is due at once.
+    pub fn start(&mut self, now: Instant) {
+        self.since = Some(now);
+        self.next_probe = Some(now);
+    }
+
+    /// The path answered at `now` after a suspicion whose threshold was `threshold`. A
+    /// short suspicion was a false alarm: the threshold doubles (up to eight times).
+    pub fn release(&mut self, now: Instant, threshold: Duration) {
+        let Some(since) = self.since.take() else { return };
+        self.next_probe = None;
+        let lasted = now.saturating_duration_since(since);
+        if lasted < FALSE_ALARM.min(4 * threshold) {
+            self.scale = (self.scale_at(now) * 2).min(MAX_SUSPECT_SCALE);
+            self.last_false = Some(now);
+        }
+    }
+
+    pub fn is_suspect(&self) -> bool {
+        self.since.is_some()
+    }
+}
+
+/// Length of one bin of `TCP_INFO` samples.
+pub(crate) const BIN: Duration = Duration::from_millis(250);
+/// Bins the loss ratio is summed over (2 s): at 1 % random loss and 170 segments/s a
+/// 4 % ratio over this window is a one-in-10⁵ event, over one bin it is routine.
+const LOSS_WINDOW: usize = 8;
+/// Bins the delivery rate's peak is kept over (10 s).
+const RATE_WINDOW: usize = 40;
+/// Consecutive bad bins that demote a path (1 s): a single loss episode or a
+/// congestion-control sawtooth lasts about an RTT, a walk out of coverage seconds.
+const DEMOTE_BINS: u32 = 4;
+/// Clear bins a degraded path needs before promotion (3 s), doubled per demotion that
+/// followed soon after a promotion.
+const PROMOTE_BINS: u32 = 12;
+const MAX_PROMOTE_BINS: u32 = 12 * 16;
+/// How long after an outage the readings are not judged (see [`Quality::outage`]).
+pub(crate) const RECOVERY: Duration = Duration::from_secs(1);
+/// A demotion this soon after a promotion was a ping-pong.
+const PING_PONG: Duration = Duration::from_secs(60);
+/// The least segments in the loss window for its ratio to mean anything.
+const LOSS_MIN_SEGS: u32 = 60;
+/// Loss ratio that demotes: at least this, and three times the path's own baseline.
+const LOSS_DEMOTE: f64 = 0.03;
+/// ... and that still allows promotion (below it, or within 1.5× the baseline).
+const LOSS_CLEAR: f64 = 0.015;
+/// A bin's RTT is inflated beyond this many minimum RTTs (and by 40 ms) ...
+const RTT_DEMOTE: f64 = 2.0;
+const RTT_DEMOTE_ABS: Duration = Duration::from_millis(40);
+/// ... and clear below this many (plus 10 ms).
+const RTT_CLEAR: f64 = 1.5;
+/// The delivery rate collapsed: below this fraction of its recent peak, with the RTT up by
+/// this factor.
+const RATE_COLLAPSE: f64 = 0.5;
+const RATE_COLLAPSE_RTT: f64 = 1.5;
+
+/// One bin's summary.
+#[derive(Debug, Clone, Copy, Default)]
+struct Bin {
+    /// Data segments sent and retransmitted in the bin.
+    segs: u32,
+    retrans: u32,
+    /// The smallest smoothed RTT read in the bin (a burst's queue of the path's own making
+    /// drains within it; a longer propagation delay or a slower link does not), and the
+    /// minimum RTT.
+    srtt: Duration,
+    min_rtt: Duration,
+    /// The highest delivery-rate sample not limited by the application, bytes/s.
+    rate: u64,
+    /// The socket was acknowledged something in the bin (its RTT is fresh).
+    acked: bool,
+    /// Every reading in the bin had the window full: any queue is the path's own.
+    window_full: bool,
+    readings: u32,
+}
+
+/// The WearMan monitor of one path: its indicators, bin by bin, and the verdict.
+#[derive(Debug, Clone)]
+pub(crate) struct Quality {
+    degraded: bool,
+    bin: Bin,
+    bin_start: Option<Instant>,
+    /// (segments, retransmissions) of the last bins, newest last.
+    loss: VecDeque<(u32, u32)>,
+    /// Delivery-rate peaks of the last bins.
+    rates: VecDeque<u64>,
+    /// The kernel's cumulative counters at the last reading.
+    last_counts: Option<(u32, u32, u64)>,
+    /// The path's own loss baseline: exponentially decayed sums of segments and
+    /// retransmissions, updated while it is healthy.
+    base_segs: f64,
+    base_retrans: f64,
+    bad_run: u32,
+    clear_run: u32,
+    /// Clear bins needed for the next promotion.
+    promote_bins: u32,
+    last_promotion: Option<Instant>,
+    /// Readings before this are not judged: the path was silent (a suspicion, a new
+    /// connection), and the retransmissions that recover the outage are its aftermath,
+    /// not a trend.
+    judge_from: Option<Instant>,
+    /// Times demoted, for the counters.
+    pub demotions: u64,
+}
+
+impl Default for Quality {
+    fn default() -> Self {
+        Quality {
+            degraded: false,
+            bin: Bin::default(),
+            bin_start: None,
+            loss: VecDeque::new(),
+            rates: VecDeque::new(),
+            last_counts: None,
+            base_segs: 0.0,
+            base_retrans: 0.0,
+            bad_run: 0,
+            clear_run: 0,
+            promote_bins: PROMOTE_BINS,
+            last_promotion: None,
+            judge_from: None,
+            demotions: 0,
+        }
+    }
+}
+
+/// What a reading changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Unchanged,
+    Demoted,
+    Promoted,
+}
+
+impl Quality {
+    pub fn degraded(&self) -> bool {
+        self.degraded
+    }
+
+    /// A new connection: its kernel counters start from zero. The verdict, the baseline
+    /// and the dwell stay (they describe the link, not the connection).
+    pub fn new_connection(&mut self) {
+        self.last_counts = None;
+        self.bin = Bin::default();
+        self.bin_start = None;
+    }
+
+    /// The path fell silent (suspect) or came back at `now`: what the window holds and the
+    /// next [`RECOVERY`] of readings are the outage and its recovery (the kernel
+    /// retransmitting everything the dark link swallowed), not a trend; they are not
+    /// judged.
+    pub fn outage(&mut self, now: Instant) {
+        self.bin = Bin::default();
+        self.bin_start = None;
+        self.loss.clear();
+        self.bad_run = 0;
+        self.judge_from = Some(now + RECOVERY);
+    }
+
+    /// Takes a `TCP_INFO` reading at `now`; closes the bin when it is over.
+    pub fn read(&mut self, info: &TcpInfo, now: Instant) -> Verdict {
+        if self.judge_from.is_some_and(|t| now < t) {
+            self.last_counts = Some((info.data_segs_out, info.total_retrans, info.bytes_acked));
+            return Verdict::Unchanged;
+        }
+        let counts = (info.data_segs_out, info.total_retrans, info.bytes_acked);
+        let (segs, retrans, acked) = match self.last_counts {
+            // Counters never go backwards on one connection.
+            Some((s, r, a)) => (counts.0.saturating_sub(s), counts.1.saturating_sub(r), counts.2 > a),
+            None => (0, 0, false),
+        };
+        self.last_counts = Some(counts);
+        let start = *self.bin_start.get_or_insert(now);
+        let b = &mut self.bin;
+        b.segs += segs;
+        b.retrans += retrans;
+        let srtt = Duration::from_micros(info.rtt as u64);
+        b.srtt = if b.readings == 0 { srtt } else { b.srtt.min(srtt) };
+        if info.min_rtt != 0 && info.min_rtt != u32::MAX {
+            b.min_rtt = Duration::from_micros(info.min_rtt as u64);
+        }
+        if !info.delivery_rate_app_limited() {
+            b.rate = b.rate.max(info.delivery_rate);
+        }
+        b.acked |= acked;
+        let full = info.unacked + 1 >= info.snd_cwnd.max(1);
+        b.window_full = if b.readings == 0 { full } else { b.window_full && full };
+        b.readings += 1;
+        if now.saturating_duration_since(start) < BIN {
+            return Verdict::Unchanged;
+        }
+        let bin = std::mem::take(&mut self.bin);
+        self.bin_start = Some(now);
+        self.close(bin, now)
+    }
+
+    /// Judges a finished bin.
+    fn close(&mut self, bin: Bin, now: Instant) -> Verdict {
+        push_capped(&mut self.loss, (bin.segs, bin.retrans), LOSS_WINDOW);
+        push_capped(&mut self.rates, bin.rate, RATE_WINDOW);
+        let (segs, retrans) = self.loss.iter().fold((0, 0), |(s, r), &(bs, br)| (s + bs, r + br));
+        let ratio = retrans as f64 / segs.max(1) as f64;
+        let baseline = if self.base_segs > 0.0 {
+            self.base_retrans / self.base_segs
+        } else {
+            0.0
+        };
+        let lossy = segs >= LOSS_MIN_SEGS && ratio >= LOSS_DEMOTE.max(3.0 * baseline);
+        let loss_clear = segs < LOSS_MIN_SEGS / 3 || ratio < LOSS_CLEAR.max(1.5 * baseline);
+        let min = bin.min_rtt;
+        // The RTT is read only from bins with acknowledgements (an idle path's smoothed
+        // RTT is as old as its last ACK), and not while the window was full all bin long:
+        // then the queue is the path's own, which the schedulers weigh already.
+        let fresh = bin.acked && !min.is_zero();
+        let inflated = fresh
+            && !bin.window_full
+            && bin.srtt.as_secs_f64() >= RTT_DEMOTE * min.as_secs_f64()
+            && bin.srtt >= min + RTT_DEMOTE_ABS;
+        let rtt_clear = !fresh || bin.window_full || bin.srtt.as_secs_f64() <= RTT_CLEAR * min.as_secs_f64() + 0.010;
+        let peak = self.rates.iter().copied().max().unwrap_or(0);
+        let collapsed = fresh
+            && bin.rate > 0
+            && (bin.rate as f64) < RATE_COLLAPSE * peak as f64
+            && bin.srtt.as_secs_f64() >= RATE_COLLAPSE_RTT * min.as_secs_f64();
+        let bad = lossy || inflated || collapsed;
+        if !self.degraded {
+            // The baseline learns from healthy bins only (a 12 s memory): the bins that
+            // lead to a demotion must not raise the bar they are judged by.
+            if !bad {
+                self.base_segs = self.base_segs * 0.98 + bin.segs as f64;
+                self.base_retrans = self.base_retrans * 0.98 + bin.retrans as f64;
+            }
+            self.bad_run = if bad { self.bad_run + 1 } else { 0 };
+            if self.bad_run >= DEMOTE_BINS {
+                self.degraded = true;
+                self.bad_run = 0;
+                self.clear_run = 0;
+                self.demotions += 1;
+                let ping_pong = self
+                    .last_promotion
+                    .is_some_and(|t| now.saturating_duration_since(t) < PING_PONG);
+                self.promote_bins = if ping_pong {
+                    (self.promote_bins * 2).min(MAX_PROMOTE_BINS)
+                } else {
+                    PROMOTE_BINS
+                };
+                return Verdict::Demoted;
+            }
+            return Verdict::Unchanged;
+        }
+        // Promotion needs evidence: a bin with ACKs (the degraded path's probes) and
+        // every indicator clear.
+        let clear = bin.acked && !bad && loss_clear && rtt_clear;
+        self.clear_run = if clear { self.clear_run + 1 } else { 0 };
+        if self.clear_run >= self.promote_bins {
+            self.degraded = false;
+            self.clear_run = 0;
+            self.last_promotion = Some(now);
+            return Verdict::Promoted;
+        }
+        Verdict::Unchanged
+    }
+}
+
+fn push_capped<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
+    if q.len() == cap {
+        q.pop_front();
+    }
+    q.push_back(v);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reading of a connection that has sent `segs` data segments, `retrans` of them
+    /// again, with the given RTT, rate and window.
+    fn info(segs: u32, retrans: u32, acked: u64, rtt_ms: u64, rate: u64, full: bool) -> TcpInfo {
+        TcpInfo {
+            data_segs_out: segs,
+            total_retrans: retrans,
+            bytes_acked: acked,
+            rtt: (rtt_ms * 1000) as u32,
+            min_rtt: 50_000,
+            delivery_rate: rate,
+            snd_cwnd: 20,
+            unacked: if full { 20 } else { 5 },
+            ..TcpInfo::default()
+        }
+    }
+
+    /// Feeds `secs` of readings every 10 ms; `f(t)` gives (segments per reading,
+    /// retransmitted per reading, RTT ms, rate, window full). Returns the verdicts' times.
+    fn feed(
+        q: &mut Quality,
+        t0: Instant,
+        from_ms: u64,
+        to_ms: u64,
+        counts: &mut (u32, u32, u64),
+        f: impl Fn(u64) -> (u32, u32, u64, u64, bool),
+    ) -> Vec<(u64, Verdict)> {
+        let mut out = Vec::new();
+        for ms in (from_ms..to_ms).step_by(10) {
+            let (s, r, rtt, rate, full) = f(ms);
+            counts.0 += s;
+            counts.1 += r;
+            counts.2 += s as u64 * 1448;
+            let v = q.read(
+                &info(counts.0, counts.1, counts.2, rtt, rate, full),
+                t0 + Duration::from_millis(ms),
+            );
+            if v != Verdict::Unchanged {
+                out.push((ms, v));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_steady_path_stays_healthy_and_a_failing_one_is_demoted_within_about_a_second() {
+        let t0 = Instant::now();
+        let mut q = Quality::default();
+        let mut c = (0, 0, 0);
+        // 10 s at 2 segments per 10 ms, 1 % of them retransmitted (one per 500 ms).
+        let v = feed(&mut q, t0, 0, 10_000, &mut c, |ms| {
+            (2, (ms % 500 == 0) as u32, 55, 250_000, false)
+        });
+        assert!(v.is_empty(), "{v:?}");
+        // The RTT triples while the window is not full (the delay is not our queue).
+        let v = feed(&mut q, t0, 10_000, 12_000, &mut c, |_| (2, 0, 160, 250_000, false));
+        assert_eq!(v.len(), 1, "{v:?}");
+        let (at, verdict) = v[0];
+        assert_eq!(verdict, Verdict::Demoted);
+        assert!((10_750..=11_300).contains(&at), "demoted at {at} ms");
+        // Clear again: promoted only after the dwell (3 s of clear bins).
+        let v = feed(&mut q, t0, 12_000, 20_000, &mut c, |_| (1, 0, 55, 250_000, false));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].0 >= 14_700, "promoted at {} ms", v[0].0);
+    }
+
+    #[test]
+    fn a_queue_of_the_paths_own_making_is_not_degradation() {
+        let t0 = Instant::now();
+        let mut q = Quality::default();
+        let mut c = (0, 0, 0);
+        // A bulk transfer filling a 500 ms buffer: RTT 10× the minimum, window full,
+        // the rate steady.
+        let v = feed(&mut q, t0, 0, 30_000, &mut c, |_| (10, 0, 570, 1_100_000, true));
+        assert!(v.is_empty(), "{v:?}");
+    }
+
+    #[test]
+    fn rising_loss_demotes_and_a_ping_pong_doubles_the_dwell() {
+        let t0 = Instant::now();
+        let mut q = Quality::default();
+        let mut c = (0, 0, 0);
+        feed(&mut q, t0, 0, 5_000, &mut c, |_| (3, 0, 55, 300_000, false));
+        // 10 % loss.
+        let v = feed(&mut q, t0, 5_000, 8_000, &mut c, |ms| {
+            (3, (ms % 30 == 0) as u32, 55, 300_000, false)
+        });
+        assert_eq!(v.first().map(|v| v.1), Some(Verdict::Demoted), "{v:?}");
+        // Promotion after 3 s of clear bins.
+        let v = feed(&mut q, t0, 8_000, 13_000, &mut c, |_| (1, 0, 55, 300_000, false));
+        let promoted = v.iter().find(|v| v.1 == Verdict::Promoted).expect("promoted").0;
+        // Lossy again soon after: demoted; the next promotion takes twice as long.
+        let v = feed(&mut q, t0, 13_000, 16_000, &mut c, |ms| {
+            (3, (ms % 30 == 0) as u32, 55, 300_000, false)
+        });
+        let demoted = v.iter().find(|v| v.1 == Verdict::Demoted).expect("demoted").0;
+        assert!(demoted > promoted);
+        let v = feed(&mut q, t0, 16_000, 30_000, &mut c, |_| (1, 0, 55, 300_000, false));
+        let again = v.iter().find(|v| v.1 == Verdict::Promoted).expect("promoted").0;
+        assert!(again - 16_000 >= 5_900, "promoted after {} ms", again - 16_000);
+    }
+
+    #[test]
+    fn false_alarms_raise_the_suspicion_threshold_for_a_while() {
+        let t0 = Instant::now();
+        let mut s = Suspicion::default();
+        let rtt = Duration::from_millis(20);
+        let ack = Duration::from_millis(5);
+        assert_eq!(s.threshold(rtt, ack, t0), Duration::from_millis(155));
+        assert_eq!(
+            s.threshold(Duration::from_millis(100), ack, t0),
+            Duration::from_millis(305),
+            "three minimum RTTs on a long path"
+        );
+        s.start(t0);
+        s.release(t0 + Duration::from_millis(300), Duration::from_millis(155));
+        assert_eq!(s.threshold(rtt, ack, t0), Duration::from_millis(305), "doubled");
+        // A real outage (10 s) does not raise it further.
+        let t1 = t0 + Duration::from_secs(1);
+        s.start(t1);
+        s.release(t1 + Duration::from_secs(10), Duration::from_millis(305));
+        assert_eq!(s.threshold(rtt, ack, t1), Duration::from_millis(305));
+        assert_eq!(
+            s.threshold(rtt, ack, t0 + Duration::from_secs(31)),
+            Duration::from_millis(155),
+            "decays after 30 s without a false alarm"
+        );
+    }
+}
