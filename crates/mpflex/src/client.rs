@@ -127,7 +127,32 @@ async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Resul
     Ok(())
 }
 
+/// A path connection that is dialled, authenticated and joined, ready to run.
+struct Dialed {
+    stream: TcpStream,
+    transport: crate::crypto::Transport,
+    joined: crate::pathconn::Joined,
+    server: SocketAddr,
+}
+
+/// The keys and session token every dial of the client uses.
+#[derive(Clone, Copy)]
+struct Keys {
+    private: [u8; 32],
+    server_public: [u8; 32],
+    token: [u8; 16],
+}
+
+/// How long a connection attempt waits for the server's SYN-ACK before the next attempt
+/// starts with a fresh SYN. The kernel retransmits a SYN after 1 s, 3 s, 7 s: over a link
+/// that was dark and is back, a long attempt would leave the path unused for seconds.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest pause between failed attempts (an attempt costs a SYN).
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
 /// Keeps path `i` connected: dial, handshake, join the session, run; re-dial with backoff.
+/// While the engine holds the path suspect, a probe connection dialled beside the silent
+/// one ([`probe_loop`]) takes over as soon as it gets through.
 async fn path_loop(
     h: SessionHandle,
     i: usize,
@@ -137,16 +162,44 @@ async fn path_loop(
     token: [u8; 16],
     shutdown: CancellationToken,
 ) {
+    let keys = Keys {
+        private,
+        server_public,
+        token,
+    };
+    let (probed_tx, mut probed) = tokio::sync::mpsc::channel::<Dialed>(1);
+    tokio::spawn(probe_loop(h.clone(), i, cfg.clone(), keys, probed_tx, shutdown.clone()));
     let mut backoff = Duration::from_millis(100);
+    let mut next: Option<Dialed> = None;
     loop {
         let started = Instant::now();
-        let res = tokio::select! {
-            r = connect_path(&h, i, &cfg, &private, &server_public, token) => r,
-            _ = shutdown.cancelled() => return,
+        let dialed = match next.take() {
+            Some(d) => Ok(d),
+            None => tokio::select! {
+                r = dial(&h, i, &cfg, keys) => r,
+                Some(d) = probed.recv() => Ok(d),
+                _ = shutdown.cancelled() => return,
+            },
         };
-        match res {
-            Ok(()) => {}
-            Err(e) => warn!(path = %cfg.name, "path down: {e:#}"),
+        let res = match dialed {
+            Ok(d) => {
+                info!(path = %cfg.name, server = %d.server, "path up");
+                tokio::select! {
+                    r = h.run_path(i, d.stream, d.transport, d.joined) => r,
+                    Some(d) = probed.recv() => {
+                        // The probe's connection replaces the silent one (`run_path` of
+                        // the new one cancels the old one's tasks).
+                        info!(path = %cfg.name, "a probe got through; the path continues on it");
+                        next = Some(d);
+                        continue;
+                    }
+                    _ = shutdown.cancelled() => return,
+                }
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = res {
+            warn!(path = %cfg.name, "path down: {e:#}");
         }
         if shutdown.is_cancelled() {
             return;
@@ -156,20 +209,64 @@ async fn path_loop(
         }
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
+            Some(d) = probed.recv() => next = Some(d),
             _ = shutdown.cancelled() => return,
         }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
+        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
-async fn connect_path(
-    h: &SessionHandle,
+/// Probes path `i` while the engine holds it suspect: a fresh connection every probe
+/// interval (each attempt sends its own SYN at once, where the silent connection's kernel
+/// socket waits out its backed-off retransmission timer), and the first that gets through
+/// goes to [`path_loop`]. MPTCP-MA releases a suspended subflow as soon as the link
+/// works; this is the end-to-end way to learn that it does.
+async fn probe_loop(
+    h: SessionHandle,
     i: usize,
-    cfg: &PathConfig,
-    private: &[u8; 32],
-    server_public: &[u8; 32],
-    token: [u8; 16],
-) -> Result<()> {
+    cfg: PathConfig,
+    keys: Keys,
+    out: tokio::sync::mpsc::Sender<Dialed>,
+    shutdown: CancellationToken,
+) {
+    let signal = h.probe_signal(i);
+    loop {
+        tokio::select! {
+            _ = signal.notified() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        while let Some(every) = h.probe_due(i) {
+            let started = tokio::time::Instant::now();
+            let attempt = tokio::select! {
+                r = tokio::time::timeout(every, dial(&h, i, &cfg, keys)) => r,
+                _ = shutdown.cancelled() => return,
+            };
+            match attempt {
+                Ok(Ok(d)) => {
+                    if h.probe_due(i).is_some() {
+                        let _ = out.send(d).await;
+                    }
+                    break;
+                }
+                Ok(Err(e)) => debug!(path = %cfg.name, "probe failed: {e:#}"),
+                Err(_) => debug!(path = %cfg.name, "probe unanswered within {every:?}"),
+            }
+            // A probe that failed at once (no route yet) waits out its interval.
+            tokio::select! {
+                _ = tokio::time::sleep_until(started + every) => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
+    }
+}
+
+/// Dials path `i`: connects over its link, authenticates and joins the session.
+async fn dial(h: &SessionHandle, i: usize, cfg: &PathConfig, keys: Keys) -> Result<Dialed> {
+    let Keys {
+        private,
+        server_public,
+        token,
+    } = keys;
     let server: SocketAddr = tokio::net::lookup_host(&cfg.server)
         .await
         .with_context(|| format!("cannot resolve {}", cfg.server))?
@@ -195,11 +292,11 @@ async fn connect_path(
             anyhow::anyhow!("source {src}: cannot bind to it: {e}; is it an address of this host (`ip addr`)?")
         })?;
     }
-    let sock = tokio::time::timeout(Duration::from_secs(10), sock.connect(server))
+    let sock = tokio::time::timeout(CONNECT_TIMEOUT, sock.connect(server))
         .await
         .map_err(|_| {
             anyhow::anyhow!(
-                "no answer from {server} within 10 s: check the route over this link and that the \
+                "no answer from {server} within {CONNECT_TIMEOUT:?}: check the route over this link and that the \
                  server's firewall lets the port in"
             )
         })?
@@ -215,7 +312,7 @@ async fn connect_path(
     let mut stream = sock;
     let t = tokio::time::timeout(
         Duration::from_secs(10),
-        client_handshake(&mut stream, private, server_public),
+        client_handshake(&mut stream, &private, &server_public),
     )
     .await
     .context("handshake timed out")??;
@@ -226,6 +323,10 @@ async fn connect_path(
         warn!("the server lost this session (restarted?); open streams are reset");
     }
     configure_path_socket(&stream, h.congestion.as_deref(), h.pacing)?;
-    info!(path = %cfg.name, %server, "path up");
-    h.run_path(i, stream, t, joined).await
+    Ok(Dialed {
+        stream,
+        transport: t,
+        joined,
+        server,
+    })
 }

@@ -58,6 +58,10 @@ pub struct Tuning {
     /// front of interactive traffic (QCUT-D's 20 ms). It engages only while an interactive
     /// stream is active (a lone bulk transfer runs at full rate). 0: off.
     pub queue_target_ms: u64,
+    /// Proactive handover (WearMan): a path whose retransmissions, RTT or delivery rate
+    /// trend towards failure takes no new data, and what it holds is copied to a healthy
+    /// path before it fails. `false`: paths leave only when they fall silent or die.
+    pub proactive: bool,
 }
 
 impl Default for Tuning {
@@ -74,6 +78,7 @@ impl Default for Tuning {
             pacing: true,
             fresh_ssthresh: true,
             queue_target_ms: 20,
+            proactive: true,
         }
     }
 }
@@ -129,6 +134,7 @@ impl Tuning {
         c.session_window = self.session_window;
         c.max_streams = self.max_streams;
         c.queue_target = Duration::from_millis(self.queue_target_ms);
+        c.proactive = self.proactive;
         c
     }
 }
