@@ -135,7 +135,9 @@ struct RunArgs {
     #[arg(long, default_value = "chunk")]
     workload: String,
     /// bulk: down,up; shortflows: seq,par (default: both); video: buffer (the default,
-    /// a buffer-based ABR) or rate (throughput-based).
+    /// a buffer-based ABR) or rate (throughput-based); handover: blackhole (the default:
+    /// the link goes dark), carrier (the client's interface loses carrier), degrade (5 s
+    /// of falling rate and rising loss and delay, then dark).
     #[arg(long)]
     variants: Option<String>,
     /// Seconds per run of bulk (20), handover (30); seconds of the bulk of upload-ping and

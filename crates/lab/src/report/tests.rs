@@ -367,11 +367,11 @@ fn workload_tables() {
     let h = "### two, cubic, handover, fresh, 2000 kbit/s stream";
     assert_eq!(
         row(&md, h, "mptcp"),
-        "| mptcp | 200 (200–200) | **1.00** | 0 (0–0) | 2.00 (2.00–2.00) | 30 (30–30) |"
+        "| mptcp | 200 (200–200) | **1.00** | 0 (0–0) | – | 2.00 (2.00–2.00) | 30 (30–30) |"
     );
     assert_eq!(
         row(&md, h, "mpflex:minrtt"),
-        "| mpflex:minrtt | 400 (400–400) | **2.00** | 1000 (1000–1000) | 2.00 (2.00–2.00) | 30 (30–30) |"
+        "| mpflex:minrtt | 400 (400–400) | **2.00** | 1000 (1000–1000) | – | 2.00 (2.00–2.00) | 30 (30–30) |"
     );
     // Sections come in workload order.
     let at = |s: &str| md.find(s).unwrap();

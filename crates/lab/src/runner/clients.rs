@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::emulator::Emulator;
+use crate::link::{LinkParams, Rate};
 use crate::netns::Topology;
-use crate::workload::Fields;
+use crate::workload::{Fields, PathEvent};
 
 fn self_exe() -> std::path::PathBuf {
     std::env::current_exe().expect("own path")
@@ -35,25 +36,81 @@ pub(super) fn chunk(topo: &Topology, args: &[String]) -> Result<Vec<f64>> {
         .collect()
 }
 
-/// One `workload-client` run; returns its JSON fields. With `path_down`, the emulator
-/// takes that path down at a third of `secs` and back up at two thirds meanwhile.
-pub(super) fn workload(
-    topo: &Topology,
-    args: &[String],
-    path_down: Option<(&Emulator, usize)>,
-    secs: f64,
-) -> Result<Fields> {
+/// A path failing during a run: which, how, on which emulator.
+pub(super) struct PathChange<'a> {
+    pub emu: &'a Emulator,
+    pub path: usize,
+    pub event: PathEvent,
+}
+
+/// How long `Degrade` takes to walk out of coverage before the outage.
+const DEGRADE_RAMP: Duration = Duration::from_secs(5);
+/// How often the degrading link's parameters change.
+const DEGRADE_STEP: Duration = Duration::from_millis(250);
+
+/// One `workload-client` run; returns its JSON fields. With `change`, the path fails at a
+/// third of `secs` and comes back at two thirds meanwhile, as its event says.
+pub(super) fn workload(topo: &Topology, args: &[String], change: Option<PathChange<'_>>, secs: f64) -> Result<Fields> {
     let child = workload_child(topo, args)?;
-    if let Some((emu, path)) = path_down {
+    if let Some(c) = change {
         let t0 = Instant::now();
         let down_at = t0 + Duration::from_secs_f64(secs / 3.0);
         let up_at = t0 + Duration::from_secs_f64(2.0 * secs / 3.0);
-        std::thread::sleep(down_at.saturating_duration_since(Instant::now()));
-        emu.set_path_up(path, false);
-        std::thread::sleep(up_at.saturating_duration_since(Instant::now()));
-        emu.set_path_up(path, true);
+        let sleep_until = |t: Instant| std::thread::sleep(t.saturating_duration_since(Instant::now()));
+        let original: Vec<LinkParams> = c.emu.links[c.path]
+            .iter()
+            .map(|l| l.update(|m| m.params().clone()))
+            .collect();
+        if c.event == PathEvent::Degrade {
+            let start = down_at.checked_sub(DEGRADE_RAMP).unwrap_or(t0).max(t0);
+            let ramp = down_at - start;
+            let mut at = start;
+            while at < down_at {
+                sleep_until(at);
+                let f = (at - start).as_secs_f64() / ramp.as_secs_f64().max(1e-9);
+                for (l, p) in c.emu.links[c.path].iter().zip(&original) {
+                    l.update(|m| m.set_params(degraded(p, f)));
+                }
+                at += DEGRADE_STEP;
+            }
+        }
+        sleep_until(down_at);
+        set_path(topo, &c, false)?;
+        sleep_until(up_at);
+        for (l, p) in c.emu.links[c.path].iter().zip(original) {
+            l.update(|m| m.set_params(p));
+        }
+        set_path(topo, &c, true)?;
     }
     workload_output(child, args)
+}
+
+/// A link `f` of the way (0 to 1) out of coverage: its rate down to 7 % (a constant rate;
+/// a trace keeps its own), its loss up to 10 %, its one-way delay up by 50 ms.
+fn degraded(p: &LinkParams, f: f64) -> LinkParams {
+    let rate = match &p.rate {
+        Rate::Constant(kbit) => Rate::Constant(((*kbit as f64) * (1.0 - 0.93 * f)).max(1.0) as u64),
+        other => other.clone(),
+    };
+    LinkParams {
+        delay: p.delay + Duration::from_secs_f64(0.050 * f),
+        rate,
+        loss: p.loss + (0.10 - p.loss).max(0.0) * f,
+        ..p.clone()
+    }
+}
+
+/// Takes the changed path down or brings it back, as its event does it.
+fn set_path(topo: &Topology, c: &PathChange<'_>, up: bool) -> Result<()> {
+    match c.event {
+        PathEvent::Blackhole | PathEvent::Degrade => c.emu.set_path_up(c.path, up),
+        PathEvent::Carrier => {
+            let dev = topo.client_dev(c.path);
+            let state = if up { "up" } else { "down" };
+            crate::netns::run(&["ip", "-n", &topo.client_ns, "link", "set", &dev, state])?;
+        }
+    }
+    Ok(())
 }
 
 fn workload_child(topo: &Topology, args: &[String]) -> Result<Child> {
@@ -77,4 +134,33 @@ fn workload_output(child: Child, args: &[String]) -> Result<Fields> {
         );
     }
     serde_json::from_slice(&out.stdout).context("workload-client output")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::QueueLimit;
+
+    /// Walking out of coverage: the rate falls to 7 %, the loss rises to 10 % and the
+    /// one-way delay by 50 ms; halfway, halfway; a trace keeps its rate.
+    #[test]
+    fn a_degrading_link_walks_to_its_worst() {
+        let p = LinkParams {
+            delay: Duration::from_millis(25),
+            jitter: Duration::ZERO,
+            rate: Rate::Constant(7040),
+            loss: 0.0,
+            queue: QueueLimit::Millis(50),
+        };
+        assert_eq!(degraded(&p, 0.0), p);
+        let half = degraded(&p, 0.5);
+        assert_eq!(half.rate, Rate::Constant(3766));
+        assert_eq!(half.delay, Duration::from_millis(50));
+        assert!((half.loss - 0.05).abs() < 1e-9);
+        let worst = degraded(&p, 1.0);
+        assert_eq!(worst.rate, Rate::Constant(492));
+        assert_eq!(worst.delay, Duration::from_millis(75));
+        assert!((worst.loss - 0.10).abs() < 1e-9);
+        assert_eq!(worst.queue, p.queue);
+    }
 }

@@ -47,7 +47,8 @@ pub struct RunConfig {
     pub secs: f64,
     /// `handover`: the stream's rate.
     pub rate_kbit: u64,
-    /// `handover`: the path taken down at a third of the run and back up at two thirds.
+    /// `handover`: the path taken down at a third of the run and back up at two thirds
+    /// (how: the variant's [`crate::workload::PathEvent`]).
     pub handover_path: usize,
     pub sizes: Vec<u64>,
     pub modes: Vec<String>,
@@ -431,7 +432,7 @@ impl Bench<'_> {
             Some(_) => None,
             None => Some(mpflex::start(self.topo, bin, sched, point.cc, &pair.dir, k, self.stop)?),
         };
-        if self.spec().takes_path_down() {
+        if self.spec().path_event(point.variant).is_some() {
             // The previous run took a path down: start with all up.
             mpflex::wait_paths_up(self.topo, bin, k, Duration::from_secs(15));
         }
@@ -504,12 +505,13 @@ impl Bench<'_> {
             a.extend(["--variant".into(), v.into()]);
         }
         a.extend_from_slice(via);
-        let path_down = self
-            .spec()
-            .takes_path_down()
-            .then_some((self.emu, self.cfg.handover_path));
+        let change = self.spec().path_event(point.variant).map(|event| clients::PathChange {
+            emu: self.emu,
+            path: self.cfg.handover_path,
+            event,
+        });
         self.emu.clear_run_stats();
-        let mut f = clients::workload(self.topo, &a, path_down, self.cfg.secs)?;
+        let mut f = clients::workload(self.topo, &a, change, self.cfg.secs)?;
         f.extend(settled);
         f.extend(link_fields(&self.emu.stats()));
         let ms = f

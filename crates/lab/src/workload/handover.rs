@@ -1,5 +1,8 @@
 //! `handover`: a constant-rate download of 1000-byte stamped messages for `--secs` while
-//! the runner takes a path down at a third of the run and back up at two thirds.
+//! the runner takes a path down at a third of the run and back up at two thirds. Variants
+//! say how it goes down ([`PathEvent`]): `blackhole` (the link goes dark, the interfaces
+//! stay up), `carrier` (the client's interface loses carrier), `degrade` (5 s of falling
+//! rate and rising loss and delay first, as when walking away from an access point).
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -7,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::{connect, fields, make_request, percentile, unix_ns, ClientRun, Fields, Spec, Via, MESSAGE, OP_STREAM};
+use super::{
+    connect, fields, make_request, percentile, unix_ns, ClientRun, Fields, PathEvent, Spec, Via, MESSAGE, OP_STREAM,
+};
 use crate::record::Record;
 use crate::summary::{median_text, no_line, BarChart, Column, Summary, Table};
 
@@ -26,8 +31,16 @@ impl Spec for Handover {
         true
     }
 
-    fn takes_path_down(&self) -> bool {
-        true
+    fn variants(&self) -> (&'static [&'static str], &'static [&'static str]) {
+        (&["blackhole", "carrier", "degrade"], &["blackhole"])
+    }
+
+    fn path_event(&self, variant: Option<&str>) -> Option<PathEvent> {
+        Some(match variant {
+            Some("carrier") => PathEvent::Carrier,
+            Some("degrade") => PathEvent::Degrade,
+            _ => PathEvent::Blackhole,
+        })
     }
 
     fn client(&self, run: &ClientRun) -> Result<Fields> {
@@ -44,6 +57,7 @@ impl Spec for Handover {
                 ("max gap, ms", Column::Dist(max_gap, 0)),
                 ("max gap / mptcp", Column::VsMptcp(max_gap)),
                 ("lost bytes", Column::Dist(|r| r.field("lost_bytes"), 0)),
+                ("dup bytes", Column::Dist(|r| r.dup_bytes.map(|d| d as f64), 0)),
                 ("goodput, Mbit/s", Column::Dist(goodput, 2)),
                 ("delay p50, ms", Column::Dist(|r| r.field("delay_p50_ms"), 0)),
             ],

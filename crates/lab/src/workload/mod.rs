@@ -91,6 +91,22 @@ impl Workload {
     }
 }
 
+/// What the runner does to a path during a run: at a third of it the path fails, at two
+/// thirds it comes back (a workload's variant chooses how).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathEvent {
+    /// The link silently stops carrying anything, both directions (the emulator drops
+    /// every packet); the interfaces stay up, so only the transport can tell.
+    Blackhole,
+    /// The client's interface of the path loses carrier (`ip link set down` in the client
+    /// namespace): visible to netlink, and its route goes with it.
+    Carrier,
+    /// Walking away from an access point: over the 5 s before the outage the link's rate
+    /// falls to 7 % of its own, its loss rises to 10 % and its one-way delay grows by
+    /// 50 ms, then it goes dark as in `Blackhole`; it comes back as it was.
+    Degrade,
+}
+
 /// One measurement of a workload other than `chunk`, as `workload-client` runs it.
 #[derive(Debug, Clone)]
 pub struct ClientRun {
@@ -148,10 +164,9 @@ pub trait Spec: Sync {
         None
     }
 
-    /// Whether the runner takes a path down during the run (at a third of it, and back
-    /// up at two thirds).
-    fn takes_path_down(&self) -> bool {
-        false
+    /// What the runner does to a path during a run of `variant` (see [`PathEvent`]).
+    fn path_event(&self, _variant: Option<&str>) -> Option<PathEvent> {
+        None
     }
 
     /// Runs one measurement (the `workload-client` subcommand). Besides its own, fields
@@ -187,6 +202,13 @@ mod tests {
         assert_eq!(Workload::Video.variants(None).unwrap(), ["buffer"]);
         assert_eq!(Workload::Shortflows.variants(Some("par")).unwrap(), ["par"]);
         assert!(Workload::Chunk.variants(None).unwrap().is_empty());
+        assert_eq!(Workload::Handover.variants(None).unwrap(), ["blackhole"]);
+        let h = Workload::Handover.spec();
+        assert_eq!(h.path_event(Some("carrier")), Some(PathEvent::Carrier));
+        assert_eq!(h.path_event(Some("degrade")), Some(PathEvent::Degrade));
+        assert_eq!(h.path_event(None), Some(PathEvent::Blackhole));
+        assert_eq!(Workload::Bulk.spec().path_event(Some("down")), None);
+        assert!(Workload::Handover.variants(Some("appear")).is_err(), "not yet");
         let e = Workload::Bulk.variants(Some("down,sideways")).unwrap_err().to_string();
         assert!(
             e.contains("\"sideways\" is not one of [\"down\", \"up\"] for bulk"),
