@@ -20,8 +20,10 @@
 //! * **Degradation** (WearMan, Guo, "Improving mobile networking performance", ch. VI:
 //!   hand over *before* the link fails, on a leading indicator, make-before-break):
 //!   the indicators are the trends every link shows in `TCP_INFO` — the retransmission
-//!   ratio rising above the path's own baseline, the RTT rising while the path is not
-//!   filling its own queue, the delivery rate collapsing while the RTT rises. They are
+//!   ratio rising above the path's own baseline and the RTT rising, both while the path
+//!   is not saturated by our own data (then its queue and its congestion losses are of
+//!   our making: a bulk transfer filling a 500 ms buffer is no failing link), and the
+//!   delivery rate collapsing while the RTT rises when it is. They are
 //!   summed over 250 ms bins (MPTCP-MA polls every 300 ms); a path is demoted after a
 //!   second of bad bins and promoted again only after seconds of clear ones (separate
 //!   thresholds, as WearMan's 5 dB gap between its two RSSI thresholds, plus a dwell that
@@ -256,12 +258,13 @@ struct Bin {
     /// minimum RTT.
     srtt: Duration,
     min_rtt: Duration,
-    /// The highest delivery-rate sample not limited by the application, bytes/s.
+    /// The highest delivery-rate sample, bytes/s.
     rate: u64,
     /// The socket was acknowledged something in the bin (its RTT is fresh).
     acked: bool,
-    /// Every reading in the bin had the window full: any queue is the path's own.
-    window_full: bool,
+    /// A reading in the bin had a delivery-rate sample not limited by the application:
+    /// the path carried all it could, so a queue or a loss may be of its own making.
+    saturated: bool,
     readings: u32,
 }
 
@@ -275,6 +278,8 @@ pub(crate) struct Quality {
     loss: VecDeque<(u32, u32)>,
     /// Delivery-rate peaks of the last bins.
     rates: VecDeque<u64>,
+    /// The last bin's RTT, to tell a rising RTT from a draining queue.
+    last_srtt: Duration,
     /// The kernel's cumulative counters at the last reading.
     last_counts: Option<(u32, u32, u64)>,
     /// The path's own loss baseline: exponentially decayed sums of segments and
@@ -302,6 +307,7 @@ impl Default for Quality {
             bin_start: None,
             loss: VecDeque::new(),
             rates: VecDeque::new(),
+            last_srtt: Duration::ZERO,
             last_counts: None,
             base_segs: 0.0,
             base_retrans: 0.0,
@@ -370,12 +376,9 @@ impl Quality {
         if info.min_rtt != 0 && info.min_rtt != u32::MAX {
             b.min_rtt = Duration::from_micros(info.min_rtt as u64);
         }
-        if !info.delivery_rate_app_limited() {
-            b.rate = b.rate.max(info.delivery_rate);
-        }
+        b.rate = b.rate.max(info.delivery_rate);
+        b.saturated |= info.delivery_rate > 0 && !info.delivery_rate_app_limited();
         b.acked |= acked;
-        let full = info.unacked + 1 >= info.snd_cwnd.max(1);
-        b.window_full = if b.readings == 0 { full } else { b.window_full && full };
         b.readings += 1;
         if now.saturating_duration_since(start) < BIN {
             return Verdict::Unchanged;
@@ -387,8 +390,12 @@ impl Quality {
 
     /// Judges a finished bin.
     fn close(&mut self, bin: Bin, now: Instant) -> Verdict {
-        push_capped(&mut self.loss, (bin.segs, bin.retrans), LOSS_WINDOW);
+        // A saturated bin's losses may be the congestion control's own (a slow start
+        // overshooting the buffer): they do not count.
+        let counted = if bin.saturated { (0, 0) } else { (bin.segs, bin.retrans) };
+        push_capped(&mut self.loss, counted, LOSS_WINDOW);
         push_capped(&mut self.rates, bin.rate, RATE_WINDOW);
+        let prev_srtt = std::mem::replace(&mut self.last_srtt, bin.srtt);
         let (segs, retrans) = self.loss.iter().fold((0, 0), |(s, r), &(bs, br)| (s + bs, r + br));
         let ratio = retrans as f64 / segs.max(1) as f64;
         let baseline = if self.base_segs > 0.0 {
@@ -400,17 +407,24 @@ impl Quality {
         let loss_clear = segs < LOSS_MIN_SEGS / 3 || ratio < LOSS_CLEAR.max(1.5 * baseline);
         let min = bin.min_rtt;
         // The RTT is read only from bins with acknowledgements (an idle path's smoothed
-        // RTT is as old as its last ACK), and not while the window was full all bin long:
-        // then the queue is the path's own, which the schedulers weigh already.
+        // RTT is as old as its last ACK), not while the path was saturated (the queue is
+        // then its own, which the schedulers weigh already), and not while it falls (a
+        // queue draining).
         let fresh = bin.acked && !min.is_zero();
+        let rising = bin.srtt.as_secs_f64() >= 0.95 * prev_srtt.as_secs_f64();
         let inflated = fresh
-            && !bin.window_full
+            && !bin.saturated
+            && rising
             && bin.srtt.as_secs_f64() >= RTT_DEMOTE * min.as_secs_f64()
             && bin.srtt >= min + RTT_DEMOTE_ABS;
-        let rtt_clear = !fresh || bin.window_full || bin.srtt.as_secs_f64() <= RTT_CLEAR * min.as_secs_f64() + 0.010;
+        let rtt_clear = !fresh || bin.srtt.as_secs_f64() <= RTT_CLEAR * min.as_secs_f64() + 0.010;
+        // The rate collapsed: a saturated path delivering under half of what it did in
+        // the last 10 s (application-limited samples count: they are lower bounds) with
+        // its RTT up.
         let peak = self.rates.iter().copied().max().unwrap_or(0);
         let collapsed = fresh
-            && bin.rate > 0
+            && bin.saturated
+            && rising
             && (bin.rate as f64) < RATE_COLLAPSE * peak as f64
             && bin.srtt.as_secs_f64() >= RATE_COLLAPSE_RTT * min.as_secs_f64();
         let bad = lossy || inflated || collapsed;
@@ -476,6 +490,9 @@ mod tests {
             delivery_rate: rate,
             snd_cwnd: 20,
             unacked: if full { 20 } else { 5 },
+            // A path with its window full carries all it can; otherwise the application
+            // (the scheduler) limits it.
+            flags: (!full) as u8,
             ..TcpInfo::default()
         }
     }

@@ -286,8 +286,7 @@ fn a_backup_carries_nothing_while_the_primary_works_and_takes_over_when_it_fails
         12,
         |sim, ms| {
             if ms == 0 {
-                let now = sim.now;
-                sim.client.set_path_tier(1, TIER_BACKUP, now);
+                sim.client.set_path_tier(1, TIER_BACKUP);
             }
             if ms == 1 {
                 assert_eq!(sim.client.path_state(1), PathState::Standby);
@@ -314,4 +313,37 @@ fn a_backup_carries_nothing_while_the_primary_works_and_takes_over_when_it_fails
     assert_eq!(s.sim.server.path_state(1), PathState::Standby, "handed back");
     let primary = s.sim.server.path_counters(0).unwrap().0;
     assert!(primary.payload_sent > 2_000_000, "{primary:?}");
+}
+
+/// A bulk download for a simulated minute over a lossy WiFi (1 %) and an LTE whose window
+/// holds four times its bandwidth-delay product (its RTT four times its minimum, from the
+/// download's own queue): neither is demoted or suspected. Their queues and losses under
+/// load are the download's, not a failing link's.
+#[test]
+fn a_bulk_transfer_filling_its_queues_is_not_degradation() {
+    let lossy = PathSpec { loss: 0.01, ..wifi() };
+    let bloated = PathSpec {
+        cwnd: Some(4 * 70 * 1150 / 1448),
+        ..lte()
+    };
+    let mut sim = Sim::custom(|| mpflex_sched::by_name("minrtt").unwrap(), &[lossy, bloated], |_| {});
+    let id = sim.client.open_stream(placeholder_addr());
+    sim.client.stream_send(id, Bytes::from_static(b"GET"));
+    for _ in 0..60_000 {
+        if sim.server_rx.contains_key(&id) && sim.server.send_capacity(id) > 0 {
+            sim.server.stream_send(id, Bytes::from(vec![7u8; 64 * 1024]));
+        }
+        sim.step();
+    }
+    let got = sim.client_rx.get(&id).map_or(0, Vec::len);
+    println!("bulk: {:.1} Mbit/s", got as f64 * 8.0 / 60.0 / 1e6);
+    assert!(got > 60 * 1_500_000, "{got} B in a minute");
+    for p in 0..2 {
+        let (c, snap) = sim.server.path_counters(p).unwrap();
+        println!(
+            "path {p}: srtt {:?} (min {:?}), {} retransmissions, {} demotions, {} suspicions",
+            snap.srtt, snap.min_rtt, c.tcp_retransmits, c.demotions, c.suspicions
+        );
+        assert_eq!((c.demotions, c.suspicions), (0, 0), "path {p}");
+    }
 }

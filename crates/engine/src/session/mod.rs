@@ -266,7 +266,8 @@ impl Session {
     /// of a better tier can (each is down, suspect or degraded); its paths meanwhile stand
     /// by, connected and kept warm with keepalives, so a takeover needs no handshake. The
     /// per-path counters (`payload_sent`, `payload_resent`) show what each carried.
-    pub fn set_path_tier(&mut self, path: usize, tier: u8, now: Instant) {
+    pub fn set_path_tier(&mut self, path: usize, tier: u8) {
+        let now = self.last_now;
         self.paths.set_tier(path, tier, now);
         self.announce_tier(path);
         self.wake();
@@ -280,8 +281,9 @@ impl Session {
     /// A backup path is the backup tier; a path that is not, primary. See
     /// [`Session::set_path_tier`].
     pub fn set_path_backup(&mut self, path: usize, backup: bool, now: Instant) {
+        self.set_clock(now);
         let tier = if backup { TIER_BACKUP } else { TIER_PRIMARY };
-        self.set_path_tier(path, tier, now);
+        self.set_path_tier(path, tier);
     }
 
     pub fn path_status(&self, path: usize) -> PathStatus {
