@@ -327,6 +327,12 @@ impl Collector for Scrape {
         self.path_gauge(e, "mpflex_path_backup", "1 for a backup path.", |p| {
             Some(p.backup as i64)
         })?;
+        self.path_gauge(
+            e,
+            "mpflex_path_tier",
+            "The path's tier: 0 primary, 1 secondary, 2 backup.",
+            |p| Some(p.tier as i64),
+        )?;
         self.path_counter(
             e,
             "mpflex_path_sent_bytes",
@@ -369,6 +375,12 @@ impl Collector for Scrape {
             "mpflex_path_suspicions",
             "Times the path went silent while holding data.",
             |c| c.suspicions,
+        )?;
+        self.path_counter(
+            e,
+            "mpflex_path_demotions",
+            "Times the path's quality trends said it was failing (degraded).",
+            |c| c.demotions,
         )?;
         self.path_counter(
             e,
