@@ -330,7 +330,7 @@ fn metrics_live_view_and_watch_follow_a_transfer() {
             let rx2 = c2.value("mpflex_path_received_bytes_total", &labels).unwrap();
             assert!(rx2 > rx1 && rx1 > 0.0, "client path {name}: received {rx1} then {rx2}");
             assert_eq!(
-                c2.value("mpflex_path_state", &[("path", path), ("state", "up")]),
+                c2.value("mpflex_path_state", &[("path", path), ("state", "active")]),
                 Some(1.0)
             );
             assert!(c2.value("mpflex_path_srtt_seconds", &[("path", path)]).unwrap() > 0.0);
@@ -345,18 +345,18 @@ fn metrics_live_view_and_watch_follow_a_transfer() {
         };
         assert!(decisions(s2) > decisions(s1), "the server's scheduler decided nothing");
 
-        // The live view: both paths up with throughput that is not zero and changes.
+        // The live view: both paths active with throughput that is not zero and changes.
         let (p1, p2) = (path_rows(&dom1), path_rows(&dom2));
         let names: Vec<&str> = p1.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["p1", "p2"], "{dom1}");
         for (a, b) in p1.iter().zip(&p2) {
-            assert_eq!((a.state.as_str(), b.state.as_str()), ("up", "up"));
+            assert_eq!((a.state.as_str(), b.state.as_str()), ("active", "active"));
             assert!(a.rx > 0 && b.rx > 0, "{} shows no throughput: {a:?} {b:?}", a.name);
         }
         assert_ne!(p1, p2, "the throughput did not change in two seconds");
         let sp = path_rows(&server_dom);
         assert_eq!(sp.len(), 2, "{server_dom}");
-        assert!(sp.iter().all(|p| p.state == "up" && p.tx > 0), "{sp:?}");
+        assert!(sp.iter().all(|p| p.state == "active" && p.tx > 0), "{sp:?}");
         assert!(
             server_dom.contains(" of test"),
             "the server names the client: {server_dom}"
