@@ -123,6 +123,9 @@ pub(crate) struct PathEntry {
     eligible: bool,
     /// Its kernel socket at the last `TCP_INFO` reading.
     pub kernel: KernelView,
+    /// The last sign of life before the silence whose frames were copied elsewhere (one
+    /// hedge per silence).
+    hedged: Option<Instant>,
     ping_id: u64,
     /// Unacknowledged frames this path holds a copy of.
     pub held: usize,
@@ -161,6 +164,7 @@ impl PathEntry {
             tier: 0,
             eligible: false,
             kernel: KernelView::new(now),
+            hedged: None,
             ping_id: 0,
             held: 0,
             progress: now,
@@ -227,6 +231,8 @@ pub(crate) enum PathCheck {
     TimedOut,
     /// No sign of life for longer than its suspicion threshold while holding data.
     Stuck,
+    /// Silent for two thirds of its threshold: copy what it holds elsewhere.
+    Hedge,
     /// Suspect, and a probe is due.
     Probe,
     Fine,
@@ -437,12 +443,32 @@ impl Paths {
     /// [`crate::supervisor::Suspicion::threshold`]): from its minimum RTT, or its smoothed
     /// RTT while the minimum is unknown.
     fn suspect_after(&self, p: &PathEntry, now: Instant) -> Duration {
-        let rtt = if p.snap.min_rtt.is_zero() {
+        p.suspicion.threshold(Self::base_rtt(p), self.ack_delay, now)
+    }
+
+    /// Silence after which what a path holds is copied elsewhere (see
+    /// [`crate::supervisor::Suspicion::hedge_after`]). Only while it holds frames of ours
+    /// not yet copied for this silence.
+    fn hedge_at(&self, p: &PathEntry) -> Option<Instant> {
+        let life = p.last_life();
+        (p.held > 0 && p.hedged != Some(life))
+            .then(|| life + p.suspicion.hedge_after(Self::base_rtt(p), self.ack_delay, life))
+    }
+
+    /// The path's RTT without its queue: the minimum, or the smoothed RTT while the
+    /// minimum is unknown.
+    fn base_rtt(p: &PathEntry) -> Duration {
+        if p.snap.min_rtt.is_zero() {
             p.snap.srtt
         } else {
             p.snap.min_rtt
-        };
-        p.suspicion.threshold(rtt, self.ack_delay, now)
+        }
+    }
+
+    /// What `path` holds was copied elsewhere at this silence.
+    pub fn hedged(&mut self, path: usize) {
+        let p = &mut self.entries[path];
+        p.hedged = Some(p.last_life());
     }
 
     /// How often a path that is suspect or degraded is probed within its own connection:
@@ -463,10 +489,12 @@ impl Paths {
             .filter(|p| p.is_up())
             .flat_map(|p| {
                 let stuck = (!p.suspect() && p.holding()).then(|| p.last_life() + self.suspect_after(p, p.last_life()));
+                let hedge = (!p.suspect()).then(|| self.hedge_at(p)).flatten();
                 [
                     Some(p.last_send + Self::keepalive_every(p, cfg)),
                     Some(p.last_recv + cfg.path_timeout),
                     stuck,
+                    hedge,
                     p.suspicion.next_probe,
                 ]
             })
@@ -492,6 +520,9 @@ impl Paths {
         let silent = now.saturating_duration_since(p.last_life());
         if p.holding() && silent >= self.suspect_after(p, now) {
             return PathCheck::Stuck;
+        }
+        if self.hedge_at(p).is_some_and(|t| t <= now) {
+            return PathCheck::Hedge;
         }
         PathCheck::Fine
     }
@@ -752,14 +783,23 @@ mod tests {
         ps.up(0, t0);
         ps.entry(0).snap.srtt = Duration::from_millis(50);
         ps.booked(0, t0, None);
-        // max(3 × 50 ms, 150 ms) + the ACK delay (5 ms).
+        // A hedge after max(2 × 50 ms, 100 ms) + the ACK delay (5 ms).
+        let hedge = Duration::from_millis(105);
+        assert_eq!(ps.next_timeout(&cfg()), Some(t0 + hedge));
+        assert_eq!(
+            ps.check(0, t0 + hedge - Duration::from_millis(1), &cfg()),
+            PathCheck::Fine
+        );
+        assert_eq!(ps.check(0, t0 + hedge, &cfg()), PathCheck::Hedge);
+        ps.hedged(0);
+        // Suspect after max(3 × 50 ms, 150 ms) + the ACK delay.
         let after = Duration::from_millis(155);
+        assert_eq!(ps.next_timeout(&cfg()), Some(t0 + after), "one hedge per silence");
         assert_eq!(
             ps.check(0, t0 + after - Duration::from_millis(1), &cfg()),
             PathCheck::Fine
         );
         assert_eq!(ps.check(0, t0 + after, &cfg()), PathCheck::Stuck);
-        assert_eq!(ps.next_timeout(&cfg()), Some(t0 + after));
         ps.mark_suspect(0, t0 + after);
         assert!(!ps.get(0).unwrap().carries());
         assert_eq!(ps.get(0).unwrap().state(), PathState::Suspect);

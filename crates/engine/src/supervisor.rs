@@ -16,7 +16,9 @@
 //!   ch. 2): stop using a subflow as soon as it is found inactive and take it back as
 //!   soon as it works, instead of waiting out TCP's exponentially backed-off timers.
 //!   MPTCP-MA reads the WiFi MAC; an end-to-end proxy reads the transport, which also
-//!   sees failures beyond the first hop.
+//!   sees failures beyond the first hop. Two thirds of the way to the threshold, what the
+//!   path holds is already copied to the fastest other path (a hedge: the path still
+//!   takes new data), so a dark path's oldest frames are on their way a third sooner.
 //! * **Degradation** (WearMan, Guo, "Improving mobile networking performance", ch. VI:
 //!   hand over *before* the link fails, on a leading indicator, make-before-break):
 //!   the indicators are the trends every link shows in `TCP_INFO` — the retransmission
@@ -94,6 +96,13 @@ impl PathState {
 pub(crate) const SUSPECT_FLOOR: Duration = Duration::from_millis(150);
 /// ... and the silence in minimum RTTs: a frame's crossing and its report's return.
 const SUSPECT_RTTS: u32 = 3;
+/// Two thirds of the way there (two minimum RTTs, 100 ms at least) the frames the path
+/// holds are copied to the fastest other path, while it still takes new data: a hedge.
+/// A working path answers within a round trip and a delayed ACK, so copies are rarely
+/// wasted; a dark one has its oldest frames on their way elsewhere a third of a threshold
+/// sooner, which is what the stream's longest gap is made of.
+const HEDGE_FLOOR: Duration = Duration::from_millis(100);
+const HEDGE_RTTS: u32 = 2;
 /// The most a path's suspicion threshold is scaled by after false alarms.
 const MAX_SUSPECT_SCALE: u32 = 8;
 /// A suspicion released sooner than this (and sooner than four thresholds) was a false
@@ -178,6 +187,12 @@ impl Suspicion {
     /// the false-alarm scale, plus the peer's ACK delay.
     pub fn threshold(&self, min_rtt: Duration, ack_delay: Duration, now: Instant) -> Duration {
         (SUSPECT_RTTS * min_rtt).max(SUSPECT_FLOOR) * self.scale_at(now) + ack_delay
+    }
+
+    /// Silence after which what the path holds is copied elsewhere: max(2 × min RTT,
+    /// 100 ms), scaled and with the ACK delay as the threshold.
+    pub fn hedge_after(&self, min_rtt: Duration, ack_delay: Duration, now: Instant) -> Duration {
+        (HEDGE_RTTS * min_rtt).max(HEDGE_FLOOR) * self.scale_at(now) + ack_delay
     }
 
     fn scale_at(&self, now: Instant) -> u32 {

@@ -27,6 +27,15 @@ impl Session {
                     continue;
                 }
                 PathCheck::Stuck => self.on_stuck(i, now),
+                PathCheck::Hedge => {
+                    self.paths.hedged(i);
+                    // Frames the peer reported but cannot acknowledge yet are not copied.
+                    let n = self.copy_elsewhere(i);
+                    if n > 0 {
+                        self.wake();
+                        tracing::debug!(path = i, frames = n, "path quiet; copying what it holds elsewhere");
+                    }
+                }
                 PathCheck::Probe => {
                     self.paths.probed(i, now);
                     self.events.push_back(Event::ProbePath(i));

@@ -149,7 +149,7 @@ impl Session {
 
     /// Queues copies of the frames `path` holds and the peer has not reported on the
     /// fastest path that carries (none if `path` is the only one). Returns how many.
-    fn copy_elsewhere(&mut self, path: usize) -> usize {
+    pub(super) fn copy_elsewhere(&mut self, path: usize) -> usize {
         let Some(to) = self.paths.fastest_except(1 << path) else {
             return 0;
         };
