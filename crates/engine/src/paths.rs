@@ -246,7 +246,7 @@ pub(crate) struct Reading {
     pub verdict: Verdict,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Paths {
     entries: Vec<PathEntry>,
     /// The peer's ACK delay, part of every suspicion threshold.
@@ -320,23 +320,16 @@ impl Paths {
     /// Decides which paths take new data: of those up and not suspect, the healthy ones
     /// (or, while none is, the degraded ones: a failing path is better than none, and
     /// WearMan never withdraws one before a replacement exists), and of those the best
-    /// tier. The schedulers see only these as alive. Returns the paths that became
-    /// eligible (a mask).
-    pub fn refresh(&mut self) -> u64 {
+    /// tier. The schedulers see only these as alive.
+    pub fn refresh(&mut self) {
         let candidate = |p: &PathEntry| p.is_up() && !p.suspect();
         let healthy = self.entries.iter().any(|p| candidate(p) && !p.quality.degraded());
         let pool = |p: &PathEntry| candidate(p) && (!healthy || !p.quality.degraded());
         let best = self.entries.iter().filter(|p| pool(p)).map(|p| p.tier).min();
-        let mut gained = 0;
         for p in &mut self.entries {
-            let eligible = pool(p) && Some(p.tier) == best;
-            if eligible && !p.eligible {
-                gained |= 1 << p.snap.id;
-            }
-            p.eligible = eligible;
-            p.snap.alive = eligible;
+            p.eligible = pool(p) && Some(p.tier) == best;
+            p.snap.alive = p.eligible;
         }
-        gained
     }
 
     /// The kernel reports `total` retransmitted segments on `path`'s current connection.

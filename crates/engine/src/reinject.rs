@@ -126,7 +126,7 @@ mod tests {
             send.take_unsent(End::Head);
             send.book(seq, 0, now, 0, None);
         }
-        let mut paths = Paths::default();
+        let mut paths = Paths::new(&crate::EngineConfig::new(crate::Role::Client));
         paths.up(0, now);
         paths.up(1, now);
         (send, paths)
