@@ -56,6 +56,21 @@ fn duplicate_open_and_open_towards_client() {
     );
 }
 
+/// A path's tier is the client's to say: the server takes it (and schedules by it), a
+/// client that hears one has a broken peer.
+#[test]
+fn only_a_client_names_a_paths_tier() {
+    let (mut s, now) = server();
+    s.handle_frame(0, Frame::Tier { tier: 2 }, now).unwrap();
+    assert_eq!(s.path_tier(0), 2);
+    let mut c = Session::new(EngineConfig::new(Role::Client), Box::new(MinRtt), now);
+    c.path_up(0, now);
+    assert_eq!(
+        c.handle_frame(0, Frame::Tier { tier: 0 }, now),
+        Err(ProtocolError::Unexpected("Tier"))
+    );
+}
+
 /// Feeds Data frames of `chunk_len` bytes on stream 1, sequence numbers from `first_seq`,
 /// until the engine refuses one or `give_up` bytes went in. Returns the result and the
 /// bytes fed, the refused frame included.
