@@ -312,6 +312,8 @@ pub(crate) struct Quality {
     judge_from: Option<Instant>,
     /// Times demoted, for the counters.
     pub demotions: u64,
+    /// What the last bad bin showed, for the log.
+    why: String,
 }
 
 impl Default for Quality {
@@ -332,6 +334,7 @@ impl Default for Quality {
             last_promotion: None,
             judge_from: None,
             demotions: 0,
+            why: String::new(),
         }
     }
 }
@@ -347,6 +350,11 @@ pub(crate) enum Verdict {
 impl Quality {
     pub fn degraded(&self) -> bool {
         self.degraded
+    }
+
+    /// What the bin that last judged the path bad showed (for the log).
+    pub fn why(&self) -> &str {
+        &self.why
     }
 
     /// A new connection: its kernel counters start from zero. The verdict, the baseline
@@ -433,16 +441,30 @@ impl Quality {
             && bin.srtt.as_secs_f64() >= RTT_DEMOTE * min.as_secs_f64()
             && bin.srtt >= min + RTT_DEMOTE_ABS;
         let rtt_clear = !fresh || bin.srtt.as_secs_f64() <= RTT_CLEAR * min.as_secs_f64() + 0.010;
-        // The rate collapsed: a saturated path delivering under half of what it did in
-        // the last 10 s (application-limited samples count: they are lower bounds) with
-        // its RTT up.
-        let peak = self.rates.iter().copied().max().unwrap_or(0);
+        // The rate collapsed: a saturated path delivering under half of what it typically
+        // did in the last 10 s (the median bin: one burst's sample of gigabytes per second
+        // on a short path is no baseline; application-limited samples count, as lower
+        // bounds) with its RTT up, by a factor and by 40 ms (on a LAN path of a few
+        // microseconds a millisecond's queue is a large factor and no failure).
+        let typical = median_nonzero(&self.rates);
         let collapsed = fresh
             && bin.saturated
             && rising
-            && (bin.rate as f64) < RATE_COLLAPSE * peak as f64
-            && bin.srtt.as_secs_f64() >= RATE_COLLAPSE_RTT * min.as_secs_f64();
+            && (bin.rate as f64) < RATE_COLLAPSE * typical as f64
+            && bin.srtt.as_secs_f64() >= RATE_COLLAPSE_RTT * min.as_secs_f64()
+            && bin.srtt >= min + RTT_DEMOTE_ABS;
         let bad = lossy || inflated || collapsed;
+        if bad {
+            self.why = format!(
+                "{}{}{}loss {retrans}/{segs} (baseline {:.1} %), srtt {:?} (min {min:?}), rate {} B/s (typical {typical})",
+                if lossy { "lossy, " } else { "" },
+                if inflated { "RTT inflated, " } else { "" },
+                if collapsed { "rate collapsed, " } else { "" },
+                baseline * 100.0,
+                bin.srtt,
+                bin.rate,
+            );
+        }
         if !self.degraded {
             // The baseline learns from healthy bins only (a 12 s memory): the bins that
             // lead to a demotion must not raise the bar they are judged by.
@@ -480,6 +502,16 @@ impl Quality {
         }
         Verdict::Unchanged
     }
+}
+
+/// The median of the non-zero values (0 if none).
+fn median_nonzero(v: &VecDeque<u64>) -> u64 {
+    let mut xs: Vec<u64> = v.iter().copied().filter(|&x| x > 0).collect();
+    if xs.is_empty() {
+        return 0;
+    }
+    xs.sort_unstable();
+    xs[xs.len() / 2]
 }
 
 fn push_capped<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
@@ -570,6 +602,36 @@ mod tests {
         // the rate steady.
         let v = feed(&mut q, t0, 0, 30_000, &mut c, |_| (10, 0, 570, 1_100_000, true));
         assert!(v.is_empty(), "{v:?}");
+    }
+
+    /// A LAN-like path (minimum RTT in microseconds) with one burst's sample far above
+    /// its rate and a millisecond's queue: neither the burst nor the factor is a collapse.
+    #[test]
+    fn a_rate_spike_and_a_tiny_rtt_are_no_collapse() {
+        let t0 = Instant::now();
+        let mut q = Quality::default();
+        let mut c = (0, 0, 0);
+        let lan = |segs: u32, acked: u64, rate: u64| TcpInfo {
+            data_segs_out: segs,
+            bytes_acked: acked,
+            rtt: 3_600,
+            min_rtt: 7,
+            delivery_rate: rate,
+            snd_cwnd: 20,
+            unacked: 20,
+            ..TcpInfo::default()
+        };
+        let mut verdicts = Vec::new();
+        for ms in (0..20_000u64).step_by(10) {
+            c.0 += 10;
+            c.2 += 14_480;
+            let rate = if ms == 100 { 2_000_000_000 } else { 24_000_000 };
+            let v = q.read(&lan(c.0, c.2, rate), t0 + Duration::from_millis(ms));
+            if v != Verdict::Unchanged {
+                verdicts.push((ms, v));
+            }
+        }
+        assert!(verdicts.is_empty(), "{verdicts:?}: {}", q.why());
     }
 
     #[test]

@@ -398,7 +398,7 @@ fn metrics_live_view_and_watch_follow_a_transfer() {
                 .unwrap_or_else(|| panic!("no row for {name}:\n{last}"))
                 .split_whitespace()
                 .collect();
-            assert_eq!(row[2], "up", "{last}");
+            assert_eq!(row[2], "active", "{last}");
             assert!(row[3].parse::<f64>().unwrap() > 0.0, "{name} receives nothing:\n{last}");
         }
     });

@@ -137,7 +137,8 @@ impl Session {
         let r = self.paths.read_kernel(path, info, now, self.cfg.proactive);
         if r.verdict == Verdict::Demoted {
             let n = self.copy_elsewhere(path);
-            tracing::info!(path, frames = n, "path degrading; new data goes elsewhere");
+            let why = self.paths.get(path).map_or("", |p| p.quality.why());
+            tracing::info!(path, frames = n, why, "path degrading; new data goes elsewhere");
         } else if r.verdict == Verdict::Promoted {
             tracing::info!(path, "path healthy again");
         }
