@@ -182,6 +182,12 @@ impl QueueDelay {
         self.last = Some(now);
     }
 
+    /// The smallest one-way delay of the base windows (µs, with the clock offset): the
+    /// path without a queue. `None` before a report.
+    pub fn base(&self) -> Option<i64> {
+        self.base.get()
+    }
+
     /// The queue delay now; `None` without a recent report.
     pub fn get(&self, now: std::time::Instant) -> Option<std::time::Duration> {
         let last = self.last?;

@@ -352,13 +352,20 @@ impl Paths {
         };
         let was_idle = p.kernel.unacked == 0;
         let seen_idle = p.kernel.read_at;
-        let answered = p.kernel.read(info, now);
+        let answer = p.kernel.read(info, now);
         if was_idle && info.unacked > 0 {
             // Bytes written since the last reading, when the socket held none: its busy
             // spell started then, not at its last ACK.
             p.progress = p.progress.max(seen_idle);
         }
-        let released = answered && p.suspect();
+        // A suspect path is released when its connection moves. An ACK that moves
+        // nothing (a duplicate: the peer receives, but the bytes the dark link swallowed
+        // still wait for the connection's backed-off retransmission) says the link is
+        // back: probe now, a fresh connection carries at once.
+        let released = answer.moved && p.suspect();
+        if answer.link && !answer.moved && p.suspect() {
+            p.suspicion.next_probe = Some(now);
+        }
         let verdict = if proactive && !p.suspect() && !released {
             p.quality.read(info, now)
         } else {
@@ -598,8 +605,9 @@ impl Paths {
         }
     }
 
-    /// The peer's arrival report of a frame stamped `ts` on path `on`, `delay` after.
-    pub fn on_report(&mut self, on: usize, ts: u32, delay: u32, now: Instant) -> bool {
+    /// The peer's arrival report of a frame stamped `ts` on path `on`, `delay` after; the
+    /// frame left `age` ago. True if it released a suspect path.
+    pub fn on_report(&mut self, on: usize, ts: u32, delay: u32, age: Duration, now: Instant) -> bool {
         let released = self.entries.get(on).is_some_and(|p| p.suspect() && p.is_up());
         if released {
             self.release(on, now);
@@ -607,7 +615,18 @@ impl Paths {
         let Some(p) = self.entries.get_mut(on) else {
             return false;
         };
-        p.progress = now;
+        // The path showed life when the frame reached the peer, not when the report came
+        // back (over the slowest path, perhaps): sent `age` ago, it arrived after the
+        // path's one-way delay (half its minimum RTT) and the queue it met (its delay
+        // beyond the smallest the reports showed; the clock offset cancels).
+        let arrived = match (now.checked_sub(age), p.queue.base()) {
+            (Some(sent), Some(base)) => {
+                let queued = Duration::from_micros((delay as i32 as i64 - base).max(0) as u64);
+                (sent + Self::base_rtt(p) / 2 + queued).min(now)
+            }
+            _ => now,
+        };
+        p.progress = p.progress.max(arrived);
         // The bytes in flight when the frame was sent: drop older records, find this one.
         let mut found = None;
         while let Some(&(t, b, len)) = p.sent_log.front() {
@@ -776,8 +795,8 @@ mod tests {
         ps.up(0, t0);
         ps.entry(0).snap.srtt = Duration::from_millis(50);
         ps.booked(0, t0, None);
-        // A hedge after max(2 × 50 ms, 100 ms) + the ACK delay (5 ms).
-        let hedge = Duration::from_millis(105);
+        // A hedge after max(1.5 × 50 ms, 75 ms) + the ACK delay (5 ms).
+        let hedge = Duration::from_millis(80);
         assert_eq!(ps.next_timeout(&cfg()), Some(t0 + hedge));
         assert_eq!(
             ps.check(0, t0 + hedge - Duration::from_millis(1), &cfg()),
@@ -821,8 +840,8 @@ mod tests {
 
     /// A path that carries only control frames (a downloading client's ACKs) is
     /// suspected from its socket: bytes unacknowledged and no ACK for the threshold. An
-    /// ACK, duplicate or not, is a sign of life; the first one after the suspicion
-    /// releases it.
+    /// ACK, duplicate or not, is a sign of life; after the suspicion, a duplicate asks
+    /// for a probe and the first that acknowledges more releases it.
     #[test]
     fn the_kernel_socket_shows_a_silent_path_and_its_answer() {
         let t0 = Instant::now();
@@ -848,6 +867,13 @@ mod tests {
         assert_eq!(ps.get(1).unwrap().state(), PathState::Active);
         let r = ps.read_kernel(0, &reading(2, 400, 100), ms(1500), false);
         assert!(!r.released, "no new ACK");
+        ps.probed(0, ms(1500));
+        assert_eq!(ps.check(0, ms(1600), &cfg()), PathCheck::Fine);
+        // A duplicate ACK: the link is back but the connection still waits for its
+        // retransmission. Not released; probed at once.
+        let r = ps.read_kernel(0, &reading(2, 10, 100), ms(1600), false);
+        assert!(!r.released);
+        assert_eq!(ps.check(0, ms(1600), &cfg()), PathCheck::Probe);
         let r = ps.read_kernel(0, &reading(0, 1, 300), ms(1900), false);
         assert!(r.released, "acknowledged: released at once");
         assert_eq!(ps.get(0).unwrap().state(), PathState::Active);
@@ -933,8 +959,8 @@ mod tests {
         ps.up(0, t0);
         ps.booked(0, t0, Some((100, 0)));
         ps.booked(0, t0, Some((200, 50 * 1024)));
-        ps.on_report(0, 100, 1000, t0);
-        ps.on_report(0, 200, 9000, t0);
+        ps.on_report(0, 100, 1000, Duration::ZERO, t0);
+        ps.on_report(0, 200, 9000, Duration::ZERO, t0);
         assert_eq!(ps.snapshots()[0].owd_us, Some(1000), "an empty path's bin");
         ps.entry(0).snap.notsent = 50 * 1024;
         assert_eq!(ps.snapshots()[0].owd_us, Some(9000), "a loaded path's bin");

@@ -96,13 +96,14 @@ impl PathState {
 pub(crate) const SUSPECT_FLOOR: Duration = Duration::from_millis(150);
 /// ... and the silence in minimum RTTs: a frame's crossing and its report's return.
 const SUSPECT_RTTS: u32 = 3;
-/// Two thirds of the way there (two minimum RTTs, 100 ms at least) the frames the path
-/// holds are copied to the fastest other path, while it still takes new data: a hedge.
-/// A working path answers within a round trip and a delayed ACK, so copies are rarely
-/// wasted; a dark one has its oldest frames on their way elsewhere a third of a threshold
-/// sooner, which is what the stream's longest gap is made of.
-const HEDGE_FLOOR: Duration = Duration::from_millis(100);
-const HEDGE_RTTS: u32 = 2;
+/// Half way there (one and a half minimum RTTs, 75 ms at least) the frames the path holds
+/// are copied to the fastest other path, while it still takes new data: a hedge. A
+/// working path answers within a round trip (its peer reports each frame as it arrives),
+/// so copies are rarely wasted, and they are once per silence, of what the path holds; a
+/// dark one has its oldest frames on their way elsewhere half a threshold sooner, which
+/// is what a stream's longest gap is made of.
+const HEDGE_FLOOR: Duration = Duration::from_millis(75);
+const HEDGE_RTTS_X2: u32 = 3;
 /// The most a path's suspicion threshold is scaled by after false alarms.
 const MAX_SUSPECT_SCALE: u32 = 8;
 /// A suspicion released sooner than this (and sooner than four thresholds) was a false
@@ -117,6 +118,9 @@ const SCALE_DECAY: Duration = Duration::from_secs(30);
 pub(crate) fn probe_every(min_rtt: Duration) -> Duration {
     (4 * min_rtt).max(Duration::from_millis(300))
 }
+
+/// How much two readings of the time of one ACK may differ (see [`KernelView::read`]).
+const ACK_JITTER: Duration = Duration::from_millis(20);
 
 /// What the kernel socket of a path showed at its last `TCP_INFO` reading.
 #[derive(Debug, Clone, Copy)]
@@ -141,21 +145,38 @@ impl KernelView {
         }
     }
 
-    /// Takes a reading at `now`. True if the socket was acknowledged something new
-    /// since the last one (the path answers).
-    pub fn read(&mut self, info: &TcpInfo, now: Instant) -> bool {
+    /// Takes a reading at `now`: whether the socket's bytes were acknowledged further
+    /// (the connection moves) and whether it received a later ACK at all (the link
+    /// works) since the last one.
+    pub fn read(&mut self, info: &TcpInfo, now: Instant) -> Answer {
         let ack = now
             .checked_sub(Duration::from_millis(info.last_ack_recv as u64))
             .unwrap_or(now);
-        let answered = info.bytes_acked > self.bytes_acked || ack > self.last_ack;
+        // `tcpi_last_ack_recv` counts whole milliseconds (jiffies, on some kernels 4 or
+        // 10 ms): two readings of one ACK differ by that much. Only a later ACK answers.
+        let answer = Answer {
+            moved: info.bytes_acked > self.bytes_acked,
+            link: ack > self.last_ack + ACK_JITTER,
+        };
         // A connection that has not received an ACK since it was set up reports the time
         // since its handshake; never move the last ACK backwards.
         self.last_ack = self.last_ack.max(ack);
         self.bytes_acked = info.bytes_acked;
         self.unacked = info.unacked;
         self.read_at = now;
-        answered
+        answer
     }
+}
+
+/// What a socket's reading showed since the last (see [`KernelView::read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Answer {
+    /// Bytes were acknowledged further: the connection moves.
+    pub moved: bool,
+    /// A later ACK came, perhaps only a duplicate: the link works, though the connection
+    /// may still wait for a retransmission (after an outage, its backed-off timer) before
+    /// it moves.
+    pub link: bool,
 }
 
 /// A path's suspicion threshold and its false-alarm hysteresis.
@@ -189,10 +210,10 @@ impl Suspicion {
         (SUSPECT_RTTS * min_rtt).max(SUSPECT_FLOOR) * self.scale_at(now) + ack_delay
     }
 
-    /// Silence after which what the path holds is copied elsewhere: max(2 × min RTT,
-    /// 100 ms), scaled and with the ACK delay as the threshold.
+    /// Silence after which what the path holds is copied elsewhere: max(1.5 × min RTT,
+    /// 75 ms), scaled and with the ACK delay as the threshold.
     pub fn hedge_after(&self, min_rtt: Duration, ack_delay: Duration, now: Instant) -> Duration {
-        (HEDGE_RTTS * min_rtt).max(HEDGE_FLOOR) * self.scale_at(now) + ack_delay
+        (HEDGE_RTTS_X2 * min_rtt / 2).max(HEDGE_FLOOR) * self.scale_at(now) + ack_delay
     }
 
     fn scale_at(&self, now: Instant) -> u32 {

@@ -233,14 +233,23 @@ impl SimSocket {
     pub fn heal(&mut self, now: Instant, after: Duration) {
         self.dark = false;
         let delay = self.spec.delay;
-        // Everything not delivered was sent into the dark link or caught on it.
-        for s in self.flight.iter_mut().filter(|s| s.dropped || s.bytes.is_some()) {
-            s.dropped = false;
-            s.retransmitted = true;
-            s.arrives = now + after + delay;
-            s.acked = s.arrives + delay;
-            self.total_retrans += 1;
-            self.segs_out += 1;
+        let resent = now + after + delay;
+        for s in self.flight.iter_mut() {
+            if s.dropped || s.bytes.is_some() {
+                // Not delivered: sent into the dark link or caught on it.
+                s.dropped = false;
+                s.retransmitted = true;
+                s.arrives = resent;
+                s.acked = resent + delay;
+                self.total_retrans += 1;
+                self.segs_out += 1;
+            } else if s.acked <= now {
+                // Delivered, but its ACK was lost in the dark: the retransmissions'
+                // cumulative ACK covers it.
+                s.acked = resent + delay;
+            }
+            // Segments sent from now on arrive and are acknowledged selectively (a
+            // duplicate ACK: the link works), but wait for these at the receiver.
         }
     }
 

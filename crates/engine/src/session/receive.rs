@@ -39,7 +39,9 @@ impl Session {
                 ts,
                 delay,
             } => {
-                if self.paths.on_report(on as usize, ts, delay, now) {
+                // The frame's age on the session clock (µs, wrapping at 71 minutes).
+                let age = std::time::Duration::from_micros(self.ts(now).wrapping_sub(ts) as u64);
+                if self.paths.on_report(on as usize, ts, delay, age, now) {
                     self.wake();
                 }
                 self.send.on_report(seq, now);

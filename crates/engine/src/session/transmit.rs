@@ -173,9 +173,25 @@ impl Session {
     ) -> Option<Instant> {
         let base = out.len();
         let frame = self.max_frame_len();
+        // A record is opened only once all of it arrived, so one larger than the window a
+        // write now gets holds its first frames back by a round trip or more: a path
+        // restarting after an idle spell with 10 segments, given 32 KB of frames a
+        // silent path held, delivered the first of them 85 ms late. Records stay within
+        // that window (one frame at least); a large window changes nothing.
+        let window = self
+            .paths
+            .get(path)
+            .map(|p| p.snap.send_cwnd() as usize * p.snap.mss as usize)
+            .filter(|&w| w > 0)
+            .unwrap_or(MAX_RECORD);
         while out.len() - base < budget.total {
             let start = record::begin(out);
-            let room = budget.total.saturating_sub(start - base).max(frame).min(MAX_RECORD);
+            let room = budget
+                .total
+                .saturating_sub(start - base)
+                .min(window.saturating_sub(RECORD_OVERHEAD))
+                .max(frame)
+                .min(MAX_RECORD);
             let bulk = if budget.bulk_limited() {
                 budget.bulk.saturating_sub(start - base)
             } else {
