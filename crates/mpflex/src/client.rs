@@ -71,11 +71,13 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     let mut listeners = Vec::new();
     if let Some(addr) = cfg.socks_listen {
         let l = bind(addr, "socks_listen").await?;
+        limit_app_buffers(&l, cfg.tuning.queue_target_ms);
         info!("SOCKS5 on {addr}");
         listeners.push(tokio::spawn(accept_loop(l, h.clone(), Ingress::Socks)));
     }
     if let Some(addr) = cfg.transparent_listen {
         let l = bind(addr, "transparent_listen").await?;
+        limit_app_buffers(&l, cfg.tuning.queue_target_ms);
         info!("transparent redirect on {addr}");
         listeners.push(tokio::spawn(accept_loop(l, h.clone(), Ingress::Redirect)));
     }
@@ -95,6 +97,24 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
 enum Ingress {
     Socks,
     Redirect,
+}
+
+/// The receive buffer of application connections under queue control, bytes.
+const APP_RCVBUF: usize = 128 * 1024;
+
+/// Under queue control, application connections get a small fixed receive buffer (set on
+/// the listener, so accepted connections inherit it): autotuned it grows to megabytes
+/// while the session's bound on bytes ahead of the paths holds the stream back, and bytes
+/// waiting there are bytes the application counts as sent (measured: 3.9 MB in it during
+/// an `iperf3` upload). 128 KB still carries gigabits over loopback. The application's own
+/// send buffer is its kernel's to size.
+fn limit_app_buffers(l: &TcpListener, queue_target_ms: u64) {
+    if queue_target_ms == 0 {
+        return;
+    }
+    if let Err(e) = socket2::SockRef::from(l).set_recv_buffer_size(APP_RCVBUF) {
+        warn!("cannot size application connections' receive buffer: {e}");
+    }
 }
 
 async fn accept_loop(l: TcpListener, h: SessionHandle, kind: Ingress) {
