@@ -151,6 +151,13 @@ pub const SUSTAINED_BACKLOG: std::time::Duration = std::time::Duration::from_sec
 /// follows its last one's acceptance by a moment).
 const BACKLOG_GAP: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// Once a backlog has been sustained, it ends only after this long without one: a
+/// sender whose writes stall for a moment (a busy machine, a proxy that reads late) must
+/// not drop back to the looser [`AHEAD_HORIZON`] bound and let a second of bytes in
+/// ahead of the paths (measured under a loaded machine: 661 KB ahead instead of 64 KB).
+/// As long as it takes to engage, so the bound has symmetric hysteresis.
+const SUSTAINED_GAP: std::time::Duration = SUSTAINED_BACKLOG;
+
 /// How long queue control stays engaged after the last interactive bytes.
 pub const ENGAGE_HOLD: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -586,10 +593,24 @@ impl Session {
         self.queue_control_engaged(now)
             || matches!(
                 (self.backlog_since, self.backlog_seen),
-                (Some(since), Some(seen))
-                    if now.saturating_duration_since(seen) <= BACKLOG_GAP
+                (Some(since), Some(_))
+                    if !self.backlog_gap(now)
                         && now.saturating_duration_since(since) >= SUSTAINED_BACKLOG
             )
+    }
+
+    /// Whether the backlog has been absent long enough to end it: [`BACKLOG_GAP`] while it
+    /// builds, [`SUSTAINED_GAP`] once it has been sustained.
+    fn backlog_gap(&self, now: Instant) -> bool {
+        let (Some(since), Some(seen)) = (self.backlog_since, self.backlog_seen) else {
+            return true;
+        };
+        let allowed = if seen.saturating_duration_since(since) >= SUSTAINED_BACKLOG {
+            SUSTAINED_GAP
+        } else {
+            BACKLOG_GAP
+        };
+        now.saturating_duration_since(seen) > allowed
     }
 
     /// Notes whether applications keep the session backlogged now: bytes wait ahead of
@@ -601,10 +622,7 @@ impl Session {
         if !busy {
             return;
         }
-        let gap = self
-            .backlog_seen
-            .is_none_or(|t| now.saturating_duration_since(t) > BACKLOG_GAP);
-        if gap {
+        if self.backlog_gap(now) {
             self.backlog_since = Some(now);
         }
         self.backlog_seen = Some(now);
@@ -710,6 +728,7 @@ impl Session {
 mod tests {
     use super::*;
     use crate::harness::Pair;
+    use std::time::Duration;
 
     /// The metrics' counts: each stream's bytes per path add up to what it carried on both
     /// sides, scheduler decisions are counted, and a dead path's frames count as re-sent.
@@ -785,5 +804,33 @@ mod tests {
         }
         assert_eq!(pair.server_rx[&new], b"hello after the restart");
         assert!(pair.client.has_history());
+    }
+
+    /// The bound on bytes ahead engages after a second of backlog and, once engaged, holds
+    /// through a pause shorter than a second; a backlog still building ends after 100 ms.
+    #[test]
+    fn a_sustained_backlog_survives_a_short_pause() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut s = Session::new(
+            EngineConfig::new(Role::Client),
+            mpflex_sched::by_name("minrtt").unwrap(),
+            t0,
+        );
+        s.backlog_since = Some(t0);
+        s.backlog_seen = Some(t0 + ms(1200));
+        assert!(s.backpressure_engaged(t0 + ms(1200)));
+        assert!(
+            s.backpressure_engaged(t0 + ms(1900)),
+            "a 700 ms pause after a sustained backlog"
+        );
+        assert!(
+            !s.backpressure_engaged(t0 + ms(2300)),
+            "a pause of over a second ends it"
+        );
+        s.backlog_seen = Some(t0 + ms(500));
+        assert!(!s.backlog_gap(t0 + ms(580)));
+        assert!(s.backlog_gap(t0 + ms(620)), "a building backlog ends after 100 ms");
+        assert!(!s.backpressure_engaged(t0 + ms(1000)));
     }
 }
