@@ -108,6 +108,8 @@ pub(crate) struct PathEntry {
     pub last_send: Instant,
     /// Received nothing for too long while holding our data (see the module docs).
     pub suspect: bool,
+    /// 0 primary, 1 secondary, 2 backup ([`crate::Session::set_path_tier`]).
+    pub tier: u8,
     ping_id: u64,
     /// Unacknowledged frames this path holds a copy of.
     pub held: usize,
@@ -142,6 +144,7 @@ impl PathEntry {
             last_recv: now,
             last_send: now,
             suspect: false,
+            tier: 0,
             ping_id: 0,
             held: 0,
             progress: now,

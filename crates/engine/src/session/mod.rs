@@ -265,6 +265,22 @@ impl Session {
         self.paths.entry(path).snap.backup = backup;
     }
 
+    /// The path's tier from the client's `priority`: 0 primary, 1 secondary, 2 backup
+    /// (a lower tier carries data only while every higher one is down or degraded). Until
+    /// the path set enforces tiers, tier 2 and above is a backup path
+    /// ([`Session::set_path_backup`]) and tier 1 counts as primary.
+    pub fn set_path_tier(&mut self, path: usize, tier: u8, now: Instant) {
+        self.paths.ensure(path, now);
+        let p = self.paths.entry(path);
+        p.tier = tier;
+        p.snap.backup = tier >= 2;
+    }
+
+    /// The tier set with [`Session::set_path_tier`] (0 if none was).
+    pub fn path_tier(&self, path: usize) -> u8 {
+        self.paths.get(path).map_or(0, |p| p.tier)
+    }
+
     pub fn path_status(&self, path: usize) -> PathStatus {
         self.paths.get(path).map_or(PathStatus::Down, |p| p.status)
     }
