@@ -1,7 +1,6 @@
 //! `mpflex client`: dials one path connection per link, accepts applications (SOCKS5,
 //! transparent redirect) and carries them over the session.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -9,15 +8,16 @@ use bytes::Bytes;
 use mpflex_engine::{Role, Session};
 use mpflex_wire::{close, TargetAddr};
 use tokio::io::AsyncReadExt;
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::config::{ClientConfig, PathConfig};
-use crate::crypto::{client_handshake, decode_key};
+use crate::config::ClientConfig;
+use crate::crypto::decode_key;
 use crate::driver::{run_stream, SessionHandle};
 use crate::listen::{accept_each, bind};
-use crate::pathconn::{configure_path_socket, join_as_client};
+
+mod paths;
 
 /// How long the client waits for an application's first bytes so they can ride in the
 /// stream's Open frame (zero extra round trips for client-speaks-first protocols).
@@ -30,8 +30,7 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     let server_public = decode_key(&cfg.server_public_key, "server_public_key")?;
     let scheduler = mpflex_sched::by_name(&cfg.scheduler).expect("validated");
     let sess = Session::new(cfg.tuning.engine(Role::Client), scheduler, Instant::now());
-    let names = cfg.paths.iter().map(|p| p.name.clone()).collect();
-    let mut h = SessionHandle::new(sess, names, None, cfg.tuning.notsent_lowat);
+    let mut h = SessionHandle::new(sess, Vec::new(), None, cfg.tuning.notsent_lowat);
     h.congestion = cfg.tuning.congestion.clone();
     h.pacing = cfg.tuning.pacing;
     h.fresh_ssthresh = cfg.tuning.fresh_ssthresh;
@@ -40,20 +39,15 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     let mut token = [0u8; 16];
     rand::Rng::fill(&mut rand::thread_rng(), &mut token);
 
-    for (i, p) in cfg.paths.iter().enumerate() {
-        if p.backup {
-            h.with(|sh| sh.sess.set_path_backup(i, true, Instant::now()));
-        }
-        tokio::spawn(path_loop(
-            h.clone(),
-            i,
-            p.clone(),
-            private,
-            server_public,
-            token,
-            shutdown.clone(),
-        ));
+    for w in cfg.warnings() {
+        warn!("{w}");
     }
+    let keys = paths::Keys {
+        private,
+        server_public,
+        token,
+    };
+    paths::start(&cfg, &h, keys, shutdown.clone()).await?;
     if let Some(addr) = cfg.status_listen {
         let h = h.clone();
         let session = crate::status::snapshot::session_id(&token);
@@ -145,107 +139,4 @@ async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Resul
     debug!(stream = id, %addr, "stream opened");
     run_stream(h, id, app, signals, pending).await;
     Ok(())
-}
-
-/// Keeps path `i` connected: dial, handshake, join the session, run; re-dial with backoff.
-async fn path_loop(
-    h: SessionHandle,
-    i: usize,
-    cfg: PathConfig,
-    private: [u8; 32],
-    server_public: [u8; 32],
-    token: [u8; 16],
-    shutdown: CancellationToken,
-) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        let started = Instant::now();
-        let res = tokio::select! {
-            r = connect_path(&h, i, &cfg, &private, &server_public, token) => r,
-            _ = shutdown.cancelled() => return,
-        };
-        match res {
-            Ok(()) => {}
-            Err(e) => warn!(path = %cfg.name, "path down: {e:#}"),
-        }
-        if shutdown.is_cancelled() {
-            return;
-        }
-        if started.elapsed() > Duration::from_secs(10) {
-            backoff = Duration::from_millis(100);
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
-            _ = shutdown.cancelled() => return,
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
-    }
-}
-
-async fn connect_path(
-    h: &SessionHandle,
-    i: usize,
-    cfg: &PathConfig,
-    private: &[u8; 32],
-    server_public: &[u8; 32],
-    token: [u8; 16],
-) -> Result<()> {
-    let server: SocketAddr = tokio::net::lookup_host(&cfg.server)
-        .await
-        .with_context(|| format!("cannot resolve {}", cfg.server))?
-        .find(|a| cfg.source.is_none_or(|s| s.is_ipv4() == a.is_ipv4()))
-        .with_context(|| format!("{} has no address of the source's family", cfg.server))?;
-    let sock = if server.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    if let Some(dev) = &cfg.device {
-        sock.bind_device(Some(dev.as_bytes())).map_err(|e| {
-            let fix = match e.raw_os_error() {
-                Some(libc::ENODEV) => "no interface has that name (`ip link` lists them)",
-                Some(libc::EPERM) => "binding to a device needs CAP_NET_RAW on this kernel",
-                _ => "check device",
-            };
-            anyhow::anyhow!("device {dev}: cannot bind to it: {e}; {fix}")
-        })?;
-    }
-    if let Some(src) = cfg.source {
-        sock.bind(SocketAddr::new(src, 0)).map_err(|e| {
-            anyhow::anyhow!("source {src}: cannot bind to it: {e}; is it an address of this host (`ip addr`)?")
-        })?;
-    }
-    let sock = tokio::time::timeout(Duration::from_secs(10), sock.connect(server))
-        .await
-        .map_err(|_| {
-            anyhow::anyhow!(
-                "no answer from {server} within 10 s: check the route over this link and that the \
-                 server's firewall lets the port in"
-            )
-        })?
-        .map_err(|e| {
-            let fix = match e.kind() {
-                std::io::ErrorKind::ConnectionRefused => {
-                    "nothing listens there: is `mpflex server` running with this address in its listen?"
-                }
-                _ => "check the server address and the route over this link",
-            };
-            anyhow::anyhow!("cannot connect to {server}: {e}; {fix}")
-        })?;
-    let mut stream = sock;
-    let t = tokio::time::timeout(
-        Duration::from_secs(10),
-        client_handshake(&mut stream, private, server_public),
-    )
-    .await
-    .context("handshake timed out")??;
-    let (fresh, joined) = tokio::time::timeout(Duration::from_secs(10), join_as_client(&mut stream, &t, token, i))
-        .await
-        .context("no answer to Hello")??;
-    if h.with(|sh| sh.sess.joined(fresh)) {
-        warn!("the server lost this session (restarted?); open streams are reset");
-    }
-    configure_path_socket(&stream, h.congestion.as_deref(), h.pacing)?;
-    info!(path = %cfg.name, %server, "path up");
-    h.run_path(i, stream, t, joined).await
 }

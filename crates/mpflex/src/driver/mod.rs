@@ -21,8 +21,9 @@ use tracing::{debug, info, warn};
 
 use crate::classes::ClassRules;
 use crate::crypto::Transport;
+use crate::links::table::Unusable;
 use crate::pathconn::Joined;
-use crate::status::snapshot::{PathState, PathView, SessionSnapshot, StreamView};
+use crate::status::snapshot::{PathState, PathView, SessionSnapshot, StreamView, WaitingView};
 
 mod path;
 mod stream;
@@ -57,12 +58,32 @@ pub struct PathSlot {
     pub kill: CancellationToken,
     /// Counts connections of this path, so a replaced one does not take the path down.
     pub generation: u64,
+    /// (client) The interface the path is bound to, if any.
+    pub device: Option<String>,
+    /// (client) Why the path's interface cannot carry it now; `None` while it can (or the
+    /// path names no interface).
+    pub link: Option<Unusable>,
+}
+
+impl PathSlot {
+    fn new(name: String) -> Self {
+        PathSlot {
+            name,
+            wake: Arc::new(Notify::new()),
+            kill: CancellationToken::new(),
+            generation: 0,
+            device: None,
+            link: None,
+        }
+    }
 }
 
 pub struct Shared {
     pub sess: Session,
     pub streams: HashMap<StreamId, Arc<StreamSignals>>,
     pub paths: Vec<PathSlot>,
+    /// (client) `[[paths]]` patterns and `auto` entries that have no path yet.
+    pub waiting: Vec<WaitingView>,
     timer_deadline: Option<Instant>,
 }
 
@@ -104,20 +125,13 @@ impl SessionHandle {
         opens: Option<mpsc::UnboundedSender<Opened>>,
         lowat_max: u32,
     ) -> Self {
-        let paths = path_names
-            .into_iter()
-            .map(|name| PathSlot {
-                name,
-                wake: Arc::new(Notify::new()),
-                kill: CancellationToken::new(),
-                generation: 0,
-            })
-            .collect();
+        let paths = path_names.into_iter().map(PathSlot::new).collect();
         let h = SessionHandle {
             inner: Arc::new(Mutex::new(Shared {
                 sess,
                 streams: HashMap::new(),
                 paths,
+                waiting: Vec::new(),
                 timer_deadline: None,
             })),
             timer: Arc::new(Notify::new()),
@@ -232,15 +246,41 @@ impl SessionHandle {
         self.with(|sh| {
             while sh.paths.len() <= p {
                 let i = sh.paths.len();
-                sh.paths.push(PathSlot {
-                    name: format!("path{i}"),
-                    wake: Arc::new(Notify::new()),
-                    kill: CancellationToken::new(),
-                    generation: 0,
-                });
+                sh.paths.push(PathSlot::new(format!("path{i}")));
             }
             sh.paths[p].name = name.to_string();
         })
+    }
+
+    /// (client) Names path `p` and its interface (adding the slot if new), sets its tier,
+    /// and records why its interface cannot carry it now (`None`: it can).
+    pub fn describe_path(&self, p: usize, name: &str, device: Option<&str>, tier: u8, link: Option<Unusable>) {
+        self.with(|sh| {
+            while sh.paths.len() <= p {
+                let i = sh.paths.len();
+                sh.paths.push(PathSlot::new(format!("path{i}")));
+            }
+            let slot = &mut sh.paths[p];
+            slot.name = name.to_string();
+            slot.device = device.map(String::from);
+            slot.link = link;
+            sh.sess.set_path_tier(p, tier, Instant::now());
+        })
+    }
+
+    /// (client) Takes path `p` down now: its connection is closed and whatever only it
+    /// held is sent again on the others ([`Session::path_down`]). For a link the kernel
+    /// reports gone, where waiting for a timeout would only stall the transfer.
+    pub fn drop_path(&self, p: usize) {
+        self.with(|sh| {
+            sh.paths[p].kill.cancel();
+            sh.sess.path_down(p);
+        })
+    }
+
+    /// (client) The `[[paths]]` entries that have no path yet, for the status.
+    pub fn set_waiting(&self, waiting: Vec<WaitingView>) {
+        self.with(|sh| sh.waiting = waiting)
     }
 
     /// Runs one connection of path `p`, joined as `joined` says, until it fails or is
@@ -318,16 +358,19 @@ impl SessionHandle {
             let paths = (0..sh.paths.len())
                 .map(|p| {
                     let counters = sess.path_counters(p);
-                    let state = match (sess.path_status(p), sess.path_suspect(p)) {
-                        (PathStatus::Down, _) => PathState::Down,
-                        (PathStatus::Up, true) => PathState::Suspect,
-                        (PathStatus::Up, false) => PathState::Up,
+                    let state = match (sess.path_status(p), sess.path_suspect(p), sh.paths[p].link) {
+                        (PathStatus::Down, _, Some(why)) => PathState::Link(why),
+                        (PathStatus::Down, _, None) => PathState::Down,
+                        (PathStatus::Up, true, _) => PathState::Suspect,
+                        (PathStatus::Up, false, _) => PathState::Up,
                     };
                     PathView {
                         id: p,
                         name: sh.paths[p].name.clone(),
+                        device: sh.paths[p].device.clone(),
                         state,
                         backup: counters.is_some_and(|(_, s)| s.backup),
+                        tier: sess.path_tier(p),
                         counters: counters.map(|(c, _)| c.clone()),
                         snap: counters.map(|(_, s)| s.clone()).unwrap_or_default(),
                         owd_us: sess.path_owd(p),
@@ -365,6 +408,7 @@ impl SessionHandle {
                 reorder_frames: sess.reorder_frames(),
                 counters: sess.counters().clone(),
                 paths,
+                waiting: sh.waiting.clone(),
                 stream_list,
                 class_latency: sess.class_latency().clone(),
             }

@@ -320,12 +320,20 @@ impl Collector for Scrape {
         family(
             e,
             "mpflex_path_state",
-            "1 for the path's current state (up, suspect: silent while holding data, down).",
+            "1 for the path's current state (up, suspect: silent while holding data, down; on the \
+             client, a path down because of its interface: waiting for device, no carrier, no address, \
+             no route).",
             state_rows,
         )?;
         self.path_gauge(e, "mpflex_path_backup", "1 for a backup path.", |p| {
             Some(p.backup as i64)
         })?;
+        self.path_gauge(
+            e,
+            "mpflex_path_tier",
+            "The path's tier (priority): 0 primary, 1 secondary, 2 backup.",
+            |p| Some(p.tier as i64),
+        )?;
         self.path_counter(
             e,
             "mpflex_path_sent_bytes",
@@ -438,8 +446,10 @@ pub(crate) mod tests {
         let path = |id: usize, name: &str, state| PathView {
             id,
             name: name.into(),
+            device: None,
             state,
             backup: false,
+            tier: 0,
             counters: Some(counters.clone()),
             snap: mpflex_sched::PathSnapshot {
                 srtt: Duration::from_millis(25),
@@ -467,6 +477,7 @@ pub(crate) mod tests {
                     ..Default::default()
                 },
                 paths: vec![path(0, "wifi", PathState::Up), path(1, "lte", PathState::Suspect)],
+                waiting: Vec::new(),
                 stream_list: vec![StreamView {
                     id: 1,
                     target: Some("example.com:443".into()),

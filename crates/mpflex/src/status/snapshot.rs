@@ -6,6 +6,9 @@ use std::time::Duration;
 use mpflex_engine::{ClassLatency, PathCounters, SessionCounters, StreamId, TrafficClass};
 use mpflex_sched::PathSnapshot;
 
+use crate::config::Tier;
+use crate::links::table::Unusable;
+
 /// A path's state, as the metrics and the live view name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathState {
@@ -16,17 +19,35 @@ pub enum PathState {
     Suspect,
     /// Not connected (never was, or being re-dialled).
     Down,
+    /// (client) Not connected because its interface cannot carry it: missing, without
+    /// carrier, address or route ("waiting for device", "no carrier", "no address", "no
+    /// route").
+    Link(Unusable),
 }
 
 impl PathState {
-    pub const ALL: [PathState; 3] = [PathState::Up, PathState::Suspect, PathState::Down];
+    pub const ALL: [PathState; 7] = [
+        PathState::Up,
+        PathState::Suspect,
+        PathState::Down,
+        PathState::Link(Unusable::NoDevice),
+        PathState::Link(Unusable::NoCarrier),
+        PathState::Link(Unusable::NoAddress),
+        PathState::Link(Unusable::NoRoute),
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             PathState::Up => "up",
             PathState::Suspect => "suspect",
             PathState::Down => "down",
+            PathState::Link(why) => why.name(),
         }
+    }
+
+    /// Connected (up or suspect).
+    pub fn connected(self) -> bool {
+        matches!(self, PathState::Up | PathState::Suspect)
     }
 }
 
@@ -34,8 +55,12 @@ impl PathState {
 pub struct PathView {
     pub id: usize,
     pub name: String,
+    /// (client) The interface the path is bound to.
+    pub device: Option<String>,
     pub state: PathState,
     pub backup: bool,
+    /// 0 primary, 1 secondary, 2 backup.
+    pub tier: u8,
     /// `None` for a path slot the engine has not seen yet.
     pub counters: Option<PathCounters>,
     pub snap: PathSnapshot,
@@ -43,6 +68,16 @@ pub struct PathView {
     pub owd_us: Option<(i64, u64)>,
     /// The queue the path's frames wait in now, from the peer's reports.
     pub queue_delay: Option<Duration>,
+}
+
+/// (client) A `[[paths]]` device pattern or `auto` entry that has no path yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingView {
+    pub name: String,
+    /// What it matches: the pattern, or "auto".
+    pub matches: String,
+    /// Why it has no path, e.g. "no interface matches" or "wlan0: no address".
+    pub state: String,
 }
 
 impl PathView {
@@ -75,6 +110,8 @@ pub struct SessionSnapshot {
     pub reorder_frames: usize,
     pub counters: SessionCounters,
     pub paths: Vec<PathView>,
+    /// (client) Entries without a path yet.
+    pub waiting: Vec<WaitingView>,
     pub stream_list: Vec<StreamView>,
     pub class_latency: ClassLatency,
 }
@@ -124,6 +161,9 @@ impl SessionSnapshot {
             "decisions": {"send": c.decisions_send, "wait": c.decisions_wait, "reinject": c.decisions_reinject},
             "resent_frames": {"path_lost": c.resent_lost, "scheduler": c.resent_scheduler, "copy": c.resent_copies},
             "paths": paths,
+            "waiting": self.waiting.iter().map(|w| serde_json::json!({
+                "name": w.name, "matches": w.matches, "state": w.state,
+            })).collect::<Vec<_>>(),
             "stream_list": stream_list,
             "class_latency": class_latency_json(&self.class_latency),
         })
@@ -131,15 +171,19 @@ impl SessionSnapshot {
 }
 
 fn path_json(p: &PathView) -> serde_json::Value {
+    let tier = Tier::from_level(p.tier).name();
     let Some(c) = &p.counters else {
-        return serde_json::json!({"id": p.id, "name": p.name, "up": false, "state": p.state.name()});
+        return serde_json::json!({"id": p.id, "name": p.name, "device": p.device, "up": false,
+                                  "state": p.state.name(), "tier": tier});
     };
     let s = &p.snap;
     serde_json::json!({
         "id": p.id,
         "name": p.name,
-        "up": p.state != PathState::Down,
+        "device": p.device,
+        "up": p.state.connected(),
         "state": p.state.name(),
+        "tier": tier,
         "backup": p.backup,
         "bytes_sent": c.bytes_sent,
         "bytes_received": c.bytes_received,
