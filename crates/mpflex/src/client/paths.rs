@@ -73,7 +73,7 @@ pub async fn start(cfg: &ClientConfig, h: &SessionHandle, keys: Keys, shutdown: 
     let empty = LinkTable::default();
     let table = table_rx.as_ref().map_or(&empty, |(_, t)| t);
     m.apply(&planner, &(0..planner.slots().len()).collect::<Vec<_>>(), &[]);
-    m.report_waiting(&planner, table, true);
+    m.report_waiting(&planner, table);
     if let Some((mut rx, _)) = table_rx.take() {
         tokio::spawn(async move {
             loop {
@@ -85,7 +85,7 @@ pub async fn start(cfg: &ClientConfig, h: &SessionHandle, keys: Keys, shutdown: 
                 let before = planner.slots().to_vec();
                 let changed = planner.update(&table);
                 m.apply(&planner, &changed, &before);
-                m.report_waiting(&planner, &table, false);
+                m.report_waiting(&planner, &table);
             }
         });
     }
@@ -141,9 +141,9 @@ impl Manager {
         }
     }
 
-    /// Puts the entries without a path in the status, and says so in the log when that
-    /// changes (at start, every one of them).
-    fn report_waiting(&self, planner: &Planner, table: &LinkTable, at_start: bool) {
+    /// Puts the entries without a path in the status, and logs each one that starts
+    /// waiting (at start, every one).
+    fn report_waiting(&self, planner: &Planner, table: &LinkTable) {
         let views: Vec<WaitingView> = planner
             .unmatched(table)
             .into_iter()
@@ -161,21 +161,19 @@ impl Manager {
             })
             .collect();
         let old = self.h.with(|sh| std::mem::replace(&mut sh.waiting, views.clone()));
-        if at_start || old != views {
-            for w in views.iter().filter(|w| !old.contains(w)) {
-                if w.matches == "auto" {
-                    warn!(
-                        "paths entry {:?} (auto = true): no usable interface now ({}): one must be up, with \
-                         carrier, a global address and a route to the server, and not loopback or virtual \
-                         (name those with device = \"pattern\"); waiting for one",
-                        w.name, w.state
-                    );
-                } else {
-                    warn!(
-                        "paths entry {:?} (device = {:?}): {}; waiting for a matching interface",
-                        w.name, w.matches, w.state
-                    );
-                }
+        for w in views.iter().filter(|w| !old.contains(w)) {
+            if w.matches == "auto" {
+                warn!(
+                    "paths entry {:?} (auto = true): no usable interface now ({}): one must be up, with \
+                     carrier, a global address and a route to the server, and not loopback or virtual \
+                     (name those with device = \"pattern\"); waiting for one",
+                    w.name, w.state
+                );
+            } else {
+                warn!(
+                    "paths entry {:?} (device = {:?}): {}; waiting for a matching interface",
+                    w.name, w.matches, w.state
+                );
             }
         }
     }
