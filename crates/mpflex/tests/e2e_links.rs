@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use support::*;
 
 /// The client's paths: one per interface `c*`, towards the server's service address.
-fn paths_over_c(ipv6: bool) -> Box<dyn Fn(&Lab) -> String> {
+fn paths_over_c(ipv6: bool) -> Box<PathsToml> {
     Box::new(move |lab: &Lab| {
         let addr = lab.service_addr(ipv6);
         let server = if ipv6 { format!("[{addr}]") } else { addr };
@@ -120,8 +120,12 @@ fn carrier_loss_is_a_dead_path_at_once_and_unmatched_entries_wait_in_the_status(
     let s = lab.client_status();
     let cell = lab.client_path_on("wwan9");
     assert_eq!(
-        (cell["state"].as_str(), cell["tier"].as_str()),
-        (Some("waiting for device"), Some("backup")),
+        (
+            cell["state"].as_str(),
+            cell["tier"].as_u64(),
+            cell["tier_name"].as_str()
+        ),
+        (Some("waiting for device"), Some(2), Some("backup")),
         "{s}"
     );
     let waiting = s["waiting"].as_array().cloned().unwrap_or_default();

@@ -358,16 +358,14 @@ impl SessionHandle {
             let paths = (0..sh.paths.len())
                 .map(|p| {
                     let counters = sess.path_counters(p);
-                    let state = match (sess.path_status(p), sess.path_suspect(p), sh.paths[p].link) {
-                        (PathStatus::Down, _, Some(why)) => PathState::Link(why),
-                        (PathStatus::Down, _, None) => PathState::Down,
-                        (PathStatus::Up, true, _) => PathState::Suspect,
-                        (PathStatus::Up, false, _) => PathState::Up,
+                    let state = match (sess.path_status(p), sess.path_suspect(p)) {
+                        (PathStatus::Down, _) => PathState::Down,
+                        (PathStatus::Up, true) => PathState::Suspect,
+                        (PathStatus::Up, false) => PathState::Up,
                     };
                     PathView {
                         id: p,
                         name: sh.paths[p].name.clone(),
-                        device: sh.paths[p].device.clone(),
                         state,
                         backup: counters.is_some_and(|(_, s)| s.backup),
                         tier: sess.path_tier(p),
@@ -375,6 +373,8 @@ impl SessionHandle {
                         snap: counters.map(|(_, s)| s.clone()).unwrap_or_default(),
                         owd_us: sess.path_owd(p),
                         queue_delay: sess.path_queue_delay(p, now),
+                        device: sh.paths[p].device.clone(),
+                        link: sh.paths[p].link,
                     }
                 })
                 .collect();

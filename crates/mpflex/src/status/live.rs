@@ -102,9 +102,9 @@ fn path_json(p: &PathView, series: Option<&Series>, now: Instant) -> serde_json:
     json!({
         "id": p.id,
         "name": p.name,
-        "state": p.state.name(),
+        "state": p.state_name(),
         "backup": p.backup,
-        "tier": crate::config::Tier::from_level(p.tier).name(),
+        "tier": p.tier,
         "tx_rate": last.map_or(0, |s| s.tx),
         "rx_rate": last.map_or(0, |s| s.rx),
         "srtt_ms": ms(p.snap.srtt.as_micros() as u64),

@@ -320,9 +320,7 @@ impl Collector for Scrape {
         family(
             e,
             "mpflex_path_state",
-            "1 for the path's current state (up, suspect: silent while holding data, down; on the \
-             client, a path down because of its interface: waiting for device, no carrier, no address, \
-             no route).",
+            "1 for the path's current state (up, suspect: silent while holding data, down).",
             state_rows,
         )?;
         self.path_gauge(e, "mpflex_path_backup", "1 for a backup path.", |p| {
@@ -446,7 +444,6 @@ pub(crate) mod tests {
         let path = |id: usize, name: &str, state| PathView {
             id,
             name: name.into(),
-            device: None,
             state,
             backup: false,
             tier: 0,
@@ -460,6 +457,8 @@ pub(crate) mod tests {
             },
             owd_us: None,
             queue_delay: (state == PathState::Up).then_some(Duration::from_millis(4)),
+            device: None,
+            link: None,
         };
         SessionView {
             client: Some("lap\"top".into()),

@@ -19,35 +19,17 @@ pub enum PathState {
     Suspect,
     /// Not connected (never was, or being re-dialled).
     Down,
-    /// (client) Not connected because its interface cannot carry it: missing, without
-    /// carrier, address or route ("waiting for device", "no carrier", "no address", "no
-    /// route").
-    Link(Unusable),
 }
 
 impl PathState {
-    pub const ALL: [PathState; 7] = [
-        PathState::Up,
-        PathState::Suspect,
-        PathState::Down,
-        PathState::Link(Unusable::NoDevice),
-        PathState::Link(Unusable::NoCarrier),
-        PathState::Link(Unusable::NoAddress),
-        PathState::Link(Unusable::NoRoute),
-    ];
+    pub const ALL: [PathState; 3] = [PathState::Up, PathState::Suspect, PathState::Down];
 
     pub fn name(self) -> &'static str {
         match self {
             PathState::Up => "up",
             PathState::Suspect => "suspect",
             PathState::Down => "down",
-            PathState::Link(why) => why.name(),
         }
-    }
-
-    /// Connected (up or suspect).
-    pub fn connected(self) -> bool {
-        matches!(self, PathState::Up | PathState::Suspect)
     }
 }
 
@@ -55,8 +37,6 @@ impl PathState {
 pub struct PathView {
     pub id: usize,
     pub name: String,
-    /// (client) The interface the path is bound to.
-    pub device: Option<String>,
     pub state: PathState,
     pub backup: bool,
     /// 0 primary, 1 secondary, 2 backup.
@@ -68,19 +48,23 @@ pub struct PathView {
     pub owd_us: Option<(i64, u64)>,
     /// The queue the path's frames wait in now, from the peer's reports.
     pub queue_delay: Option<Duration>,
-}
-
-/// (client) A `[[paths]]` device pattern or `auto` entry that has no path yet.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WaitingView {
-    pub name: String,
-    /// What it matches: the pattern, or "auto".
-    pub matches: String,
-    /// Why it has no path, e.g. "no interface matches" or "wlan0: no address".
-    pub state: String,
+    /// (client) The interface the path is bound to.
+    pub device: Option<String>,
+    /// (client) Why the path's interface cannot carry it now: then the status names this
+    /// as its state ("waiting for device", "no carrier", "no address", "no route").
+    pub link: Option<Unusable>,
 }
 
 impl PathView {
+    /// The state the status shows: the engine's, or while the path is down for want of a
+    /// usable interface, what the interface lacks.
+    pub fn state_name(&self) -> &'static str {
+        match self.link {
+            Some(why) if self.state == PathState::Down => why.name(),
+            _ => self.state.name(),
+        }
+    }
+
     /// Bytes in the path's socket and on the wire: unsent plus unacknowledged segments.
     pub fn in_flight_bytes(&self) -> u64 {
         self.snap.in_flight as u64 * self.snap.mss.max(1) as u64
@@ -110,10 +94,20 @@ pub struct SessionSnapshot {
     pub reorder_frames: usize,
     pub counters: SessionCounters,
     pub paths: Vec<PathView>,
-    /// (client) Entries without a path yet.
+    /// (client) `[[paths]]` entries without a path yet.
     pub waiting: Vec<WaitingView>,
     pub stream_list: Vec<StreamView>,
     pub class_latency: ClassLatency,
+}
+
+/// (client) A `[[paths]]` device pattern or `auto` entry that has no path yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingView {
+    pub name: String,
+    /// What it matches: the pattern, or "auto".
+    pub matches: String,
+    /// Why it has no path, e.g. "no interface matches" or "wlan0: no address".
+    pub state: String,
 }
 
 /// One session as the status endpoint serves it.
@@ -171,20 +165,20 @@ impl SessionSnapshot {
 }
 
 fn path_json(p: &PathView) -> serde_json::Value {
-    let tier = Tier::from_level(p.tier).name();
     let Some(c) = &p.counters else {
-        return serde_json::json!({"id": p.id, "name": p.name, "device": p.device, "up": false,
-                                  "state": p.state.name(), "tier": tier});
+        return serde_json::json!({"id": p.id, "name": p.name, "up": false, "state": p.state_name(),
+                                  "tier": p.tier, "tier_name": Tier::from_level(p.tier).name(), "device": p.device});
     };
     let s = &p.snap;
     serde_json::json!({
         "id": p.id,
         "name": p.name,
-        "device": p.device,
-        "up": p.state.connected(),
-        "state": p.state.name(),
-        "tier": tier,
+        "up": p.state != PathState::Down,
+        "state": p.state_name(),
         "backup": p.backup,
+        "tier": p.tier,
+        "tier_name": Tier::from_level(p.tier).name(),
+        "device": p.device,
         "bytes_sent": c.bytes_sent,
         "bytes_received": c.bytes_received,
         "payload_sent": c.payload_sent,

@@ -30,7 +30,7 @@ pub fn render_table(v: &serde_json::Value) -> String {
         for p in s["paths"].as_array().into_iter().flatten() {
             let name = p["name"].as_str().unwrap_or("?");
             // The tier, where it is not the default.
-            let name = match p["tier"].as_str() {
+            let name = match p["tier_name"].as_str() {
                 Some(t) if t != "primary" => format!("{name} ({t})"),
                 _ => name.to_string(),
             };
@@ -296,8 +296,9 @@ mod tests {
         let v = serde_json::json!({
             "role": "client", "scheduler": "minrtt", "streams": 0,
             "paths": [
-                {"name": "lte", "up": true, "state": "up", "tier": "backup", "bytes_sent": 1},
-                {"name": "wifi", "up": false, "state": "waiting for device", "device": "wlan0", "tier": "primary"},
+                {"name": "lte", "up": true, "state": "up", "tier": 2, "tier_name": "backup", "bytes_sent": 1},
+                {"name": "wifi", "up": false, "state": "waiting for device", "device": "wlan0", "tier": 0,
+                 "tier_name": "primary"},
             ],
             "waiting": [{"name": "auto", "matches": "auto", "state": "no interface matches"}],
         });

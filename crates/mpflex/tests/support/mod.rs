@@ -62,7 +62,7 @@ pub struct Options {
     /// The client's `transparent_listen`.
     pub transparent_listen: &'static str,
     /// The client's `[[paths]]` in place of one per path bound by source address.
-    pub client_paths: Option<Box<dyn Fn(&Lab) -> String>>,
+    pub client_paths: Option<Box<PathsToml>>,
     /// The server's `listen` address.
     pub server_listen: &'static str,
     /// Each path also gets IPv6 addresses, and the client a default route (IPv4 and IPv6)
@@ -74,6 +74,9 @@ pub struct Options {
 
 /// (role, configuration file) to a command line.
 pub type Launch = dyn Fn(&str, &str) -> Vec<String>;
+
+/// The lab to the client's `[[paths]]` (its addresses are known once it is built).
+pub type PathsToml = dyn Fn(&Lab) -> String;
 
 /// A rate limit with a deep FIFO in front of it, on one direction of a path: a `tbf` on
 /// the egress of a bridge port in a middle namespace, so the queue builds in a forwarding
