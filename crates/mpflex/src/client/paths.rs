@@ -6,18 +6,18 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tokio::net::TcpSocket;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::config::ClientConfig;
-use crate::crypto::client_handshake;
+use crate::crypto::{client_handshake, Transport};
 use crate::driver::SessionHandle;
 use crate::links::netlink;
 use crate::links::plan::{Planner, Rule, Selector, Slot, Target};
 use crate::links::table::{Binding, LinkTable};
-use crate::pathconn::{configure_path_socket, join_as_client};
+use crate::pathconn::{configure_path_socket, join_as_client, Joined};
 use crate::status::snapshot::WaitingView;
 
 /// What every path connection authenticates and joins with.
@@ -225,7 +225,11 @@ async fn path_loop(
         };
         let started = Instant::now();
         let res = tokio::select! {
-            r = connect_path(&h, i, &slot.name, &server, bind, &keys) => Some(r),
+            r = async {
+                let d = dial(&h, i, &server, bind, &keys).await?;
+                info!(path = %slot.name, server = %d.server, "path up");
+                h.run_path(i, d.stream, d.transport, d.joined).await
+            } => Some(r),
             r = target.changed() => {
                 if r.is_err() {
                     return;
@@ -265,14 +269,16 @@ async fn path_loop(
     }
 }
 
-async fn connect_path(
-    h: &SessionHandle,
-    i: usize,
-    name: &str,
-    server: &str,
-    bind: &Binding,
-    keys: &Keys,
-) -> Result<()> {
+/// A path connection that is dialled, authenticated and joined, ready to run.
+struct Dialed {
+    stream: TcpStream,
+    transport: Transport,
+    joined: Joined,
+    server: SocketAddr,
+}
+
+/// Dials path `i` to `server` from `bind`: connect, handshake, join the session.
+async fn dial(h: &SessionHandle, i: usize, server: &str, bind: &Binding, keys: &Keys) -> Result<Dialed> {
     let server: SocketAddr = tokio::net::lookup_host(server)
         .await
         .with_context(|| format!("cannot resolve {server}"))?
@@ -329,6 +335,10 @@ async fn connect_path(
         warn!("the server lost this session (restarted?); open streams are reset");
     }
     configure_path_socket(&stream, h.congestion.as_deref(), h.pacing)?;
-    info!(path = %name, %server, "path up");
-    h.run_path(i, stream, t, joined).await
+    Ok(Dialed {
+        stream,
+        transport: t,
+        joined,
+        server,
+    })
 }
