@@ -193,7 +193,11 @@ fn log_change(before: Option<&Slot>, now: &Slot) {
             "{dev}: {}; path down, its data goes on the other paths",
             why.name()
         ),
-        (None, Target::Wait(why)) => warn!(path = %now.name, "{dev}: {}; waiting", why.name()),
+        (None, Target::Wait(why)) => warn!(
+            path = %now.name,
+            "{dev} is not usable yet ({}); the path starts when it is",
+            why.name()
+        ),
         _ => {}
     }
 }
@@ -246,6 +250,8 @@ async fn path_loop(
                 continue;
             }
             Some(Ok(())) => {}
+            // Taken down for a new target (the link went): said when it was taken.
+            Some(Err(_)) if target.has_changed().unwrap_or(true) => {}
             Some(Err(e)) => warn!(path = %slot.name, "path down: {e:#}"),
         }
         if shutdown.is_cancelled() {
