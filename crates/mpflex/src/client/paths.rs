@@ -221,7 +221,7 @@ async fn path_loop(
         let slot = target.borrow_and_update().clone();
         let Target::Dial(bind) = &slot.target else {
             tokio::select! {
-                r = target.changed() => if r.is_err() { return },
+                _ = changed(&mut target) => {}
                 _ = shutdown.cancelled() => return,
             }
             backoff = FIRST_BACKOFF;
@@ -234,12 +234,7 @@ async fn path_loop(
                 info!(path = %slot.name, server = %d.server, "path up");
                 h.run_path(i, d.stream, d.transport, d.joined).await
             } => Some(r),
-            r = target.changed() => {
-                if r.is_err() {
-                    return;
-                }
-                None
-            }
+            _ = changed(&mut target) => None,
             _ = shutdown.cancelled() => return,
         };
         match res {
@@ -251,7 +246,7 @@ async fn path_loop(
             }
             Some(Ok(())) => {}
             // Taken down for a new target (the link went): said when it was taken.
-            Some(Err(_)) if target.has_changed().unwrap_or(true) => {}
+            Some(Err(_)) if target.has_changed().unwrap_or(false) => {}
             Some(Err(e)) => warn!(path = %slot.name, "path down: {e:#}"),
         }
         if shutdown.is_cancelled() {
@@ -262,16 +257,21 @@ async fn path_loop(
         }
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
-            r = target.changed() => {
-                if r.is_err() {
-                    return;
-                }
+            _ = changed(&mut target) => {
                 backoff = FIRST_BACKOFF;
                 continue;
             }
             _ = shutdown.cancelled() => return,
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Waits for the path's next target. A path that names no interface is never given
+/// another (nothing watches the links for it): then this waits for ever.
+async fn changed(target: &mut watch::Receiver<Slot>) {
+    if target.changed().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
