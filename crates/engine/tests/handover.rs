@@ -290,7 +290,8 @@ fn a_backup_carries_nothing_while_the_primary_works_and_takes_over_when_it_fails
         12,
         |sim, ms| {
             if ms == 0 {
-                sim.client.set_path_tier(1, TIER_BACKUP);
+                let now = sim.now;
+                sim.client.set_path_tier(1, TIER_BACKUP, now);
             }
             if ms == 1 {
                 assert_eq!(sim.client.path_state(1), PathState::Standby);

@@ -11,6 +11,8 @@ use serde::Deserialize;
 use crate::acl::AclConfig;
 use crate::classes::{ClassRuleConfig, ClassRules};
 use crate::crypto::decode_key;
+use crate::links::pattern::IfPattern;
+use crate::links::plan::Selector;
 
 /// Engine and socket tunables shared by client and server.
 #[derive(Debug, Clone, Deserialize)]
@@ -139,22 +141,138 @@ impl Tuning {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PathConfig {
-    /// A name for logs and status.
-    pub name: String,
+    /// A name for logs and status; by default the device, `auto`, or `path<i>`.
+    #[serde(default)]
+    pub name: Option<String>,
     /// Server address for this path (`host:port`).
     pub server: String,
     /// Local address to bind (selects the link by source address).
     #[serde(default)]
     pub source: Option<IpAddr>,
-    /// Interface to bind with SO_BINDTODEVICE.
+    /// Interface to bind with SO_BINDTODEVICE: a name (`wlan0`) or a pattern (`wlan*`,
+    /// one path per matching interface).
     #[serde(default)]
     pub device: Option<String>,
-    /// Carry data only when no other path is up.
+    /// One path per interface with a usable route (hardware and real uplinks; loopback
+    /// and virtual interfaces are left out).
+    #[serde(default)]
+    pub auto: bool,
+    /// Interface patterns a `device` pattern or `auto` leaves alone.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// "primary" (default), "secondary" or "backup" ([`Tier`]).
+    #[serde(default)]
+    pub priority: Option<String>,
+    /// Deprecated: `priority = "backup"`.
     #[serde(default)]
     pub backup: bool,
+}
+
+/// A path's tier (`priority`): lower tiers carry data only while every higher tier is
+/// down or degraded (the active-standby modes of 3GPP ATSSS and of bonding products).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum Tier {
+    #[default]
+    Primary,
+    Secondary,
+    Backup,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 3] = [Tier::Primary, Tier::Secondary, Tier::Backup];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Primary => "primary",
+            Tier::Secondary => "secondary",
+            Tier::Backup => "backup",
+        }
+    }
+
+    /// The engine's number for it ([`mpflex_engine::Session::set_path_tier`]): 0 is the
+    /// highest.
+    pub fn level(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_level(level: u8) -> Tier {
+        Tier::ALL[(level as usize).min(2)]
+    }
+}
+
+impl PathConfig {
+    /// The entry's name (`i`: its index among the `[[paths]]`).
+    pub fn display_name(&self, i: usize) -> String {
+        match (&self.name, &self.device) {
+            (Some(n), _) => n.clone(),
+            (None, Some(d)) => d.clone(),
+            (None, None) if self.auto => "auto".into(),
+            (None, None) => format!("path{i}"),
+        }
+    }
+
+    /// The entry's tier; the error names the key.
+    pub fn tier(&self, i: usize) -> Result<Tier> {
+        let named = match self.priority.as_deref() {
+            None => None,
+            Some(p) => Some(Tier::ALL.into_iter().find(|t| t.name() == p).ok_or_else(|| {
+                anyhow::anyhow!("paths[{i}].priority: unknown tier {p:?} (expected primary, secondary or backup)")
+            })?),
+        };
+        match (named, self.backup) {
+            (Some(t), true) if t != Tier::Backup => bail!(
+                "paths[{i}].backup: contradicts priority = {:?}; remove backup (priority replaces it)",
+                t.name()
+            ),
+            (Some(t), _) => Ok(t),
+            (None, true) => Ok(Tier::Backup),
+            (None, false) => Ok(Tier::Primary),
+        }
+    }
+
+    /// How the entry picks its interfaces; the error names the key.
+    pub fn selector(&self, i: usize) -> Result<Selector> {
+        let dynamic = self.auto || self.device.as_deref().is_some_and(|d| !is_literal(d));
+        if self.auto && self.device.is_some() {
+            bail!("paths[{i}].auto: set either device or auto = true, not both");
+        }
+        if dynamic && self.source.is_some() {
+            bail!(
+                "paths[{i}].source: a device pattern or auto = true binds each interface's own address; remove source"
+            );
+        }
+        if !dynamic && !self.exclude.is_empty() {
+            bail!("paths[{i}].exclude: only with a device pattern (\"wlan*\") or auto = true");
+        }
+        for (j, x) in self.exclude.iter().enumerate() {
+            IfPattern::parse(x).map_err(|e| anyhow::anyhow!("paths[{i}].exclude[{j}]: {e}"))?;
+        }
+        if self.auto {
+            return Ok(Selector::Auto);
+        }
+        let Some(dev) = &self.device else {
+            return Ok(Selector::Fixed);
+        };
+        let p = IfPattern::parse(dev).map_err(|e| anyhow::anyhow!("paths[{i}].device: {e}"))?;
+        Ok(if p.is_literal() {
+            Selector::Device(dev.clone())
+        } else {
+            Selector::Pattern(p)
+        })
+    }
+
+    /// The entry's exclude patterns (valid once [`PathConfig::selector`] passed).
+    pub fn exclude_patterns(&self) -> Vec<IfPattern> {
+        self.exclude.iter().filter_map(|x| IfPattern::parse(x).ok()).collect()
+    }
+}
+
+/// Whether a `device` value names one interface rather than a pattern.
+fn is_literal(d: &str) -> bool {
+    !d.contains(['*', '?', '['])
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -308,9 +426,16 @@ impl ClientConfig {
             {
                 bail!("paths[{i}].server: {:?} is not host:port", p.server);
             }
-            if self.paths[..i].iter().any(|q| q.name == p.name) {
-                bail!("paths[{i}].name: {:?} is used twice", p.name);
+            let name = p.display_name(i);
+            if self.paths[..i]
+                .iter()
+                .enumerate()
+                .any(|(j, q)| q.display_name(j) == name)
+            {
+                bail!("paths[{i}].name: {name:?} is used twice");
             }
+            p.selector(i)?;
+            p.tier(i)?;
         }
         if mpflex_sched::by_name(&self.scheduler).is_none() {
             bail!(
@@ -335,6 +460,16 @@ impl ClientConfig {
     /// The compiled `[[classes]]`.
     pub fn class_rules(&self) -> Result<ClassRules> {
         Ok(ClassRules::new(&self.classes)?)
+    }
+
+    /// What is accepted but should change, one sentence each (the client logs them).
+    pub fn warnings(&self) -> Vec<String> {
+        self.paths
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.backup)
+            .map(|(i, _)| format!("paths[{i}].backup is deprecated: write priority = \"backup\""))
+            .collect()
     }
 }
 
@@ -439,6 +574,85 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("keepalive_ms"), "{e}");
+    }
+
+    fn with_paths(extra: &str) -> Result<ClientConfig> {
+        let text = format!("private_key = \"{KEY}\"\nserver_public_key = \"{KEY}\"\n{extra}");
+        let f = write(&text);
+        let c: ClientConfig = load(Some(&f.0), &[])?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    #[test]
+    fn paths_name_an_interface_a_pattern_or_auto_with_a_tier() {
+        let c = with_paths(
+            "[[paths]]\nserver = \"10.0.0.1:7000\"\ndevice = \"wlan0\"\n\
+             [[paths]]\nname = \"tether\"\nserver = \"10.0.0.1:7000\"\ndevice = \"usb*\"\npriority = \"secondary\"\n\
+             [[paths]]\nserver = \"10.0.0.1:7000\"\nauto = true\nexclude = [\"docker*\", \"wlan0\"]\npriority = \"backup\"\n\
+             [[paths]]\nserver = \"10.0.0.1:7000\"\nbackup = true\n",
+        )
+        .unwrap();
+        let names: Vec<String> = c.paths.iter().enumerate().map(|(i, p)| p.display_name(i)).collect();
+        assert_eq!(names, ["wlan0", "tether", "auto", "path3"]);
+        assert_eq!(c.paths[0].selector(0).unwrap(), Selector::Device("wlan0".into()));
+        assert!(matches!(c.paths[1].selector(1).unwrap(), Selector::Pattern(_)));
+        assert_eq!(c.paths[2].selector(2).unwrap(), Selector::Auto);
+        assert_eq!(c.paths[3].selector(3).unwrap(), Selector::Fixed);
+        let tiers: Vec<Tier> = c.paths.iter().enumerate().map(|(i, p)| p.tier(i).unwrap()).collect();
+        assert_eq!(tiers, [Tier::Primary, Tier::Secondary, Tier::Backup, Tier::Backup]);
+        assert_eq!(tiers.iter().map(|t| t.level()).collect::<Vec<_>>(), [0, 1, 2, 2]);
+        assert_eq!(
+            c.warnings(),
+            ["paths[3].backup is deprecated: write priority = \"backup\""],
+            "the old key still works, with a warning"
+        );
+    }
+
+    #[test]
+    fn a_bad_path_entry_names_its_key() {
+        let server = "server = \"10.0.0.1:7000\"\n";
+        let cases = [
+            (
+                "priority = \"bakup\"\n",
+                "paths[1].priority: unknown tier \"bakup\" (expected primary, secondary or backup)",
+            ),
+            (
+                "priority = \"primary\"\nbackup = true\n",
+                "paths[1].backup: contradicts priority",
+            ),
+            (
+                "device = \"wlan[0\"\n",
+                "paths[1].device: \"wlan[0\": '[' without its ']'",
+            ),
+            (
+                "device = \"wlan*\"\nexclude = [\"a b\"]\n",
+                "paths[1].exclude[0]: \"a b\"",
+            ),
+            (
+                "device = \"wlan0\"\nauto = true\n",
+                "paths[1].auto: set either device or auto",
+            ),
+            (
+                "auto = true\nsource = \"10.0.0.2\"\n",
+                "paths[1].source: a device pattern or auto",
+            ),
+            (
+                "device = \"wlan0\"\nexclude = [\"x\"]\n",
+                "paths[1].exclude: only with a device pattern",
+            ),
+        ];
+        for (extra, want) in cases {
+            let text = format!("[[paths]]\nname = \"a\"\n{server}[[paths]]\nname = \"b\"\n{server}{extra}");
+            let e = with_paths(&text).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{e:?} should start with {want:?}");
+        }
+        let e = with_paths(&format!(
+            "[[paths]]\n{server}device = \"c0\"\n[[paths]]\n{server}device = \"c0\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("paths[1].name: \"c0\" is used twice"), "{e}");
     }
 
     const CLASSES: &str = "[[classes]]\nclass = \"bulk\"\nports = [22, \"5000-5100\"]\n\

@@ -6,6 +6,7 @@ pub mod client;
 pub mod config;
 pub mod crypto;
 pub mod driver;
+pub mod links;
 pub mod listen;
 pub mod pathconn;
 pub mod redirect;

@@ -50,8 +50,8 @@ enum Cmd {
     Client {
         /// TOML configuration file (keys: private_key | private_key_file,
         /// server_public_key, scheduler, socks_listen, transparent_listen, status_listen,
-        /// [[paths]] name/server/source/device/backup, [[classes]] class/ports/cidrs/hosts,
-        /// [tuning]).
+        /// [[paths]] name/server/source/device/auto/exclude/priority, [[classes]]
+        /// class/ports/cidrs/hosts, [tuning]).
         #[arg(short, long)]
         config: Option<PathBuf>,
         /// Override a configuration key, e.g. --set scheduler=roundrobin or

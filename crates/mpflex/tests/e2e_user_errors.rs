@@ -204,6 +204,23 @@ fn start_errors_name_the_fix() {
         "{line}"
     );
 
+    // A tier name misspelt, and an interface pattern no name can match.
+    for (extra, want) in [
+        (
+            "priority = \"bakup\"\n",
+            "paths[0].priority: unknown tier \"bakup\" (expected primary, secondary or backup)",
+        ),
+        (
+            "device = \"wlan[0\"\n",
+            "paths[0].device: \"wlan[0\": '[' without its ']'",
+        ),
+    ] {
+        let text = client_toml(free_port(), free_port(), &cpriv, &spub, "") + extra;
+        let cfg = dir.write("path.toml", &text);
+        let line = failed_start(&dir.run(&["client", "--config", cfg.to_str().unwrap()]));
+        assert!(line.contains(want), "{line}");
+    }
+
     // A file that is not there.
     let line = failed_start(&dir.run(&["server", "--config", "/nonexistent/server.toml"]));
     assert!(line.contains("cannot read config /nonexistent/server.toml"), "{line}");

@@ -521,14 +521,15 @@ mod tests {
         }
     }
 
-    /// Under queue control (a small request every 100 ms beside the upload engages it) an
-    /// application that writes as fast as it is let sees the path's rate: what the session accepted and the peer's application has not received stays
+    /// Under queue control (a small request every 100 ms beside the upload engages it),
+    /// and with nothing to protect once it has kept the session backlogged for a second,
+    /// an application that writes as fast as it is let sees the path's rate: what the session accepted and the peer's application has not received stays
     /// within the path's bytes in flight (rate × (RTT + target), times the steering's
     /// gain) plus the bound ahead of it (rate × target + a frame) — without it, the
     /// stream's whole 4 MB window.
     #[test]
     fn queue_control_bounds_what_the_application_has_written_ahead_of_the_path() {
-        let run = |target_ms: u64| {
+        let run = |target_ms: u64, pings: bool| {
             let spec = PathSpec {
                 cwnd: Some(4 * 60 * 250 / MSS),
                 ..PathSpec::from((30, 250))
@@ -543,14 +544,14 @@ mod tests {
             let ping = pair.open(b"ping");
             let (mut written, mut ahead) = (1usize, 0usize);
             for ms in 0..8000 {
-                if ms % 100 == 0 {
+                if pings && ms % 100 == 0 {
                     pair.client.stream_send(ping, Bytes::from_static(b"ping"));
                 }
                 let cap = pair.client.send_capacity(id) as usize;
                 if cap > 0 {
                     written += pair.client.stream_send(id, Bytes::from(vec![0u8; cap.min(1 << 20)]));
                 }
-                if target_ms > 0 && ms >= 2000 && ms % 100 == 50 {
+                if pings && target_ms > 0 && ms >= 2000 && ms % 100 == 50 {
                     // The bulk took all the room ahead of the paths; a request still goes.
                     assert_eq!(pair.client.send_capacity(id), 0);
                     assert_eq!(pair.client.stream_send(ping, Bytes::from_static(b"ping")), 4);
@@ -563,10 +564,14 @@ mod tests {
             let got = pair.server_rx.get(&id).map_or(0, Vec::len);
             (ahead, got as f64 / 8000.0 / 250.0)
         };
-        let (ahead, utilisation) = run(20);
-        let (unbounded, _) = run(0);
+        let (ahead, utilisation) = run(20, true);
+        let (unbounded, _) = run(0, true);
+        // With no request to protect, the bound applies once the application has kept
+        // the session backlogged for a second (measured from 2 s in).
+        let (alone, alone_utilisation) = run(20, false);
         println!(
-            "ahead of the application: {ahead} B with control ({utilisation:.3} of the rate), {unbounded} B without"
+            "ahead of the application: {ahead} B with control ({utilisation:.3} of the rate), {alone} B with nothing \
+             to protect ({alone_utilisation:.3}), {unbounded} B without"
         );
         let frame = EngineConfig::new(Role::Client).max_frame_data + 64;
         // 250 B/ms: 20 KB in flight over 60 + 20 ms, twice that at the steering's highest
@@ -574,6 +579,14 @@ mod tests {
         // writes land a frame at a time.
         let bound = 2 * 250 * 80 + super::super::session::MIN_AHEAD as usize + 2 * frame + 4 * MSS as usize;
         assert!(ahead <= bound, "{ahead} B ahead, bound {bound}");
+        // With nothing to protect the path's own queue is not held to the target: its
+        // whole window (4 × 15 KB) may be in flight on top of the bound ahead.
+        let bound_alone = bound + 4 * 60 * 250;
+        assert!(
+            alone <= bound_alone,
+            "{alone} B ahead with nothing to protect, bound {bound_alone}"
+        );
+        assert!(alone_utilisation >= 0.9, "{alone_utilisation:.3} of the rate");
         assert!(utilisation >= 0.9, "{utilisation:.3} of the rate");
         assert!(unbounded > 1 << 20, "only {unbounded} B ahead without control");
     }

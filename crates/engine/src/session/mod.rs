@@ -120,6 +120,11 @@ pub struct Session {
     /// When an interactive stream last sent or received bytes (queue control engages only
     /// while there is interactive traffic to protect, see [`Session::queue_control_engaged`]).
     interactive_seen: Option<Instant>,
+    /// Since when applications have kept the session backlogged (bytes ahead of the
+    /// paths, or a stream waiting for room), and when that was last so (see
+    /// [`Session::backpressure_engaged`]).
+    backlog_since: Option<Instant>,
+    backlog_seen: Option<Instant>,
     counters: SessionCounters,
 }
 
@@ -139,6 +144,26 @@ pub struct SessionCounters {
     /// Copies a path owed: redundant scheduling's duplicates and frames the peer stalled on.
     pub resent_copies: u64,
 }
+
+/// The bound on bytes ahead of the paths while backpressure is not engaged: what the
+/// paths carry in this time (see [`Session::backlog_room`]).
+pub const AHEAD_HORIZON: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long applications must keep the session backlogged before the bound on bytes
+/// ahead of the paths applies with no interactive traffic to protect (see
+/// [`Session::backpressure_engaged`]).
+pub const SUSTAINED_BACKLOG: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A backlog that empties for less than this goes on (an application's next write
+/// follows its last one's acceptance by a moment).
+const BACKLOG_GAP: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Once a backlog has been sustained, it ends only after this long without one: a
+/// sender whose writes stall for a moment (a busy machine, a proxy that reads late) must
+/// not drop back to the looser [`AHEAD_HORIZON`] bound and let a second of bytes in
+/// ahead of the paths (measured under a loaded machine: 661 KB ahead instead of 64 KB).
+/// As long as it takes to engage, so the bound has symmetric hysteresis.
+const SUSTAINED_GAP: std::time::Duration = SUSTAINED_BACKLOG;
 
 /// How long queue control stays engaged after the last interactive bytes.
 pub const ENGAGE_HOLD: std::time::Duration = std::time::Duration::from_secs(1);
@@ -162,6 +187,8 @@ impl Session {
             waiting: 0,
             stall_served: None,
             interactive_seen: None,
+            backlog_since: None,
+            backlog_seen: None,
             counters: SessionCounters::default(),
             cfg,
         }
@@ -266,8 +293,8 @@ impl Session {
     /// of a better tier can (each is down, suspect or degraded); its paths meanwhile stand
     /// by, connected and kept warm with keepalives, so a takeover needs no handshake. The
     /// per-path counters (`payload_sent`, `payload_resent`) show what each carried.
-    pub fn set_path_tier(&mut self, path: usize, tier: u8) {
-        let now = self.last_now;
+    pub fn set_path_tier(&mut self, path: usize, tier: u8, now: Instant) {
+        self.set_clock(now);
         self.paths.set_tier(path, tier, now);
         self.announce_tier(path);
         self.wake();
@@ -281,9 +308,8 @@ impl Session {
     /// A backup path is the backup tier; a path that is not, primary. See
     /// [`Session::set_path_tier`].
     pub fn set_path_backup(&mut self, path: usize, backup: bool, now: Instant) {
-        self.set_clock(now);
         let tier = if backup { TIER_BACKUP } else { TIER_PRIMARY };
-        self.set_path_tier(path, tier);
+        self.set_path_tier(path, tier, now);
     }
 
     pub fn path_status(&self, path: usize) -> PathStatus {
@@ -390,6 +416,7 @@ impl Session {
         let cap = self.peek_capacity(stream);
         if cap == 0 && self.streams.get(&stream).is_some_and(|s| !s.tx_done) {
             self.blocked.insert(stream);
+            self.note_backlog();
         }
         cap
     }
@@ -413,14 +440,31 @@ impl Session {
     /// only wait in the session — a request would wait behind them as it would in a
     /// bloated queue, and the application's own rate control would see a rate the paths
     /// do not have (an upload through the proxy reporting twice what arrives). Each path
-    /// counts at least [`MIN_AHEAD`] until it has a rate estimate. Only while queue
-    /// control is engaged.
+    /// counts at least [`MIN_AHEAD`] until it has a rate estimate. That bound holds while
+    /// [`Session::backpressure_engaged`]; otherwise a looser one, [`AHEAD_HORIZON`] of
+    /// the paths' rate.
     fn backlog_room(&self) -> u64 {
         let target = self.cfg.queue_target;
-        if target.is_zero() || !self.queue_control_engaged(self.last_now) {
+        if target.is_zero() {
             return u64::MAX;
         }
         let frame = self.max_frame_len() as u64;
+        if !self.backpressure_engaged(self.last_now) {
+            // Otherwise a second of the paths' rate: a transfer's first write is not let
+            // past the paths by a whole stream window (4 MB: three seconds of a 10 Mbit/s
+            // upload that an `iperf3` sender counted as sent), while a chunk that the
+            // paths carry within a second is still whole in the session for a two-ended
+            // scheduler. Not before every carrying path has a rate.
+            let carrying = || self.paths.iter().filter(|p| p.carries());
+            if carrying().next().is_none() || carrying().any(|p| p.snap.delivery_rate == 0) {
+                return u64::MAX;
+            }
+            let bound: u64 = carrying()
+                .map(|p| ((p.snap.delivery_rate as f64 * AHEAD_HORIZON.as_secs_f64()) as u64).max(MIN_AHEAD) + frame)
+                .sum();
+            let (ahead, _) = self.send.backlog();
+            return bound.saturating_sub(ahead + self.send.urgent_bytes());
+        }
         let bound: u64 = self
             .paths
             .iter()
@@ -471,6 +515,7 @@ impl Session {
         let cap = self.peek_capacity(stream) as usize;
         if cap < data.len() {
             self.blocked.insert(stream);
+            self.note_backlog();
         }
         let n = data.len().min(cap);
         if n == 0 {
@@ -489,6 +534,7 @@ impl Session {
         self.flow.take(n as u64);
         self.send
             .stage_data(stream, offset, data, self.cfg.max_frame_data, self.last_now);
+        self.note_backlog();
         self.wake();
         n
     }
@@ -601,6 +647,52 @@ impl Session {
                 .is_some_and(|t| now.saturating_duration_since(t) < ENGAGE_HOLD)
     }
 
+    /// Whether the bound on bytes ahead of the paths applies: while queue control is
+    /// engaged, and also once applications have kept the session backlogged for
+    /// [`SUSTAINED_BACKLOG`] — a transfer that writes faster than the paths carry (an
+    /// `iperf3` upload, a backup), which without the bound counts seconds of bytes as sent
+    /// that are only waiting here (measured: 8.4 Mbit/s reported sent, 4.05 arrived). A
+    /// chunk written at once is already whole in the session by then: a two-ended
+    /// scheduler (DEMS) still sees all of it, and only its next chunk waits for room.
+    pub fn backpressure_engaged(&self, now: Instant) -> bool {
+        self.queue_control_engaged(now)
+            || matches!(
+                (self.backlog_since, self.backlog_seen),
+                (Some(since), Some(_))
+                    if !self.backlog_gap(now)
+                        && now.saturating_duration_since(since) >= SUSTAINED_BACKLOG
+            )
+    }
+
+    /// Whether the backlog has been absent long enough to end it: [`BACKLOG_GAP`] while it
+    /// builds, [`SUSTAINED_GAP`] once it has been sustained.
+    fn backlog_gap(&self, now: Instant) -> bool {
+        let (Some(since), Some(seen)) = (self.backlog_since, self.backlog_seen) else {
+            return true;
+        };
+        let allowed = if seen.saturating_duration_since(since) >= SUSTAINED_BACKLOG {
+            SUSTAINED_GAP
+        } else {
+            BACKLOG_GAP
+        };
+        now.saturating_duration_since(seen) > allowed
+    }
+
+    /// Notes whether applications keep the session backlogged now: bytes wait ahead of
+    /// the paths, or a stream waits for room.
+    fn note_backlog(&mut self) {
+        let (ahead, _) = self.send.backlog();
+        let busy = ahead + self.send.urgent_bytes() > 0 || !self.blocked.is_empty();
+        let now = self.last_now;
+        if !busy {
+            return;
+        }
+        if self.backlog_gap(now) {
+            self.backlog_since = Some(now);
+        }
+        self.backlog_seen = Some(now);
+    }
+
     /// The session clock, µs since `epoch` (the frames' timestamps are it modulo 2³²).
     fn clock_us(&self, now: Instant) -> i64 {
         now.saturating_duration_since(self.epoch).as_micros() as i64
@@ -701,6 +793,7 @@ impl Session {
 mod tests {
     use super::*;
     use crate::harness::Pair;
+    use std::time::Duration;
 
     /// The metrics' counts: each stream's bytes per path add up to what it carried on both
     /// sides, scheduler decisions are counted, and a dead path's frames count as re-sent.
@@ -776,5 +869,33 @@ mod tests {
         }
         assert_eq!(pair.server_rx[&new], b"hello after the restart");
         assert!(pair.client.has_history());
+    }
+
+    /// The bound on bytes ahead engages after a second of backlog and, once engaged, holds
+    /// through a pause shorter than a second; a backlog still building ends after 100 ms.
+    #[test]
+    fn a_sustained_backlog_survives_a_short_pause() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut s = Session::new(
+            EngineConfig::new(Role::Client),
+            mpflex_sched::by_name("minrtt").unwrap(),
+            t0,
+        );
+        s.backlog_since = Some(t0);
+        s.backlog_seen = Some(t0 + ms(1200));
+        assert!(s.backpressure_engaged(t0 + ms(1200)));
+        assert!(
+            s.backpressure_engaged(t0 + ms(1900)),
+            "a 700 ms pause after a sustained backlog"
+        );
+        assert!(
+            !s.backpressure_engaged(t0 + ms(2300)),
+            "a pause of over a second ends it"
+        );
+        s.backlog_seen = Some(t0 + ms(500));
+        assert!(!s.backlog_gap(t0 + ms(580)));
+        assert!(s.backlog_gap(t0 + ms(620)), "a building backlog ends after 100 ms");
+        assert!(!s.backpressure_engaged(t0 + ms(1000)));
     }
 }

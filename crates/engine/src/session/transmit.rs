@@ -585,6 +585,7 @@ impl Session {
         if n == 0 {
             return PollTransmit::Wait { until: None };
         }
+        self.note_backlog();
         self.unblock_drained();
         let last_now = self.last_now;
         self.paths.record_closed(rec.path, rec.ts, n + RECORD_OVERHEAD);

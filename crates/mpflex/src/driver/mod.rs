@@ -21,8 +21,9 @@ use tracing::{debug, info, warn};
 
 use crate::classes::ClassRules;
 use crate::crypto::Transport;
+use crate::links::table::Unusable;
 use crate::pathconn::Joined;
-use crate::status::snapshot::{PathView, SessionSnapshot, StreamView};
+use crate::status::snapshot::{PathView, SessionSnapshot, StreamView, WaitingView};
 
 mod path;
 mod stream;
@@ -59,12 +60,33 @@ pub struct PathSlot {
     pub generation: u64,
     /// Signalled when the engine asks for the path to be probed ([`Event::ProbePath`]).
     pub probe: Arc<Notify>,
+    /// (client) The interface the path is bound to, if any.
+    pub device: Option<String>,
+    /// (client) Why the path's interface cannot carry it now; `None` while it can (or the
+    /// path names no interface).
+    pub link: Option<Unusable>,
+}
+
+impl PathSlot {
+    fn new(name: String) -> Self {
+        PathSlot {
+            name,
+            wake: Arc::new(Notify::new()),
+            kill: CancellationToken::new(),
+            generation: 0,
+            probe: Arc::new(Notify::new()),
+            device: None,
+            link: None,
+        }
+    }
 }
 
 pub struct Shared {
     pub sess: Session,
     pub streams: HashMap<StreamId, Arc<StreamSignals>>,
     pub paths: Vec<PathSlot>,
+    /// (client) `[[paths]]` patterns and `auto` entries that have no path yet.
+    pub waiting: Vec<WaitingView>,
     timer_deadline: Option<Instant>,
 }
 
@@ -106,21 +128,13 @@ impl SessionHandle {
         opens: Option<mpsc::UnboundedSender<Opened>>,
         lowat_max: u32,
     ) -> Self {
-        let paths = path_names
-            .into_iter()
-            .map(|name| PathSlot {
-                name,
-                wake: Arc::new(Notify::new()),
-                kill: CancellationToken::new(),
-                generation: 0,
-                probe: Arc::new(Notify::new()),
-            })
-            .collect();
+        let paths = path_names.into_iter().map(PathSlot::new).collect();
         let h = SessionHandle {
             inner: Arc::new(Mutex::new(Shared {
                 sess,
                 streams: HashMap::new(),
                 paths,
+                waiting: Vec::new(),
                 timer_deadline: None,
             })),
             timer: Arc::new(Notify::new()),
@@ -239,16 +253,41 @@ impl SessionHandle {
         self.with(|sh| {
             while sh.paths.len() <= p {
                 let i = sh.paths.len();
-                sh.paths.push(PathSlot {
-                    name: format!("path{i}"),
-                    wake: Arc::new(Notify::new()),
-                    kill: CancellationToken::new(),
-                    generation: 0,
-                    probe: Arc::new(Notify::new()),
-                });
+                sh.paths.push(PathSlot::new(format!("path{i}")));
             }
             sh.paths[p].name = name.to_string();
         })
+    }
+
+    /// (client) Names path `p` and its interface (adding the slot if new), sets its tier,
+    /// and records why its interface cannot carry it now (`None`: it can).
+    pub fn describe_path(&self, p: usize, name: &str, device: Option<&str>, tier: u8, link: Option<Unusable>) {
+        self.with(|sh| {
+            while sh.paths.len() <= p {
+                let i = sh.paths.len();
+                sh.paths.push(PathSlot::new(format!("path{i}")));
+            }
+            let slot = &mut sh.paths[p];
+            slot.name = name.to_string();
+            slot.device = device.map(String::from);
+            slot.link = link;
+            sh.sess.set_path_tier(p, tier, Instant::now());
+        })
+    }
+
+    /// (client) Takes path `p` down now: its connection is closed and whatever only it
+    /// held is sent again on the others ([`Session::path_down`]). For a link the kernel
+    /// reports gone, where waiting for a timeout would only stall the transfer.
+    pub fn drop_path(&self, p: usize) {
+        self.with(|sh| {
+            sh.paths[p].kill.cancel();
+            sh.sess.path_down(p);
+        })
+    }
+
+    /// (client) The `[[paths]]` entries that have no path yet, for the status.
+    pub fn set_waiting(&self, waiting: Vec<WaitingView>) {
+        self.with(|sh| sh.waiting = waiting)
     }
 
     /// Runs one connection of path `p`, joined as `joined` says, until it fails or is
@@ -346,6 +385,8 @@ impl SessionHandle {
                         snap: counters.map(|(_, s)| s.clone()).unwrap_or_default(),
                         owd_us: sess.path_owd(p),
                         queue_delay: sess.path_queue_delay(p, now),
+                        device: sh.paths[p].device.clone(),
+                        link: sh.paths[p].link,
                     }
                 })
                 .collect();
@@ -379,6 +420,7 @@ impl SessionHandle {
                 reorder_frames: sess.reorder_frames(),
                 counters: sess.counters().clone(),
                 paths,
+                waiting: sh.waiting.clone(),
                 stream_list,
                 class_latency: sess.class_latency().clone(),
             }

@@ -102,7 +102,7 @@ fn path_json(p: &PathView, series: Option<&Series>, now: Instant) -> serde_json:
     json!({
         "id": p.id,
         "name": p.name,
-        "state": p.state.name(),
+        "state": p.state_name(),
         "backup": p.backup,
         "tier": p.tier,
         "tx_rate": last.map_or(0, |s| s.tx),

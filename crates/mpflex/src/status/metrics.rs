@@ -330,7 +330,7 @@ impl Collector for Scrape {
         self.path_gauge(
             e,
             "mpflex_path_tier",
-            "The path's tier: 0 primary, 1 secondary, 2 backup.",
+            "The path's tier (priority): 0 primary, 1 secondary, 2 backup.",
             |p| Some(p.tier as i64),
         )?;
         self.path_counter(
@@ -464,6 +464,8 @@ pub(crate) mod tests {
             },
             owd_us: None,
             queue_delay: (state == PathState::Active).then_some(Duration::from_millis(4)),
+            device: None,
+            link: None,
         };
         SessionView {
             client: Some("lap\"top".into()),
@@ -481,6 +483,7 @@ pub(crate) mod tests {
                     ..Default::default()
                 },
                 paths: vec![path(0, "wifi", PathState::Active), path(1, "lte", PathState::Suspect)],
+                waiting: Vec::new(),
                 stream_list: vec![StreamView {
                     id: 1,
                     target: Some("example.com:443".into()),

@@ -10,6 +10,9 @@ use mpflex_sched::PathSnapshot;
 /// draining, suspect, down).
 pub use mpflex_engine::PathState;
 
+use crate::config::Tier;
+use crate::links::table::Unusable;
+
 #[derive(Debug, Clone)]
 pub struct PathView {
     pub id: usize,
@@ -25,9 +28,23 @@ pub struct PathView {
     pub owd_us: Option<(i64, u64)>,
     /// The queue the path's frames wait in now, from the peer's reports.
     pub queue_delay: Option<Duration>,
+    /// (client) The interface the path is bound to.
+    pub device: Option<String>,
+    /// (client) Why the path's interface cannot carry it now: then the status names this
+    /// as its state ("waiting for device", "no carrier", "no address", "no route").
+    pub link: Option<Unusable>,
 }
 
 impl PathView {
+    /// The state the status shows: the engine's, or while the path is down for want of a
+    /// usable interface, what the interface lacks.
+    pub fn state_name(&self) -> &'static str {
+        match self.link {
+            Some(why) if self.state == PathState::Down => why.name(),
+            _ => self.state.name(),
+        }
+    }
+
     /// Bytes in the path's socket and on the wire: unsent plus unacknowledged segments.
     pub fn in_flight_bytes(&self) -> u64 {
         self.snap.in_flight as u64 * self.snap.mss.max(1) as u64
@@ -57,8 +74,20 @@ pub struct SessionSnapshot {
     pub reorder_frames: usize,
     pub counters: SessionCounters,
     pub paths: Vec<PathView>,
+    /// (client) `[[paths]]` entries without a path yet.
+    pub waiting: Vec<WaitingView>,
     pub stream_list: Vec<StreamView>,
     pub class_latency: ClassLatency,
+}
+
+/// (client) A `[[paths]]` device pattern or `auto` entry that has no path yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingView {
+    pub name: String,
+    /// What it matches: the pattern, or "auto".
+    pub matches: String,
+    /// Why it has no path, e.g. "no interface matches" or "wlan0: no address".
+    pub state: String,
 }
 
 /// One session as the status endpoint serves it.
@@ -106,6 +135,9 @@ impl SessionSnapshot {
             "decisions": {"send": c.decisions_send, "wait": c.decisions_wait, "reinject": c.decisions_reinject},
             "resent_frames": {"path_lost": c.resent_lost, "scheduler": c.resent_scheduler, "copy": c.resent_copies},
             "paths": paths,
+            "waiting": self.waiting.iter().map(|w| serde_json::json!({
+                "name": w.name, "matches": w.matches, "state": w.state,
+            })).collect::<Vec<_>>(),
             "stream_list": stream_list,
             "class_latency": class_latency_json(&self.class_latency),
         })
@@ -114,16 +146,19 @@ impl SessionSnapshot {
 
 fn path_json(p: &PathView) -> serde_json::Value {
     let Some(c) = &p.counters else {
-        return serde_json::json!({"id": p.id, "name": p.name, "up": false, "state": p.state.name()});
+        return serde_json::json!({"id": p.id, "name": p.name, "up": false, "state": p.state_name(),
+                                  "tier": p.tier, "tier_name": Tier::from_level(p.tier).name(), "device": p.device});
     };
     let s = &p.snap;
     serde_json::json!({
         "id": p.id,
         "name": p.name,
         "up": p.state != PathState::Down,
-        "state": p.state.name(),
+        "state": p.state_name(),
         "backup": p.backup,
         "tier": p.tier,
+        "tier_name": Tier::from_level(p.tier).name(),
+        "device": p.device,
         "bytes_sent": c.bytes_sent,
         "bytes_received": c.bytes_received,
         "payload_sent": c.payload_sent,

@@ -26,10 +26,22 @@ pub fn render_table(v: &serde_json::Value) -> String {
             "  {:<24} {:>4} {:>14} {:>14} {:>12} {:>9} {:>6} {:>8}\n",
             "path", "up", "sent", "received", "resent", "srtt_ms", "cwnd", "failures"
         );
+        let mut notes = Vec::new();
         for p in s["paths"].as_array().into_iter().flatten() {
+            let name = p["name"].as_str().unwrap_or("?");
+            // The tier, where it is not the default.
+            let name = match p["tier_name"].as_str() {
+                Some(t) if t != "primary" => format!("{name} ({t})"),
+                _ => name.to_string(),
+            };
+            let state = p["state"].as_str().unwrap_or("?");
+            if !["up", "suspect", "down", "?"].contains(&state) {
+                let dev = p["device"].as_str().map(|d| format!(" ({d})")).unwrap_or_default();
+                notes.push(format!("{}{dev}: {state}", p["name"].as_str().unwrap_or("?")));
+            }
             out += &format!(
                 "  {:<24} {:>4} {:>14} {:>14} {:>12} {:>9.1} {:>6} {:>8}\n",
-                p["name"].as_str().unwrap_or("?"),
+                clip(&name, 24),
                 if p["up"].as_bool() == Some(true) { "yes" } else { "no" },
                 p["bytes_sent"].as_u64().unwrap_or(0),
                 p["bytes_received"].as_u64().unwrap_or(0),
@@ -38,6 +50,18 @@ pub fn render_table(v: &serde_json::Value) -> String {
                 p["cwnd"].as_u64().unwrap_or(0),
                 p["failures"].as_u64().unwrap_or(0),
             );
+        }
+        // Paths held back by their interface, and entries that match none yet.
+        for w in s["waiting"].as_array().into_iter().flatten() {
+            notes.push(format!(
+                "{} ({}): {}",
+                w["name"].as_str().unwrap_or("?"),
+                w["matches"].as_str().unwrap_or("?"),
+                w["state"].as_str().unwrap_or("?")
+            ));
+        }
+        for n in notes {
+            out += &format!("  {}\n", clip(&n, 96));
         }
         out += &streams_table(s);
         out += &latency_table(s);
@@ -267,6 +291,22 @@ mod tests {
         let row = t.lines().nth(2).unwrap();
         let cols: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cols, ["wifi", "yes", "1234", "99", "0", "51.5", "40", "1"]);
+        // Tiers other than primary, paths waiting for their interface and entries that
+        // match none are named.
+        let v = serde_json::json!({
+            "role": "client", "scheduler": "minrtt", "streams": 0,
+            "paths": [
+                {"name": "lte", "up": true, "state": "up", "tier": 2, "tier_name": "backup", "bytes_sent": 1},
+                {"name": "wifi", "up": false, "state": "waiting for device", "device": "wlan0", "tier": 0,
+                 "tier_name": "primary"},
+            ],
+            "waiting": [{"name": "auto", "matches": "auto", "state": "no interface matches"}],
+        });
+        let t = render_table(&v);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[2].starts_with("  lte (backup) "), "{t}");
+        assert_eq!(lines[4], "  wifi (wlan0): waiting for device", "{t}");
+        assert_eq!(lines[5], "  auto (auto): no interface matches", "{t}");
         // An older peer's JSON without held_bytes still renders.
         let old = serde_json::json!({"role": "client", "scheduler": "minrtt", "streams": 0, "paths": []});
         assert_eq!(

@@ -61,10 +61,22 @@ pub struct Options {
     pub bind_device: bool,
     /// The client's `transparent_listen`.
     pub transparent_listen: &'static str,
+    /// The client's `[[paths]]` in place of one per path bound by source address.
+    pub client_paths: Option<Box<PathsToml>>,
+    /// The server's `listen` address.
+    pub server_listen: &'static str,
+    /// Each path also gets IPv6 addresses, and the client a default route (IPv4 and IPv6)
+    /// over every path towards [`Lab::service_addr`], as on a host with several uplinks.
+    pub routed: bool,
+    /// How many paths must be up before the test starts.
+    pub paths_up: usize,
 }
 
 /// (role, configuration file) to a command line.
 pub type Launch = dyn Fn(&str, &str) -> Vec<String>;
+
+/// The lab to the client's `[[paths]]` (its addresses are known once it is built).
+pub type PathsToml = dyn Fn(&Lab) -> String;
 
 /// A rate limit with a deep FIFO in front of it, on one direction of a path: a `tbf` on
 /// the egress of a bridge port in a middle namespace, so the queue builds in a forwarding
@@ -94,6 +106,10 @@ impl Default for Options {
             launch: None,
             bind_device: false,
             transparent_listen: "127.0.0.1:1081",
+            client_paths: None,
+            server_listen: "0.0.0.0:7000",
+            routed: false,
+            paths_up: 2,
         }
     }
 }
@@ -107,6 +123,8 @@ pub struct Lab {
     pub client: Option<Child>,
     pub client_key: String,
     pub server_pub: String,
+    /// `Options::rate_mbit`, for paths added later.
+    rate_mbit: u32,
 }
 
 impl Lab {
@@ -129,9 +147,20 @@ impl Lab {
             client: None,
             client_key: String::new(),
             server_pub: String::new(),
+            rate_mbit: opts.rate_mbit,
         };
         if opts.rate_mbit > 0 {
-            lab.limit_rate(opts.rate_mbit);
+            for p in 0..lab.topo.paths {
+                lab.limit_rate(p);
+            }
+        }
+        if opts.routed {
+            for ip in [lab.service_addr(false) + "/32", lab.service_addr(true) + "/128"] {
+                sh(&["ip", "-n", &lab.topo.server_ns, "addr", "add", &ip, "dev", "lo"]);
+            }
+            for p in 0..lab.topo.paths {
+                lab.route_path(p);
+            }
         }
         if !opts.uplink.is_empty() {
             lab.bridge_paths(&opts.uplink);
@@ -148,21 +177,152 @@ impl Lab {
         self.topo.server_addr(path)
     }
 
-    /// A `tbf` of `mbit` on both ends of every path.
-    fn limit_rate(&self, mbit: u32) {
-        let rate = format!("{mbit}mbit");
-        for p in 0..self.topo.paths {
-            let ends = [
-                (&self.topo.client_ns, self.topo.client_dev(p)),
-                (&self.topo.server_ns, self.topo.server_dev(p)),
-            ];
-            for (ns, dev) in ends {
-                sh(&[
-                    "ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", &dev, "root", "tbf", "rate", &rate,
-                    "burst", "64kb", "latency", "30ms",
-                ]);
-            }
+    /// A `tbf` of `Options::rate_mbit` on both ends of path `p`.
+    fn limit_rate(&self, p: usize) {
+        let rate = format!("{}mbit", self.rate_mbit);
+        let ends = [
+            (&self.topo.client_ns, self.topo.client_dev(p)),
+            (&self.topo.server_ns, self.topo.server_dev(p)),
+        ];
+        for (ns, dev) in ends {
+            sh(&[
+                "ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", &dev, "root", "tbf", "rate", &rate, "burst",
+                "64kb", "latency", "30ms",
+            ]);
         }
+    }
+
+    /// The server's address every routed path reaches (on its loopback).
+    pub fn service_addr(&self, ipv6: bool) -> String {
+        if ipv6 {
+            format!("fd00:{}:ff::1", self.topo.net)
+        } else {
+            format!("10.{}.200.1", self.topo.net)
+        }
+    }
+
+    /// Path `p`'s IPv6 address on the client (`fd00:<net>:<p+1>::1`) or the server (`::2`).
+    pub fn addr6(&self, p: usize, server: bool) -> String {
+        format!("fd00:{}:{}::{}", self.topo.net, p + 1, 1 + server as u8)
+    }
+
+    /// IPv6 addresses on both ends of path `p` (no duplicate detection: usable at once),
+    /// and the client's default routes over it, one metric per path.
+    fn route_path(&self, p: usize) {
+        let (cns, sns) = (&self.topo.client_ns, &self.topo.server_ns);
+        let (c, s) = (self.topo.client_dev(p), self.topo.server_dev(p));
+        sh(&[
+            "ip",
+            "-n",
+            sns,
+            "-6",
+            "addr",
+            "add",
+            &(self.addr6(p, true) + "/64"),
+            "dev",
+            &s,
+            "nodad",
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            cns,
+            "-6",
+            "addr",
+            "add",
+            &(self.addr6(p, false) + "/64"),
+            "dev",
+            &c,
+            "nodad",
+        ]);
+        let metric = (100 + p).to_string();
+        sh(&[
+            "ip",
+            "-n",
+            cns,
+            "route",
+            "add",
+            "default",
+            "via",
+            &self.server_addr(p),
+            "dev",
+            &c,
+            "metric",
+            &metric,
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            cns,
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            &self.addr6(p, true),
+            "dev",
+            &c,
+            "metric",
+            &metric,
+        ]);
+    }
+
+    /// Plugs in path `p` mid-test: a new veth pair between client and server with its
+    /// addresses, rate limit and routes, as `routed` sets up the first ones. Returns when
+    /// the client's end is up with its address and route.
+    pub fn plug_path(&self, p: usize) {
+        let (cns, sns) = (&self.topo.client_ns, &self.topo.server_ns);
+        let (c, s) = (self.topo.client_dev(p), self.topo.server_dev(p));
+        sh(&[
+            "ip", "link", "add", &c, "netns", cns, "type", "veth", "peer", "name", &s, "netns", sns,
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            sns,
+            "addr",
+            "add",
+            &format!("{}/24", self.server_addr(p)),
+            "dev",
+            &s,
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            cns,
+            "addr",
+            "add",
+            &format!("{}/24", self.client_addr(p)),
+            "dev",
+            &c,
+        ]);
+        if self.rate_mbit > 0 {
+            self.limit_rate(p);
+        }
+        sh(&["ip", "-n", sns, "link", "set", &s, "up"]);
+        sh(&["ip", "-n", cns, "link", "set", &c, "up"]);
+        self.route_path(p);
+    }
+
+    /// Removes path `p`'s interfaces (both ends of the veth pair go).
+    pub fn unplug_path(&self, p: usize) {
+        sh(&[
+            "ip",
+            "-n",
+            &self.topo.client_ns,
+            "link",
+            "del",
+            &self.topo.client_dev(p),
+        ]);
+    }
+
+    /// The client's status entry of the path bound to interface `dev` (Null if none).
+    pub fn client_path_on(&self, dev: &str) -> serde_json::Value {
+        let s = self.client_status();
+        s["paths"]
+            .as_array()
+            .and_then(|a| a.iter().find(|p| p["device"] == dev).cloned())
+            .unwrap_or(serde_json::Value::Null)
     }
 
     /// Joins each path's two halves with a bridge in the middle namespace and puts
@@ -235,10 +395,11 @@ impl Lab {
         std::fs::write(
             self.dir.join("server.toml"),
             format!(
-                "listen = [\"0.0.0.0:{SERVER_PORT}\"]\nprivate_key = \"{spriv}\"\nstatus_listen = \"127.0.0.1:{SERVER_STATUS}\"\n\
+                "listen = [\"{listen}\"]\nprivate_key = \"{spriv}\"\nstatus_listen = \"127.0.0.1:{SERVER_STATUS}\"\n\
                  scheduler = \"{sched}\"\n[[clients]]\nname = \"test\"\npublic_key = \"{cpub}\"\n\
                  [acl]\nallow_loopback = true\nallow_private = true\n[tuning]\nkeepalive_ms = {ka}\npath_timeout_ms = {pt}\n\
                  queue_target_ms = {qt}\n{cc}{extra}",
+                listen = opts.server_listen,
                 sched = opts.scheduler,
                 ka = opts.keepalive_ms,
                 pt = opts.path_timeout_ms,
@@ -255,7 +416,10 @@ impl Lab {
             sched = opts.scheduler,
             transparent = opts.transparent_listen,
         );
-        for p in 0..2 {
+        if let Some(paths) = &opts.client_paths {
+            client += &paths(self);
+        }
+        for p in (0..2).filter(|_| opts.client_paths.is_none()) {
             client += &format!(
                 "[[paths]]\nname = \"p{}\"\nserver = \"{}:{SERVER_PORT}\"\nsource = \"{}\"\n",
                 p + 1,
@@ -301,7 +465,7 @@ impl Lab {
             "client.log",
         ));
         self.wait_port(&self.topo.client_ns.clone(), SOCKS_PORT);
-        self.wait_paths_up(2, Duration::from_secs(10));
+        self.wait_paths_up(opts.paths_up, Duration::from_secs(10));
     }
 
     fn wait_port(&self, ns: &str, port: u16) {

@@ -1,0 +1,437 @@
+//! The client's paths: one task per path keeps it dialled while its interface can carry
+//! it, and the link watcher ([`crate::links`]) adds paths for interfaces that appear and
+//! takes a path down the moment its interface goes, loses carrier or its address.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::config::ClientConfig;
+use crate::crypto::{client_handshake, Transport};
+use crate::driver::SessionHandle;
+use crate::links::netlink;
+use crate::links::plan::{Planner, Rule, Selector, Slot, Target};
+use crate::links::table::{Binding, LinkTable};
+use crate::pathconn::{configure_path_socket, join_as_client, Joined};
+use crate::status::snapshot::WaitingView;
+
+/// What every path connection authenticates and joins with.
+#[derive(Clone, Copy)]
+pub struct Keys {
+    pub private: [u8; 32],
+    pub server_public: [u8; 32],
+    /// The session's token.
+    pub token: [u8; 16],
+}
+
+/// First re-dial delay after a failed connection; doubled up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest pause between failed attempts (an attempt costs a SYN).
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// How long a connection attempt waits for the server's SYN-ACK before the next attempt
+/// starts with a fresh SYN. The kernel retransmits a SYN after 1 s, 3 s, 7 s: over a link
+/// that was dark and is back, a long attempt would leave the path unused for seconds.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Starts the paths of `cfg`: the fixed ones now, the others as their interfaces come.
+/// Fails only if interfaces must be watched and netlink cannot be opened.
+pub async fn start(cfg: &ClientConfig, h: &SessionHandle, keys: Keys, shutdown: CancellationToken) -> Result<()> {
+    let mut rules = Vec::new();
+    for (i, p) in cfg.paths.iter().enumerate() {
+        rules.push(Rule {
+            name: p.display_name(i),
+            selector: p.selector(i)?,
+            exclude: p.exclude_patterns(),
+            source: p.source,
+            server: netlink::server_ips(&p.server).await,
+        });
+    }
+    let mut planner = Planner::new(rules, mpflex_engine::MAX_PATHS);
+    let tiers: Vec<u8> = cfg
+        .paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| p.tier(i).map(|t| t.level()))
+        .collect::<Result<_>>()?;
+    let servers: Vec<String> = cfg.paths.iter().map(|p| p.server.clone()).collect();
+    let mut table_rx = if planner.watches() {
+        let rx = netlink::watch(shutdown.clone()).await?;
+        let table = rx.borrow().clone();
+        planner.update(&table);
+        Some((rx, table))
+    } else {
+        None
+    };
+    let mut m = Manager {
+        h: h.clone(),
+        keys,
+        tiers,
+        servers,
+        paths: Vec::new(),
+        shutdown: shutdown.clone(),
+    };
+    let empty = LinkTable::default();
+    let table = table_rx.as_ref().map_or(&empty, |(_, t)| t);
+    m.apply(&planner, &(0..planner.slots().len()).collect::<Vec<_>>(), &[]);
+    m.report_waiting(&planner, table);
+    if let Some((mut rx, _)) = table_rx.take() {
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    r = rx.changed() => if r.is_err() { return },
+                    _ = shutdown.cancelled() => return,
+                }
+                let table = rx.borrow_and_update().clone();
+                let before = planner.slots().to_vec();
+                let changed = planner.update(&table);
+                m.apply(&planner, &changed, &before);
+                m.report_waiting(&planner, &table);
+            }
+        });
+    }
+    Ok(())
+}
+
+/// Turns the planner's answers into path tasks, status and log lines.
+struct Manager {
+    h: SessionHandle,
+    keys: Keys,
+    /// Per `[[paths]]` entry.
+    tiers: Vec<u8>,
+    servers: Vec<String>,
+    /// Per path: what its task dials.
+    paths: Vec<watch::Sender<Slot>>,
+    shutdown: CancellationToken,
+}
+
+impl Manager {
+    /// Paths `changed` are new or have a new target; `before` is what they were.
+    fn apply(&mut self, planner: &Planner, changed: &[usize], before: &[Slot]) {
+        for &i in changed {
+            let slot = planner.slots()[i].clone();
+            let link = match &slot.target {
+                Target::Wait(why) => Some(*why),
+                Target::Dial(_) => None,
+            };
+            self.h
+                .describe_path(i, &slot.name, slot.device.as_deref(), self.tiers[slot.rule], link);
+            log_change(before.get(i), &slot);
+            if let Some(old) = before.get(i) {
+                // The old connection's link, address or interface is gone: take the path
+                // down now, so what it held is sent again elsewhere without waiting for a
+                // timeout; its task re-dials if there is something to dial.
+                if matches!(old.target, Target::Dial(_)) {
+                    self.h.drop_path(i);
+                }
+            }
+            if i < self.paths.len() {
+                self.paths[i].send_replace(slot);
+            } else {
+                let (tx, rx) = watch::channel(slot.clone());
+                self.paths.push(tx);
+                tokio::spawn(path_loop(
+                    self.h.clone(),
+                    i,
+                    self.servers[slot.rule].clone(),
+                    rx,
+                    self.keys,
+                    self.shutdown.clone(),
+                ));
+            }
+        }
+    }
+
+    /// Puts the entries without a path in the status, and logs each one that starts
+    /// waiting (at start, every one).
+    fn report_waiting(&self, planner: &Planner, table: &LinkTable) {
+        let views: Vec<WaitingView> = planner
+            .unmatched(table)
+            .into_iter()
+            .map(|u| {
+                let r = &planner.rules()[u.rule];
+                let matches = match &r.selector {
+                    Selector::Pattern(p) => p.to_string(),
+                    _ => "auto".to_string(),
+                };
+                WaitingView {
+                    name: r.name.clone(),
+                    matches,
+                    state: u.state,
+                }
+            })
+            .collect();
+        let old = self.h.with(|sh| std::mem::replace(&mut sh.waiting, views.clone()));
+        for w in views.iter().filter(|w| !old.contains(w)) {
+            if w.matches == "auto" {
+                warn!(
+                    "paths entry {:?} (auto = true): no usable interface now ({}): one must be up, with \
+                     carrier, a global address and a route to the server, and not loopback or virtual \
+                     (name those with device = \"pattern\"); waiting for one",
+                    w.name, w.state
+                );
+            } else {
+                warn!(
+                    "paths entry {:?} (device = {:?}): {}; waiting for a matching interface",
+                    w.name, w.matches, w.state
+                );
+            }
+        }
+    }
+}
+
+fn log_change(before: Option<&Slot>, now: &Slot) {
+    let dev = now.device.as_deref().unwrap_or("-");
+    match (before.map(|b| &b.target), &now.target) {
+        (None | Some(Target::Wait(_)), Target::Dial(b)) if now.device.is_some() => {
+            info!(path = %now.name, "{dev} is usable ({}); dialling", src(b))
+        }
+        (Some(Target::Dial(_)), Target::Dial(b)) => {
+            info!(path = %now.name, "the address of {dev} changed to {}; re-dialling", src(b))
+        }
+        (Some(Target::Dial(_)), Target::Wait(why)) => warn!(
+            path = %now.name,
+            "{dev}: {}; path down, its data goes on the other paths",
+            why.name()
+        ),
+        (None, Target::Wait(why)) => warn!(
+            path = %now.name,
+            "{dev} is not usable yet ({}); the path starts when it is",
+            why.name()
+        ),
+        _ => {}
+    }
+}
+
+fn src(b: &Binding) -> String {
+    b.source.map_or("-".to_string(), |s| s.to_string())
+}
+
+/// Keeps path `i` connected while its target says dial: dial, handshake, join the
+/// session, run; re-dial with backoff. A new target drops the connection at once. While
+/// the engine holds the path suspect, a probe connection dialled beside the silent one
+/// ([`probe_loop`]) takes over as soon as it gets through.
+async fn path_loop(
+    h: SessionHandle,
+    i: usize,
+    server: String,
+    mut target: watch::Receiver<Slot>,
+    keys: Keys,
+    shutdown: CancellationToken,
+) {
+    let (probed_tx, mut probed) = tokio::sync::mpsc::channel::<Dialed>(1);
+    tokio::spawn(probe_loop(
+        h.clone(),
+        i,
+        server.clone(),
+        target.clone(),
+        keys,
+        probed_tx,
+        shutdown.clone(),
+    ));
+    let mut backoff = FIRST_BACKOFF;
+    let mut next: Option<Dialed> = None;
+    loop {
+        let slot = target.borrow_and_update().clone();
+        let Target::Dial(bind) = &slot.target else {
+            next = None;
+            tokio::select! {
+                _ = changed(&mut target) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            backoff = FIRST_BACKOFF;
+            continue;
+        };
+        let started = Instant::now();
+        let res = tokio::select! {
+            r = async {
+                let d = match next.take() {
+                    Some(d) => d,
+                    None => dial(&h, i, &server, bind, &keys).await?,
+                };
+                info!(path = %slot.name, server = %d.server, "path up");
+                h.run_path(i, d.stream, d.transport, d.joined).await
+            } => Some(Ok(r)),
+            Some(d) = probed.recv() => Some(Err(d)),
+            _ = changed(&mut target) => None,
+            _ = shutdown.cancelled() => return,
+        };
+        let res = match res {
+            None => {
+                // A new target: whatever this connection was is over.
+                h.drop_path(i);
+                backoff = FIRST_BACKOFF;
+                continue;
+            }
+            Some(Err(d)) => {
+                // The probe's connection replaces the silent one (`run_path` of the new
+                // one cancels the old one's tasks).
+                info!(path = %slot.name, "a probe got through; the path continues on it");
+                next = Some(d);
+                backoff = FIRST_BACKOFF;
+                continue;
+            }
+            Some(Ok(r)) => r,
+        };
+        match res {
+            Ok(()) => {}
+            // Taken down for a new target (the link went): said when it was taken.
+            Err(_) if target.has_changed().unwrap_or(false) => {}
+            Err(e) => warn!(path = %slot.name, "path down: {e:#}"),
+        }
+        if shutdown.is_cancelled() {
+            return;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            backoff = FIRST_BACKOFF;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            Some(d) = probed.recv() => {
+                next = Some(d);
+                backoff = FIRST_BACKOFF;
+                continue;
+            }
+            _ = changed(&mut target) => {
+                backoff = FIRST_BACKOFF;
+                continue;
+            }
+            _ = shutdown.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Probes path `i` while the engine holds it suspect: a fresh connection every probe
+/// interval over the path's current link (each attempt sends its own SYN at once, where
+/// the silent connection's kernel socket waits out its backed-off retransmission timer),
+/// and the first that gets through goes to [`path_loop`]. MPTCP-MA releases a suspended
+/// subflow as soon as the link works; this is the end-to-end way to learn that it does.
+async fn probe_loop(
+    h: SessionHandle,
+    i: usize,
+    server: String,
+    target: watch::Receiver<Slot>,
+    keys: Keys,
+    out: tokio::sync::mpsc::Sender<Dialed>,
+    shutdown: CancellationToken,
+) {
+    let signal = h.probe_signal(i);
+    loop {
+        tokio::select! {
+            _ = signal.notified() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        while let Some(every) = h.probe_due(i) {
+            let Target::Dial(bind) = target.borrow().target.clone() else {
+                break;
+            };
+            let started = tokio::time::Instant::now();
+            let attempt = tokio::select! {
+                r = tokio::time::timeout(every, dial(&h, i, &server, &bind, &keys)) => r,
+                _ = shutdown.cancelled() => return,
+            };
+            match attempt {
+                Ok(Ok(d)) => {
+                    if h.probe_due(i).is_some() {
+                        let _ = out.send(d).await;
+                    }
+                    break;
+                }
+                Ok(Err(e)) => debug!(path = i, "probe failed: {e:#}"),
+                Err(_) => debug!(path = i, "probe unanswered within {every:?}"),
+            }
+            // A probe that failed at once (no route yet) waits out its interval.
+            tokio::select! {
+                _ = tokio::time::sleep_until(started + every) => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
+    }
+}
+
+/// Waits for the path's next target. A path that names no interface is never given
+/// another (nothing watches the links for it): then this waits for ever.
+async fn changed(target: &mut watch::Receiver<Slot>) {
+    if target.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// A path connection that is dialled, authenticated and joined, ready to run.
+struct Dialed {
+    stream: TcpStream,
+    transport: Transport,
+    joined: Joined,
+    server: SocketAddr,
+}
+
+/// Dials path `i` to `server` from `bind`: connect, handshake, join the session.
+async fn dial(h: &SessionHandle, i: usize, server: &str, bind: &Binding, keys: &Keys) -> Result<Dialed> {
+    let server: SocketAddr = tokio::net::lookup_host(server)
+        .await
+        .with_context(|| format!("cannot resolve {server}"))?
+        .find(|a| bind.source.is_none_or(|s| s.is_ipv4() == a.is_ipv4()))
+        .with_context(|| format!("{server} has no address of the source's family"))?;
+    let sock = if server.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    if let Some(dev) = &bind.device {
+        sock.bind_device(Some(dev.as_bytes())).map_err(|e| {
+            let fix = match e.raw_os_error() {
+                Some(libc::ENODEV) => "no interface has that name (`ip link` lists them)",
+                Some(libc::EPERM) => "binding to a device needs CAP_NET_RAW on this kernel",
+                _ => "check device",
+            };
+            anyhow::anyhow!("device {dev}: cannot bind to it: {e}; {fix}")
+        })?;
+    }
+    if let Some(src) = bind.source {
+        sock.bind(SocketAddr::new(src, 0)).map_err(|e| {
+            anyhow::anyhow!("source {src}: cannot bind to it: {e}; is it an address of this host (`ip addr`)?")
+        })?;
+    }
+    let sock = tokio::time::timeout(CONNECT_TIMEOUT, sock.connect(server))
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "no answer from {server} within {CONNECT_TIMEOUT:?}: check the route over this link and that the \
+                 server's firewall lets the port in"
+            )
+        })?
+        .map_err(|e| {
+            let fix = match e.kind() {
+                std::io::ErrorKind::ConnectionRefused => {
+                    "nothing listens there: is `mpflex server` running with this address in its listen?"
+                }
+                _ => "check the server address and the route over this link",
+            };
+            anyhow::anyhow!("cannot connect to {server}: {e}; {fix}")
+        })?;
+    let mut stream = sock;
+    let t = tokio::time::timeout(
+        Duration::from_secs(10),
+        client_handshake(&mut stream, &keys.private, &keys.server_public),
+    )
+    .await
+    .context("handshake timed out")??;
+    let (fresh, joined) = tokio::time::timeout(Duration::from_secs(10), join_as_client(&mut stream, &t, keys.token, i))
+        .await
+        .context("no answer to Hello")??;
+    if h.with(|sh| sh.sess.joined(fresh)) {
+        warn!("the server lost this session (restarted?); open streams are reset");
+    }
+    configure_path_socket(&stream, h.congestion.as_deref(), h.pacing)?;
+    Ok(Dialed {
+        stream,
+        transport: t,
+        joined,
+        server,
+    })
+}
