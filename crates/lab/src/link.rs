@@ -62,6 +62,9 @@ impl LinkParams {
     }
 }
 
+/// Packets under this many bytes count as small (acknowledgements, handshakes, pings).
+pub const SMALL_PACKET: u64 = 200;
+
 /// Statistics of one direction.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkStats {
@@ -82,7 +85,8 @@ pub struct LinkStats {
     /// How late the emulator handed each packet on, past its modelled delivery time: on
     /// a busy machine this is delay the model did not ask for.
     pub late: MsHist,
-    /// Packets delivered that were under 200 bytes (acknowledgements, small frames).
+    /// Packets delivered that were under [`SMALL_PACKET`] bytes (acknowledgements, small
+    /// frames).
     pub small: u64,
 }
 
@@ -279,7 +283,7 @@ impl<P> Link<P> {
             let (pkt, size, arrived) = self.queue.pop_front().expect("front");
             self.queued_bytes -= size;
             self.stats.sojourn.add(done.saturating_sub(arrived));
-            self.stats.small += (size < 200) as u64;
+            self.stats.small += (size < SMALL_PACKET) as u64;
             let jitter = if self.params.jitter > Duration::ZERO {
                 Duration::from_nanos(self.rng.gen_range(0..=self.params.jitter.as_nanos() as u64))
             } else {

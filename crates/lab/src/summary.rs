@@ -95,6 +95,9 @@ pub fn average_pct_of_capacity(r: &Record) -> Option<f64> {
 pub enum Column {
     /// Median (p10–p90) with this many decimals.
     Dist(Measure, usize),
+    /// As `Dist`, left out of a table where no system has a value (a figure only some
+    /// variants record).
+    DistIfAny(Measure, usize),
     /// The ratio of the system's median to mptcp's, bold.
     VsMptcp(Measure),
     /// The median share of the bytes on each path, "61% / 39%".

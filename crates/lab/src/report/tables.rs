@@ -292,11 +292,21 @@ pub(super) fn workload_table(key: &Key, by: &BySystem) -> String {
     let (_, profile, cc, _, mode) = key;
     let what = workload_label(key);
     let title = format!("{profile}, {cc}, {what}, {mode}{}", (spec.heading)(&all(by)));
-    let head: Vec<&str> = std::iter::once("system")
+    let mut head: Vec<&str> = std::iter::once("system")
         .chain(spec.columns.iter().map(|(h, _)| *h))
         .collect();
+    let mut rows = rows(by, |rs| columns(&spec, by, rs));
+    // Columns only some variants fill are left out where no system has a value.
+    for (i, (_, c)) in spec.columns.iter().enumerate().rev() {
+        if matches!(c, Column::DistIfAny(..)) && rows.iter().all(|r| r[i + 1] == "–") {
+            head.remove(i + 1);
+            for r in &mut rows {
+                r.remove(i + 1);
+            }
+        }
+    }
     let mut md = String::new();
-    table(&mut md, &title, &head, &rows(by, |rs| columns(&spec, by, rs)));
+    table(&mut md, &title, &head, &rows);
     md
 }
 
@@ -305,7 +315,7 @@ fn columns(spec: &Table, by: &BySystem, rs: &[&Record]) -> Vec<String> {
     spec.columns
         .iter()
         .map(|(_, c)| match c {
-            Column::Dist(f, prec) => cell(dist(rs, *f), *prec),
+            Column::Dist(f, prec) | Column::DistIfAny(f, prec) => cell(dist(rs, *f), *prec),
             Column::VsMptcp(f) => ratio_cell(by, rs, *f),
             Column::PathShares => path_shares(rs),
             Column::Other(f) => f(rs),

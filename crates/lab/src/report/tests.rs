@@ -144,6 +144,15 @@ fn workloads_jsonl() -> String {
                     l = 1000 * i
                 ),
             ));
+            v.push(rec(
+                sys,
+                "handover",
+                Some("appear"),
+                &format!(
+                    r#""size":0,"completion_ms":10000.0,"goodput_mbit":0.0,"capacity_mbit":80.0,"max_gap_ms":100.0,"lost_bytes":0,"received_bytes":2500000,"rate_kbit":80000,"delay_p50_ms":30.0,"delay_max_ms":400.0,"out_of_order":0,"appear_ms":{a}"#,
+                    a = 40.0 + 250.0 * i as f64
+                ),
+            ));
         }
     }
     // A run whose pings all failed: percentiles are written as null.
@@ -373,6 +382,11 @@ fn workload_tables() {
         row(&md, h, "mpflex:minrtt"),
         "| mpflex:minrtt | 400 (400–400) | **2.00** | 1000 (1000–1000) | – | 2.00 (2.00–2.00) | 30 (30–30) |"
     );
+    // The time a joining path takes shows only in the table of the variant that has it.
+    assert!(!md[md.find(h).unwrap()..].split("\n\n").nth(1).unwrap().contains("new path carries"));
+    let h = "### two, cubic, handover appear, fresh, 80000 kbit/s stream";
+    assert!(md.contains(&format!("{h} — median (p10–p90)\n\n| system | max gap, ms | max gap / mptcp | lost bytes | dup bytes | new path carries, ms |")), "{md}");
+    assert!(row(&md, h, "mpflex:minrtt").contains("| 290 (290–290) |"), "{md}");
     // Sections come in workload order.
     let at = |s: &str| md.find(s).unwrap();
     assert!(at("bulk down") < at("shortflows par") && at("shortflows par") < at("video, fresh"));

@@ -51,6 +51,9 @@ const DEGRADE_STEP: Duration = Duration::from_millis(250);
 /// One `workload-client` run; returns its JSON fields. With `change`, the path fails at a
 /// third of `secs` and comes back at two thirds meanwhile, as its event says.
 pub(super) fn workload(topo: &Topology, args: &[String], change: Option<PathChange<'_>>, secs: f64) -> Result<Fields> {
+    if let Some(c) = change.as_ref().filter(|c| c.event == PathEvent::Appear) {
+        return appear(topo, args, c, secs);
+    }
     let child = workload_child(topo, args)?;
     if let Some(c) = change {
         let t0 = Instant::now();
@@ -100,10 +103,60 @@ fn degraded(p: &LinkParams, f: f64) -> LinkParams {
     }
 }
 
+/// How often `appear` looks at the new path's link for data.
+const APPEAR_POLL: Duration = Duration::from_millis(2);
+/// Full-size packets the new path's downlink must deliver to count as carrying data (a
+/// handshake's packets are smaller than [`crate::link::SMALL_PACKET`]).
+const APPEAR_PACKETS: u64 = 3;
+
+/// `appear`: the path's client interface loses its address before the run and gets it
+/// back at a third of it; records `appear_ms`, from the address to the path's downlink
+/// delivering data. For kernel MPTCP the address comes with a `subflow fullmesh` endpoint,
+/// as a path manager daemon (mptcpd) adds one when an interface gets an address (fullmesh:
+/// a subflow to the server address announced for that link, not only to the first one);
+/// it is removed after the run.
+fn appear(topo: &Topology, args: &[String], c: &PathChange<'_>, secs: f64) -> Result<Fields> {
+    let dev = topo.client_dev(c.path);
+    let addr = topo.client_addr(c.path);
+    let cidr = format!("{addr}/24");
+    let ns = &topo.client_ns;
+    crate::netns::run(&["ip", "-n", ns, "addr", "del", &cidr, "dev", &dev])?;
+    // Let the client see it go before the stream starts.
+    std::thread::sleep(Duration::from_millis(300));
+    let child = workload_child(topo, args)?;
+    let data = |emu: &Emulator| {
+        let s = &emu.stats()[c.path][0];
+        s.delivered - s.small
+    };
+    std::thread::sleep(Duration::from_secs_f64(secs / 3.0));
+    let before = data(c.emu);
+    let at = Instant::now();
+    crate::netns::run(&["ip", "-n", ns, "addr", "add", &cidr, "dev", &dev])?;
+    let endpoint = crate::netns::run(&[
+        "ip", "-n", ns, "mptcp", "endpoint", "add", &addr, "dev", &dev, "subflow", "fullmesh",
+    ]);
+    let limit = at + Duration::from_secs_f64(secs / 3.0);
+    let mut appear_ms = None;
+    while Instant::now() < limit {
+        if data(c.emu) >= before + APPEAR_PACKETS {
+            appear_ms = Some(at.elapsed().as_secs_f64() * 1000.0);
+            break;
+        }
+        std::thread::sleep(APPEAR_POLL);
+    }
+    let out = workload_output(child, args);
+    if endpoint.is_ok() {
+        crate::netns::run(&["ip", "-n", ns, "mptcp", "endpoint", "flush"])?;
+    }
+    let mut f = out?;
+    f.insert("appear_ms".into(), appear_ms.into());
+    Ok(f)
+}
+
 /// Takes the changed path down or brings it back, as its event does it.
 fn set_path(topo: &Topology, c: &PathChange<'_>, up: bool) -> Result<()> {
     match c.event {
-        PathEvent::Blackhole | PathEvent::Degrade => c.emu.set_path_up(c.path, up),
+        PathEvent::Blackhole | PathEvent::Degrade | PathEvent::Appear => c.emu.set_path_up(c.path, up),
         PathEvent::Carrier => {
             let dev = topo.client_dev(c.path);
             let state = if up { "up" } else { "down" };

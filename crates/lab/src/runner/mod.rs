@@ -258,6 +258,27 @@ impl Bench<'_> {
         self.cfg.workload.spec()
     }
 
+    /// The `handover` stream's rate: as configured, except that a link that joins mid-run
+    /// (`appear`) is only worth using when the stream wants more than the other paths
+    /// carry, so then it asks for every path's capacity together.
+    fn rate_kbit(&self, variant: Option<&str>) -> u64 {
+        match self.spec().path_event(variant) {
+            Some(crate::workload::PathEvent::Appear) => self.cfg.rate_kbit.max((self.links.down * 8.0 / 1000.0) as u64),
+            _ => self.cfg.rate_kbit,
+        }
+    }
+
+    /// An mpflex pair's setup: the paths name their interfaces where the workload acts on
+    /// links.
+    fn setup<'a>(&self, sched: &'a str, cc: &'a str, k: u16) -> mpflex::Setup<'a> {
+        mpflex::Setup {
+            sched,
+            cc,
+            k,
+            devices: self.spec().path_event(None).is_some(),
+        }
+    }
+
     /// Every point of the plan with congestion control `cc`.
     fn run_cc(&mut self, plan: &Plan, cc: &str) -> Result<ControlFlow<()>> {
         // Non-initial namespaces may not choose every algorithm as their default (cubic
@@ -322,7 +343,13 @@ impl Bench<'_> {
             std::fs::create_dir_all(&dir)?;
             let kept = if self.cfg.keep_mpflex {
                 let bin = self.cfg.bin_of(build.as_deref())?;
-                Some(mpflex::start(self.topo, bin, sched, cc, &dir, k, self.stop)?)
+                Some(mpflex::start(
+                    self.topo,
+                    bin,
+                    &self.setup(sched, cc, k),
+                    &dir,
+                    self.stop,
+                )?)
             } else {
                 None
             };
@@ -430,7 +457,13 @@ impl Bench<'_> {
         // done (dropped at the end).
         let _own = match pair.kept {
             Some(_) => None,
-            None => Some(mpflex::start(self.topo, bin, sched, point.cc, &pair.dir, k, self.stop)?),
+            None => Some(mpflex::start(
+                self.topo,
+                bin,
+                &self.setup(sched, point.cc, k),
+                &pair.dir,
+                self.stop,
+            )?),
         };
         if self.spec().path_event(point.variant).is_some() {
             // The previous run took a path down: start with all up.
@@ -499,7 +532,7 @@ impl Bench<'_> {
             "--secs".into(),
             self.cfg.secs.to_string(),
             "--rate-kbit".into(),
-            self.cfg.rate_kbit.to_string(),
+            self.rate_kbit(point.variant).to_string(),
         ];
         if let Some(v) = point.variant {
             a.extend(["--variant".into(), v.into()]);
@@ -507,7 +540,12 @@ impl Bench<'_> {
         a.extend_from_slice(via);
         let change = self.spec().path_event(point.variant).map(|event| clients::PathChange {
             emu: self.emu,
-            path: self.cfg.handover_path,
+            // A link that joins is the last path: kernel MPTCP's connections start on the
+            // first, which must be there when they do.
+            path: match event {
+                crate::workload::PathEvent::Appear => self.topo.paths - 1,
+                _ => self.cfg.handover_path,
+            },
             event,
         });
         self.emu.clear_run_stats();

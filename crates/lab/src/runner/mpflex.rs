@@ -68,8 +68,23 @@ fn keygen(bin: &Path) -> Result<(String, String)> {
     ))
 }
 
-/// The server's and the client's configuration for the `k`th pair.
-fn configs(topo: &Topology, bin: &Path, sched: &str, cc: &str, k: u16) -> Result<(String, String)> {
+/// What one mpflex pair runs with.
+pub struct Setup<'a> {
+    /// `<scheduler>[+<key>=<value>...]`.
+    pub sched: &'a str,
+    pub cc: &'a str,
+    /// The pair's number: its ports are offset by it.
+    pub k: u16,
+    /// Each path names its client interface (`device`) besides its address, so the client
+    /// follows the link over netlink (carrier loss, an address that comes or goes), as a
+    /// user's configuration would; off for the workloads that never touch a link, so a
+    /// build from before `device` existed still runs them.
+    pub devices: bool,
+}
+
+/// The server's and the client's configuration for pair `setup.k`.
+fn configs(topo: &Topology, bin: &Path, setup: &Setup<'_>) -> Result<(String, String)> {
+    let (sched, cc, k) = (setup.sched, setup.cc, setup.k);
     // `<scheduler>[+<key>=<value>...]`: the rest are `[tuning]` settings for both ends
     // (checked by System::parse).
     let mut parts = sched.split('+');
@@ -92,23 +107,19 @@ fn configs(topo: &Topology, bin: &Path, sched: &str, cc: &str, k: u16) -> Result
             topo.server_addr(i),
             topo.client_addr(i)
         );
+        if setup.devices {
+            client += &format!("device = \"{}\"\n", topo.client_dev(i));
+        }
     }
     client += &format!("[tuning]\ncongestion = \"{cc}\"\n{tuning}");
     Ok((server, client))
 }
 
-/// Starts mpflex server and client (`bin`) with `sched` as the `k`th pair, configuration
+/// Starts mpflex server and client (`bin`) as `setup` says, configuration
 /// and logs in `dir`, and waits until every path is up.
-pub fn start(
-    topo: &Topology,
-    bin: &Path,
-    sched: &str,
-    cc: &str,
-    dir: &Path,
-    k: u16,
-    stop: &AtomicBool,
-) -> Result<Procs> {
-    let (server, client) = configs(topo, bin, sched, cc, k)?;
+pub fn start(topo: &Topology, bin: &Path, setup: &Setup<'_>, dir: &Path, stop: &AtomicBool) -> Result<Procs> {
+    let k = setup.k;
+    let (server, client) = configs(topo, bin, setup)?;
     std::fs::write(dir.join("server.toml"), server)?;
     std::fs::write(dir.join("client.toml"), client)?;
     let b = bin.to_str().context("utf-8 path")?;
@@ -127,7 +138,7 @@ pub fn start(
     // Wait for every path to join (or a stop request: the processes go with `procs`).
     for _ in 0..100 {
         if stop.load(Ordering::SeqCst) {
-            bail!("interrupted while mpflex ({sched}) started");
+            bail!("interrupted while mpflex ({}) started", setup.sched);
         }
         if paths_up(topo, bin, k) {
             return Ok(procs);

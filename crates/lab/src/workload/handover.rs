@@ -2,7 +2,9 @@
 //! the runner takes a path down at a third of the run and back up at two thirds. Variants
 //! say how it goes down ([`PathEvent`]): `blackhole` (the link goes dark, the interfaces
 //! stay up), `carrier` (the client's interface loses carrier), `degrade` (5 s of falling
-//! rate and rising loss and delay first, as when walking away from an access point).
+//! rate and rising loss and delay first, as when walking away from an access point),
+//! `appear` (the path's link joins at a third of the run, and the stream asks for every
+//! path's capacity so that the new path is worth using: `appear_ms` says when it was).
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -32,13 +34,14 @@ impl Spec for Handover {
     }
 
     fn variants(&self) -> (&'static [&'static str], &'static [&'static str]) {
-        (&["blackhole", "carrier", "degrade"], &["blackhole"])
+        (&["blackhole", "carrier", "degrade", "appear"], &["blackhole"])
     }
 
     fn path_event(&self, variant: Option<&str>) -> Option<PathEvent> {
         Some(match variant {
             Some("carrier") => PathEvent::Carrier,
             Some("degrade") => PathEvent::Degrade,
+            Some("appear") => PathEvent::Appear,
             _ => PathEvent::Blackhole,
         })
     }
@@ -58,6 +61,7 @@ impl Spec for Handover {
                 ("max gap / mptcp", Column::VsMptcp(max_gap)),
                 ("lost bytes", Column::Dist(|r| r.field("lost_bytes"), 0)),
                 ("dup bytes", Column::Dist(|r| r.dup_bytes.map(|d| d as f64), 0)),
+                ("new path carries, ms", Column::DistIfAny(|r| r.field("appear_ms"), 0)),
                 ("goodput, Mbit/s", Column::Dist(goodput, 2)),
                 ("delay p50, ms", Column::Dist(|r| r.field("delay_p50_ms"), 0)),
             ],

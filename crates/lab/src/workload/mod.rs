@@ -105,6 +105,10 @@ pub enum PathEvent {
     /// falls to 7 % of its own, its loss rises to 10 % and its one-way delay grows by
     /// 50 ms, then it goes dark as in `Blackhole`; it comes back as it was.
     Degrade,
+    /// A link joins mid-run (WiFi associating, a tether plugged in): the path's client
+    /// interface has no address until a third of the run, then gets it. The record's
+    /// `appear_ms` is how long after that the path carried data.
+    Appear,
 }
 
 /// One measurement of a workload other than `chunk`, as `workload-client` runs it.
@@ -208,7 +212,8 @@ mod tests {
         assert_eq!(h.path_event(Some("degrade")), Some(PathEvent::Degrade));
         assert_eq!(h.path_event(None), Some(PathEvent::Blackhole));
         assert_eq!(Workload::Bulk.spec().path_event(Some("down")), None);
-        assert!(Workload::Handover.variants(Some("appear")).is_err(), "not yet");
+        assert_eq!(h.path_event(Some("appear")), Some(PathEvent::Appear));
+        assert!(Workload::Handover.variants(Some("vanish")).is_err());
         let e = Workload::Bulk.variants(Some("down,sideways")).unwrap_err().to_string();
         assert!(
             e.contains("\"sideways\" is not one of [\"down\", \"up\"] for bulk"),
