@@ -1,15 +1,18 @@
-//! Arbitrary bytes as a record: decoding must never panic, and whatever decodes must
-//! re-encode to the same bytes.
+//! Arbitrary bytes as a record: decoding must never panic, whatever decodes must re-encode
+//! to the same bytes, and a decoded datagram never exceeds a UDP payload.
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use mpflex_wire::decode_all;
+use mpflex_wire::{decode_all, Frame, MAX_DATAGRAM};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(frames) = decode_all(Bytes::copy_from_slice(data)) {
         let mut out = Vec::new();
         for f in &frames {
+            if let Frame::Datagram { data, .. } = f {
+                assert!(data.len() <= MAX_DATAGRAM, "datagram of {} bytes decoded", data.len());
+            }
             f.encode(&mut out);
         }
         assert_eq!(out, data, "decode/encode is not the identity");

@@ -40,6 +40,12 @@ pub struct EngineConfig {
     /// trends say it is failing takes no new data and its frames are copied elsewhere
     /// before it fails. Off: paths leave only when they fall silent or die.
     pub proactive: bool,
+    /// Most datagrams waiting for a path; beyond it the oldest are dropped
+    /// ([`crate::DatagramCounters::dropped_queue_full`]).
+    pub datagram_queue: usize,
+    /// Most datagram flows a peer may open; a `FlowOpen` beyond it is refused with
+    /// `flow_close::TOO_MANY`.
+    pub max_flows: usize,
 }
 
 impl EngineConfig {
@@ -57,6 +63,8 @@ impl EngineConfig {
             stall_fraction: 0.75,
             queue_target: Duration::ZERO,
             proactive: true,
+            datagram_queue: 1024,
+            max_flows: 16384,
         }
     }
 }

@@ -12,6 +12,8 @@
 //! write and events to act on. [`harness`] runs a client and a server engine against each
 //! other over simulated paths and sockets, with a virtual clock.
 //!
+//! Datagram flows (UDP) ride beside the streams, outside the sequence: `datagram`.
+//!
 //! Module map: `session` (the thin owner), `send`, `recv`, `flow`, `paths`, `control`,
 //! `reinject` (its sub-machines), `supervisor` (path states, suspicion, quality trends,
 //! tiers), `class` (traffic classes), `writer` and `kernel` (late binding), `join` (the path
@@ -20,6 +22,7 @@
 mod class;
 mod config;
 mod control;
+mod datagram;
 mod flow;
 pub mod harness;
 pub mod join;
@@ -35,6 +38,9 @@ mod writer;
 
 pub use class::{ClassLatency, LatencySummary, TrafficClass, UnknownClass, BULK_BURST, BURST_IDLE, TURN_GAP};
 pub use config::{EngineConfig, Role};
+pub use datagram::{
+    DatagramClass, DatagramCounters, FlowId, COPY_WAIT, MAX_WAIT, QUEUE_BYTES, REALTIME_MAX_LEN, REALTIME_MAX_RATE,
+};
 pub use kernel::{RateEstimate, TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
 pub use owd::OwdEstimator;
 pub use paths::{PathCounters, PathStatus};

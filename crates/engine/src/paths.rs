@@ -53,6 +53,8 @@ pub struct PathCounters {
     /// summed over reconnections): loss on the link itself, which `payload_resent` does
     /// not see.
     pub tcp_retransmits: u64,
+    /// Datagrams handed to the path (copies included).
+    pub datagrams_sent: u64,
 }
 
 /// Send-time records kept per path to match arrival reports against.

@@ -2,10 +2,14 @@
 
 use bytes::{Buf, BufMut, Bytes};
 
-use crate::{TargetAddr, WireError, MAX_FRAME_BODY};
+use crate::{TargetAddr, WireError, MAX_DATAGRAM, MAX_FRAME_BODY};
 
 /// `type: u8 | len: u32`.
 pub const HEADER_LEN: usize = 5;
+
+/// A `Datagram`'s body ahead of its payload: `flow: u32 | seq: u16 | flags: u8`. With the
+/// largest payload ([`MAX_DATAGRAM`]) the frame fills a record exactly.
+pub const DATAGRAM_HEADER: usize = 4 + 2 + 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -25,6 +29,9 @@ pub enum FrameType {
     Owd = 13,
     Stall = 14,
     Tier = 15,
+    Datagram = 16,
+    FlowOpen = 17,
+    FlowClose = 18,
 }
 
 impl FrameType {
@@ -46,6 +53,9 @@ impl FrameType {
             13 => Owd,
             14 => Stall,
             15 => Tier,
+            16 => Datagram,
+            17 => FlowOpen,
+            18 => FlowClose,
             _ => return None,
         })
     }
@@ -144,6 +154,28 @@ pub enum Frame {
     Tier {
         tier: u8,
     },
+    /// One UDP datagram of `flow`. Not sequenced: it is never acknowledged, re-sent or
+    /// reordered, and one lost with its path stays lost (UDP's own contract; RFC 768).
+    /// `seq` numbers the flow's datagrams (wrapping) only so that a receiver can drop the
+    /// second of two `copied` datagrams: a realtime flow's datagrams go on two paths.
+    Datagram {
+        flow: u32,
+        seq: u16,
+        copied: bool,
+        data: Bytes,
+    },
+    /// (client) Opens datagram `flow` towards `addr`. Sent on each path ahead of the
+    /// flow's first datagram there (paths deliver in order, datagrams may go on any), so
+    /// it arrives more than once: opening an open flow again changes nothing.
+    FlowOpen {
+        flow: u32,
+        addr: TargetAddr,
+    },
+    /// Datagram `flow` is gone (`code` from [`crate::flow_close`]).
+    FlowClose {
+        flow: u32,
+        code: u8,
+    },
 }
 
 impl Frame {
@@ -164,6 +196,9 @@ impl Frame {
             Frame::Owd { .. } => FrameType::Owd,
             Frame::Stall { .. } => FrameType::Stall,
             Frame::Tier { .. } => FrameType::Tier,
+            Frame::Datagram { .. } => FrameType::Datagram,
+            Frame::FlowOpen { .. } => FrameType::FlowOpen,
+            Frame::FlowClose { .. } => FrameType::FlowClose,
         }
     }
 
@@ -225,6 +260,9 @@ impl Frame {
             Frame::Window { .. } => 4 + 8,
             Frame::Close { .. } | Frame::Tier { .. } => 1,
             Frame::Owd { .. } => 1 + 8 + 4 + 4,
+            Frame::Datagram { data, .. } => DATAGRAM_HEADER + data.len(),
+            Frame::FlowOpen { addr, .. } => 4 + addr.encoded_len(),
+            Frame::FlowClose { .. } => 4 + 1,
         }
     }
 
@@ -300,6 +338,25 @@ impl Frame {
             }
             Frame::Close { code } => out.put_u8(*code),
             Frame::Tier { tier } => out.put_u8(*tier),
+            Frame::Datagram {
+                flow,
+                seq,
+                copied,
+                data,
+            } => {
+                out.put_u32(*flow);
+                out.put_u16(*seq);
+                out.put_u8(*copied as u8);
+                out.put_slice(data);
+            }
+            Frame::FlowOpen { flow, addr } => {
+                out.put_u32(*flow);
+                addr.encode(out);
+            }
+            Frame::FlowClose { flow, code } => {
+                out.put_u32(*flow);
+                out.put_u8(*code);
+            }
         }
     }
 
@@ -348,6 +405,9 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
         FrameType::Owd => "Owd",
         FrameType::Stall => "Stall",
         FrameType::Tier => "Tier",
+        FrameType::Datagram => "Datagram",
+        FrameType::FlowOpen => "FlowOpen",
+        FrameType::FlowClose => "FlowClose",
     };
     let exact = |n: usize| {
         if body.len() == n {
@@ -493,6 +553,53 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
             exact(1)?;
             Frame::Tier { tier: b.get_u8() }
         }
+        FrameType::Datagram => {
+            at_least(DATAGRAM_HEADER)?;
+            let flow = b.get_u32();
+            let seq = b.get_u16();
+            // Only bit 0 has a meaning; any other set bit is a peer we do not understand.
+            let copied = match b.get_u8() {
+                0 => false,
+                1 => true,
+                _ => {
+                    return Err(WireError::Malformed {
+                        frame: name,
+                        what: "unknown flag bits",
+                    })
+                }
+            };
+            if body.len() - DATAGRAM_HEADER > MAX_DATAGRAM {
+                return Err(WireError::Malformed {
+                    frame: name,
+                    what: "payload larger than a UDP datagram",
+                });
+            }
+            Frame::Datagram {
+                flow,
+                seq,
+                copied,
+                data: body.slice(DATAGRAM_HEADER..),
+            }
+        }
+        FrameType::FlowOpen => {
+            at_least(4 + 1)?;
+            let flow = b.get_u32();
+            let addr = TargetAddr::decode(&mut b)?;
+            if !b.is_empty() {
+                return Err(WireError::Malformed {
+                    frame: name,
+                    what: "bytes after the address",
+                });
+            }
+            Frame::FlowOpen { flow, addr }
+        }
+        FrameType::FlowClose => {
+            exact(5)?;
+            Frame::FlowClose {
+                flow: b.get_u32(),
+                code: b.get_u8(),
+            }
+        }
     })
 }
 
@@ -574,6 +681,16 @@ mod tests {
             }),
             any::<u64>().prop_map(|cum| Frame::Stall { cum }),
             any::<u8>().prop_map(|tier| Frame::Tier { tier }),
+            (any::<u32>(), any::<u16>(), any::<bool>(), arb_data()).prop_map(|(flow, seq, copied, data)| {
+                Frame::Datagram {
+                    flow,
+                    seq,
+                    copied,
+                    data,
+                }
+            }),
+            (any::<u32>(), arb_addr()).prop_map(|(flow, addr)| Frame::FlowOpen { flow, addr }),
+            (any::<u32>(), any::<u8>()).prop_map(|(flow, code)| Frame::FlowClose { flow, code }),
         ]
     }
 
@@ -603,6 +720,94 @@ mod tests {
             buf.truncate(buf.len() - cut);
             prop_assert!(decode_all(Bytes::from(buf)).is_err());
         }
+    }
+
+    fn encoded(f: &Frame) -> Vec<u8> {
+        let mut v = Vec::new();
+        f.encode(&mut v);
+        v
+    }
+
+    /// A datagram of the largest UDP payload fills a record exactly and comes back whole;
+    /// one byte more is refused, and so is a flag bit nobody defined.
+    #[test]
+    fn largest_datagram_fits_a_record_and_larger_is_refused() {
+        let f = Frame::Datagram {
+            flow: 7,
+            seq: 65535,
+            copied: true,
+            data: Bytes::from(vec![0xab; crate::MAX_DATAGRAM]),
+        };
+        let buf = encoded(&f);
+        assert_eq!(buf.len(), crate::MAX_RECORD);
+        assert_eq!(decode_all(Bytes::from(buf.clone())).unwrap(), vec![f]);
+
+        let mut big = buf.clone();
+        big.push(0);
+        let len = (big.len() - HEADER_LEN) as u32;
+        big[1..5].copy_from_slice(&len.to_be_bytes());
+        assert!(matches!(decode_all(Bytes::from(big)), Err(WireError::Oversized { .. })));
+
+        let mut flags = encoded(&Frame::Datagram {
+            flow: 1,
+            seq: 2,
+            copied: false,
+            data: Bytes::from_static(b"x"),
+        });
+        flags[HEADER_LEN + 6] = 0x80;
+        assert!(matches!(
+            decode_all(Bytes::from(flags)),
+            Err(WireError::Malformed {
+                frame: "Datagram",
+                what: "unknown flag bits"
+            })
+        ));
+    }
+
+    /// The byte layout of the flow frames: flow id, then the destination the SOCKS5 way,
+    /// or the close code; an empty datagram is legal (UDP allows it).
+    #[test]
+    fn flow_frames_layout() {
+        let open = Frame::FlowOpen {
+            flow: 0x0102_0304,
+            addr: TargetAddr::Domain("dns.example".into(), 53),
+        };
+        let mut want = vec![17, 0, 0, 0, 4 + 1 + 1 + 11 + 2, 1, 2, 3, 4, 3, 11];
+        want.extend_from_slice(b"dns.example");
+        want.extend_from_slice(&[0, 53]);
+        assert_eq!(encoded(&open), want);
+        let close = Frame::FlowClose { flow: 9, code: 2 };
+        assert_eq!(encoded(&close), vec![18, 0, 0, 0, 5, 0, 0, 0, 9, 2]);
+        let empty = Frame::Datagram {
+            flow: 1,
+            seq: 0x0a0b,
+            copied: false,
+            data: Bytes::new(),
+        };
+        assert_eq!(encoded(&empty), vec![16, 0, 0, 0, 7, 0, 0, 0, 1, 0x0a, 0x0b, 0]);
+        for f in [open, close, empty] {
+            assert_eq!(decode_all(Bytes::from(encoded(&f))).unwrap(), vec![f]);
+        }
+    }
+
+    /// Bytes after a FlowOpen's address are refused (the decoder must consume all of a
+    /// body, or decode and encode would disagree), and so is a short FlowClose.
+    #[test]
+    fn malformed_flow_frames() {
+        let mut buf = encoded(&Frame::FlowOpen {
+            flow: 1,
+            addr: TargetAddr::Ip("10.0.0.1:53".parse().unwrap()),
+        });
+        buf.push(0);
+        buf[4] += 1;
+        assert!(matches!(
+            decode_all(Bytes::from(buf)),
+            Err(WireError::Malformed { frame: "FlowOpen", .. })
+        ));
+        let err = decode_all(Bytes::from_static(&[18, 0, 0, 0, 4, 0, 0, 0, 1])).unwrap_err();
+        assert!(matches!(err, WireError::Malformed { frame: "FlowClose", .. }));
+        let err = decode_all(Bytes::from_static(&[16, 0, 0, 0, 6, 0, 0, 0, 1, 0, 0])).unwrap_err();
+        assert!(matches!(err, WireError::Malformed { frame: "Datagram", .. }));
     }
 
     #[test]

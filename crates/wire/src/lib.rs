@@ -18,11 +18,16 @@ mod frame;
 pub mod record;
 
 pub use addr::TargetAddr;
-pub use frame::{decode_all, Frame, FrameType, HEADER_LEN};
+pub use frame::{decode_all, Frame, FrameType, DATAGRAM_HEADER, HEADER_LEN};
 
-/// Protocol version carried in `Hello`. 2: sequence numbers count payload bytes (1 counted
-/// frames). 3: `Data` and `Fin` frames carry their stream offset. 4: `Tier`.
-pub const VERSION: u8 = 4;
+/// Protocol version carried in `Hello`; a peer of another version is refused at the join
+/// (peers of different versions would misread each other's frames). 2: sequence numbers
+/// count payload bytes (1 counted frames). 3: `Data` and `Fin` frames carry their stream
+/// offset. 4: `Tier`. 5: `Datagram`, `FlowOpen`, `FlowClose`.
+pub const VERSION: u8 = 5;
+/// Largest payload of a `Datagram`: the largest UDP payload over IPv4 (65535 − 20-byte IP
+/// header − 8-byte UDP header; RFC 768, RFC 791).
+pub const MAX_DATAGRAM: usize = 65_507;
 /// Largest plaintext a record may carry (a Noise message is at most 65535 bytes, 16 of
 /// which are the authentication tag).
 pub const MAX_RECORD: usize = 65535 - 16;
@@ -64,8 +69,25 @@ pub mod reset {
     pub const PEER_LOST_STATE: u8 = 0xfe;
 }
 
+/// The `code` of a `FlowClose` frame.
+pub mod flow_close {
+    /// The application's side ended the flow (its association closed).
+    pub const NORMAL: u8 = 0;
+    /// No datagram either way for the flow's idle timeout.
+    pub const IDLE: u8 = 1;
+    /// The server refused the destination (its policy).
+    pub const REFUSED: u8 = 2;
+    /// The destination could not be reached (no address, no socket).
+    pub const UNREACHABLE: u8 = 3;
+    /// The receiver holds too many flows already.
+    pub const TOO_MANY: u8 = 4;
+}
+
 /// The `code` of a `Close` frame.
 pub mod close {
     /// An orderly end (shutdown of either side).
     pub const NORMAL: u8 = 0;
 }
+
+// The largest datagram must fit one record, or a peer could not send it at all.
+const _: () = assert!(DATAGRAM_HEADER + MAX_DATAGRAM <= MAX_FRAME_BODY);

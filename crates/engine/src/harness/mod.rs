@@ -23,7 +23,7 @@ use mpflex_wire::{decode_all, record};
 pub use socket::{PathSpec, SimSocket, MSS};
 
 use crate::writer::{PathWriter, WriterStep};
-use crate::{EngineConfig, Event, RecvResult, Role, Session, StreamId};
+use crate::{EngineConfig, Event, FlowId, RecvResult, Role, Session, StreamId};
 
 /// One direction of a path: the sender's socket and its writer's state.
 #[derive(Debug)]
@@ -51,6 +51,12 @@ pub struct Pair {
     /// The client's [`Event::ProbePath`] requests, oldest first, with their time (the
     /// driver would dial a probe connection; a test decides whether it gets through).
     pub probes: Vec<(usize, Instant)>,
+    /// Datagrams each side's applications received: (flow, payload, arrival time).
+    pub client_datagrams: Vec<(FlowId, Bytes, Instant)>,
+    pub server_datagrams: Vec<(FlowId, Bytes, Instant)>,
+    /// Flows the server was asked to open, and closes each side heard.
+    pub server_flows: HashMap<FlowId, mpflex_wire::TargetAddr>,
+    pub flow_closes: Vec<(bool, FlowId, u8)>,
 }
 
 /// The low-water-mark ceiling of the harness's writers (`tuning.notsent_lowat`'s default).
@@ -107,6 +113,10 @@ impl Pair {
             client_fin: HashMap::new(),
             server_fin: HashMap::new(),
             probes: Vec::new(),
+            client_datagrams: Vec::new(),
+            server_datagrams: Vec::new(),
+            server_flows: HashMap::new(),
+            flow_closes: Vec::new(),
         }
     }
 
@@ -234,9 +244,21 @@ impl Pair {
     /// The applications read everything that arrived.
     pub fn drain_apps(&mut self) {
         let now = self.now;
-        for (sess, rx, fin, client) in [
-            (&mut self.client, &mut self.client_rx, &mut self.client_fin, true),
-            (&mut self.server, &mut self.server_rx, &mut self.server_fin, false),
+        for (sess, rx, fin, dgrams, client) in [
+            (
+                &mut self.client,
+                &mut self.client_rx,
+                &mut self.client_fin,
+                &mut self.client_datagrams,
+                true,
+            ),
+            (
+                &mut self.server,
+                &mut self.server_rx,
+                &mut self.server_fin,
+                &mut self.server_datagrams,
+                false,
+            ),
         ] {
             while let Some(ev) = sess.poll_event() {
                 match ev {
@@ -244,6 +266,11 @@ impl Pair {
                         rx.entry(stream).or_default();
                     }
                     Event::ProbePath(p) if client => self.probes.push((p, now)),
+                    Event::Datagram { flow, data } => dgrams.push((flow, data, now)),
+                    Event::FlowOpened { flow, addr } => {
+                        self.server_flows.insert(flow, addr);
+                    }
+                    Event::FlowClosed { flow, code } => self.flow_closes.push((client, flow, code)),
                     _ => {}
                 }
             }

@@ -24,6 +24,7 @@ use mpflex_wire::{reset, TargetAddr};
 use crate::class::{ClassLatency, TrafficClass};
 use crate::config::{EngineConfig, Role};
 use crate::control::Feedback;
+use crate::datagram::{DatagramClass, DatagramCounters, Datagrams, FlowId, PendingClose};
 use crate::flow::{SessionFlow, Stream, StreamRead};
 use crate::paths::{bytes_in_flight, PathCounters, PathStatus, Paths};
 use crate::recv::Assembler;
@@ -60,6 +61,13 @@ pub enum Event {
     ProbePath(usize),
     /// The peer closed the session.
     Closed { code: u8 },
+    /// (server) The peer opened datagram flow `flow` towards `addr`: give it a socket, or
+    /// close it ([`Session::close_flow`]).
+    FlowOpened { flow: FlowId, addr: TargetAddr },
+    /// The peer closed datagram flow `flow` (codes in [`mpflex_wire::flow_close`]).
+    FlowClosed { flow: FlowId, code: u8 },
+    /// A datagram of `flow` arrived (first copies only).
+    Datagram { flow: FlowId, data: Bytes },
 }
 
 /// A peer broke the protocol; the session cannot continue.
@@ -77,6 +85,8 @@ pub enum ProtocolError {
     TooManyStreams,
     #[error("a client cannot accept streams")]
     UnexpectedOpen,
+    #[error("a client cannot accept datagram flows")]
+    UnexpectedFlowOpen,
     #[error("unexpected {0} frame on an established path")]
     Unexpected(&'static str),
     #[error("peer sent stream {0} bytes out of place (a gap or an overlap in the stream)")]
@@ -126,6 +136,7 @@ pub struct Session {
     backlog_since: Option<Instant>,
     backlog_seen: Option<Instant>,
     counters: SessionCounters,
+    dgrams: Datagrams,
 }
 
 /// What the session decided and re-sent since it began, for the metrics. Counting costs an
@@ -190,6 +201,7 @@ impl Session {
             backlog_since: None,
             backlog_seen: None,
             counters: SessionCounters::default(),
+            dgrams: Datagrams::new(cfg.datagram_queue),
             cfg,
         }
     }
@@ -215,6 +227,8 @@ impl Session {
         if self.paths.get(path).is_some_and(|p| p.is_up()) {
             self.send.lost_on(path);
         }
+        // A new connection has heard of no flow yet.
+        self.dgrams.path_gone(path);
         self.paths.up(path, now);
         self.announce_tier(path);
         // Control state may have been lost with an earlier connection; restate it.
@@ -241,6 +255,8 @@ impl Session {
         if !self.paths.down(path) {
             return;
         }
+        // Datagrams it took are not sent again (see `crate::datagram`).
+        self.dgrams.path_gone(path);
         self.send.lost_on(path);
         // Acks and window updates handed to the dead path may never arrive.
         self.restate_control();
@@ -700,6 +716,76 @@ impl Session {
 
     fn ts(&self, now: Instant) -> u32 {
         self.clock_us(now) as u32
+    }
+
+    // ----- datagram flows -----
+
+    /// (client) Opens a datagram flow towards `addr`. The peer hears of it with the flow's
+    /// first datagram on each path.
+    pub fn open_flow(&mut self, addr: TargetAddr) -> FlowId {
+        self.dgrams.open(addr)
+    }
+
+    /// Queues a datagram of `flow` (at most [`mpflex_wire::MAX_DATAGRAM`] bytes). Returns
+    /// its class, or `None` if the flow is unknown or the datagram too large (counted
+    /// nowhere here: the caller knows why and counts it).
+    pub fn send_datagram(&mut self, flow: FlowId, data: Bytes) -> Option<DatagramClass> {
+        if data.len() > mpflex_wire::MAX_DATAGRAM {
+            return None;
+        }
+        let class = self.dgrams.push(flow, data, self.last_now)?;
+        self.wake();
+        Some(class)
+    }
+
+    /// Closes `flow` (codes in [`mpflex_wire::flow_close`]) and drops its queued
+    /// datagrams; the peer is told on every path that may know of it.
+    pub fn close_flow(&mut self, flow: FlowId, code: u8) {
+        let Some(announced) = self.dgrams.remove(flow) else {
+            return;
+        };
+        if code == mpflex_wire::flow_close::REFUSED {
+            self.dgrams.counters.flows_refused += 1;
+        }
+        let on = match self.cfg.role {
+            Role::Client => announced,
+            Role::Server => self
+                .paths
+                .iter()
+                .filter(|p| p.is_up())
+                .fold(0u64, |m, p| m | (1 << p.snap.id)),
+        };
+        if on != 0 {
+            self.dgrams.closes.push(PendingClose { flow, code, on });
+            self.wake();
+        }
+    }
+
+    /// Pins `flow`'s class (`None`: classified by what it sends).
+    pub fn set_flow_class(&mut self, flow: FlowId, class: Option<DatagramClass>) {
+        self.dgrams.pin(flow, class);
+    }
+
+    /// Where `flow` goes, if it is open.
+    pub fn flow_addr(&self, flow: FlowId) -> Option<&TargetAddr> {
+        self.dgrams.addr(flow)
+    }
+
+    pub fn num_flows(&self) -> usize {
+        self.dgrams.len()
+    }
+
+    pub fn flow_ids(&self) -> Vec<FlowId> {
+        self.dgrams.flow_ids()
+    }
+
+    pub fn datagram_counters(&self) -> &DatagramCounters {
+        &self.dgrams.counters
+    }
+
+    /// Datagrams waiting for a path: (count, payload bytes).
+    pub fn datagrams_queued(&self) -> (usize, usize) {
+        self.dgrams.queued()
     }
 
     // ----- the whole session -----

@@ -64,8 +64,56 @@ impl Session {
             f @ (Frame::Open { .. } | Frame::Data { .. } | Frame::Fin { .. } | Frame::Reset { .. }) => {
                 self.on_sequenced(path, f, now)?
             }
+            Frame::Datagram {
+                flow,
+                seq,
+                copied,
+                data,
+            } => {
+                if self.dgrams.on_receive(flow, seq, copied, data.len()) {
+                    self.events.push_back(Event::Datagram { flow, data });
+                }
+            }
+            Frame::FlowOpen { .. } if self.cfg.role == Role::Client => return Err(ProtocolError::UnexpectedFlowOpen),
+            Frame::FlowOpen { flow, addr } => self.on_flow_open(flow, addr),
+            Frame::FlowClose { flow, code } => {
+                if self.dgrams.remove(flow).is_some() {
+                    if code == mpflex_wire::flow_close::REFUSED {
+                        self.dgrams.counters.flows_refused += 1;
+                    }
+                    self.events.push_back(Event::FlowClosed { flow, code });
+                }
+            }
         }
         Ok(())
+    }
+
+    /// (server) The peer opened a datagram flow (again, if another path told us first).
+    /// Beyond `max_flows` it is refused rather than the session cut off: a flood of flows
+    /// from one application must not take the others' streams down with it.
+    fn on_flow_open(&mut self, flow: crate::FlowId, addr: mpflex_wire::TargetAddr) {
+        if self.dgrams.contains(flow) {
+            return;
+        }
+        if self.dgrams.len() >= self.cfg.max_flows {
+            self.dgrams.counters.flows_refused += 1;
+            tracing::info!(flow, max = self.cfg.max_flows, "datagram flow refused: too many flows");
+            let on = self
+                .paths
+                .iter()
+                .filter(|p| p.is_up())
+                .fold(0u64, |m, p| m | (1 << p.snap.id));
+            self.dgrams.closes.push(crate::datagram::PendingClose {
+                flow,
+                code: mpflex_wire::flow_close::TOO_MANY,
+                on,
+            });
+            self.wake();
+            return;
+        }
+        if self.dgrams.accept(flow, addr.clone()) {
+            self.events.push_back(Event::FlowOpened { flow, addr });
+        }
     }
 
     fn on_window(&mut self, stream: StreamId, max: u64) {

@@ -1,6 +1,7 @@
-//! What a path sends: control first, then copies it owes, then frames of dead paths, then
-//! interactive frames (if this path delivers them first), then what the scheduler decides
-//! of the bulk backlog — and the path writer's late-binding loop around it.
+//! What a path sends: control first, then datagrams placed on it, then copies it owes,
+//! then frames of dead paths, then interactive frames (if this path delivers them first),
+//! then what the scheduler decides of the bulk backlog — and the path writer's
+//! late-binding loop around it.
 
 use std::ops::Range;
 use std::time::Instant;
@@ -9,7 +10,9 @@ use mpflex_sched::{Decision, End, PathSnapshot, QueueView};
 use mpflex_wire::{record, Frame, MAX_RECORD, RECORD_OVERHEAD};
 
 use super::Session;
+use crate::datagram::DatagramClass;
 use crate::kernel::TcpInfo;
+use crate::paths::arrival_secs;
 use crate::reinject::{self, Request};
 use crate::send::SEQUENCE_AHEAD;
 use crate::supervisor::Verdict;
@@ -253,7 +256,7 @@ impl Session {
         if !carries && self.paths.iter().any(|p| p.carries()) {
             return self.sent(rec, out);
         }
-        if !self.write_control(rec, out) || !carries {
+        if !self.write_control(rec, out) || !self.write_datagrams(rec, out) || !carries {
             return self.sent(rec, out);
         }
         if !self.write_owed(rec, out) || !self.write_urgent(rec, out) {
@@ -366,6 +369,137 @@ impl Session {
             self.feedback.pop_report().expect("front").encode(out);
         }
         true
+    }
+
+    /// Flow closes owed to this path, then the datagrams placed on it, oldest first
+    /// (ahead of stream bytes: issue 24 puts datagrams before bulk, and a realtime one
+    /// is worth nothing late). False if the record filled up.
+    fn write_datagrams(&mut self, rec: Rec, out: &mut Vec<u8>) -> bool {
+        let bit = 1u64 << rec.path;
+        let mut i = 0;
+        while i < self.dgrams.closes.len() {
+            let c = &self.dgrams.closes[i];
+            if c.on & bit != 0 {
+                let f = Frame::FlowClose {
+                    flow: c.flow,
+                    code: c.code,
+                };
+                if !rec.fits(out, &f) {
+                    return false;
+                }
+                f.encode(out);
+                self.dgrams.closes[i].on &= !bit;
+            }
+            i += 1;
+        }
+        self.dgrams.closes.retain(|c| c.on != 0);
+        if self.dgrams.queue.is_empty() {
+            return true;
+        }
+        self.dgrams.expire(rec.now);
+        self.place_datagrams(rec.now);
+        let client = self.cfg.role == crate::Role::Client;
+        let mut full = false;
+        for i in 0..self.dgrams.queue.len() {
+            let q = &self.dgrams.queue[i];
+            if q.want & bit == 0 {
+                continue;
+            }
+            let flow = q.flow;
+            if client && self.dgrams.needs_announce(flow, rec.path) {
+                let Some(addr) = self.dgrams.addr(flow).cloned() else {
+                    continue;
+                };
+                let open = Frame::FlowOpen { flow, addr };
+                if !rec.fits(out, &open) {
+                    full = true;
+                    break;
+                }
+                open.encode(out);
+                self.dgrams.announced(flow, rec.path);
+            }
+            let q = &self.dgrams.queue[i];
+            let f = Frame::Datagram {
+                flow,
+                seq: q.seq,
+                copied: q.class == DatagramClass::Realtime,
+                data: q.data.clone(),
+            };
+            // The largest datagram fills a record of its own, whatever the record's
+            // room for stream frames.
+            let len = f.encoded_len();
+            let fits = rec.fits(out, &f) || (rec.used(out) == 0 && len <= MAX_RECORD);
+            if !fits {
+                full = true;
+                break;
+            }
+            f.encode(out);
+            let q = &mut self.dgrams.queue[i];
+            let copy = q.sent_on != 0;
+            q.sent_on |= bit;
+            q.want &= !bit;
+            q.first_sent.get_or_insert(rec.now);
+            let payload = q.data.len() as u64;
+            let c = &mut self.dgrams.counters;
+            c.sent += 1;
+            c.sent_bytes += payload;
+            c.copies += copy as u64;
+            self.paths.entry(rec.path).counters.datagrams_sent += 1;
+        }
+        self.dgrams.prune();
+        !full
+    }
+
+    /// Chooses the paths of the datagrams not placed yet, and places again those whose
+    /// paths stopped carrying (before any of them sent it). A realtime datagram goes on
+    /// the path that delivers it first now and the next one (a copy); a bulk one on the
+    /// path that delivers it first counting the datagrams already placed there, which
+    /// splits a flow by the paths' rates. Only paths that carry are chosen, or any that is
+    /// up while none carries.
+    fn place_datagrams(&mut self, now: Instant) {
+        let mut usable: Vec<usize> = self.paths.iter().filter(|p| p.carries()).map(|p| p.snap.id).collect();
+        if usable.is_empty() {
+            usable = self.paths.iter().filter(|p| p.is_up()).map(|p| p.snap.id).collect();
+        }
+        let mask = usable.iter().fold(0u64, |m, &p| m | (1 << p));
+        let mut pending = vec![0usize; self.paths.len()];
+        for q in &mut self.dgrams.queue {
+            q.want &= mask;
+            for &p in &usable {
+                if q.want & (1 << p) != 0 {
+                    pending[p] += q.data.len();
+                }
+            }
+        }
+        let eta = |paths: &crate::paths::Paths, p: usize, len: usize| {
+            let e = paths.get(p).expect("a usable path");
+            arrival_secs(&e.snap, e.queue.get(now), len)
+        };
+        for q in &mut self.dgrams.queue {
+            if q.want != 0 || q.sent_on != 0 {
+                continue;
+            }
+            let len = q.data.len() + mpflex_wire::DATAGRAM_HEADER + mpflex_wire::HEADER_LEN;
+            match q.class {
+                DatagramClass::Realtime => {
+                    let mut ranked: Vec<(f64, usize)> = usable.iter().map(|&p| (eta(&self.paths, p, len), p)).collect();
+                    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    for &(_, p) in ranked.iter().take(2) {
+                        q.want |= 1 << p;
+                    }
+                }
+                DatagramClass::Bulk => {
+                    let best = usable
+                        .iter()
+                        .map(|&p| (eta(&self.paths, p, len + pending[p]), p))
+                        .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    if let Some((_, p)) = best {
+                        q.want |= 1 << p;
+                        pending[p] += q.data.len();
+                    }
+                }
+            }
+        }
     }
 
     /// Copies this path owes (redundant scheduling, stalls), then frames whose paths died,

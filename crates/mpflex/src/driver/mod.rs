@@ -213,6 +213,10 @@ impl SessionHandle {
                     info!(code, "peer closed the session");
                     self.closed.cancel();
                 }
+                Event::FlowOpened { flow, .. } => {
+                    sh.sess.close_flow(flow, mpflex_wire::flow_close::UNREACHABLE);
+                }
+                Event::FlowClosed { .. } | Event::Datagram { .. } => {}
             }
         }
         if wake_paths {

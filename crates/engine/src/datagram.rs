@@ -1,0 +1,470 @@
+//! Datagram flows: UDP payloads carried outside the session's sequence.
+//!
+//! A datagram is never acknowledged, re-sent or reordered (UDP promises none of it, RFC
+//! 768, and an application's own loss recovery — QUIC's, RTP's — would only be confused by
+//! a copy arriving a path-timeout late). What the engine adds is path choice and a bound:
+//!
+//! - a *realtime* flow (small datagrams at a modest rate: voice, games, DNS) goes on the
+//!   path that delivers first now and, as a copy, on the next one, so a path that fails
+//!   mid-call loses nothing its copy carried; the receiver delivers the first copy and
+//!   counts the second (the per-flow `seq` exists only for that). Two copies, not more:
+//!   the second path covers one failure, and the paths' rate is not spent on more
+//!   (issue 24; the redundant scheduler's trade-off in seed 000, applied to one class);
+//! - a *bulk* flow (a QUIC download's packets) goes on one path each, the one that
+//!   delivers it first counting what is already queued for each path, so the flow splits
+//!   by the paths' rates;
+//! - datagrams wait in one bounded queue per session ([`Datagrams::limit`] datagrams and
+//!   [`QUEUE_BYTES`] bytes); when it is full the oldest goes (a late datagram is worth
+//!   less than a new one to every realtime application), counted. They count against no
+//!   stream window, and they go before stream bytes that are not interactive.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use mpflex_wire::TargetAddr;
+
+/// Identifies a datagram flow (chosen by the client, which opens all flows).
+pub type FlowId = u32;
+
+/// How a flow's datagrams are spread over the paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatagramClass {
+    /// Each datagram on the path that delivers first and a copy on the next.
+    Realtime,
+    /// Each datagram on one path, split by the paths' rates.
+    Bulk,
+}
+
+impl DatagramClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            DatagramClass::Realtime => "realtime",
+            DatagramClass::Bulk => "bulk",
+        }
+    }
+}
+
+/// A datagram up to this size can be realtime: voice frames are 20–200 bytes, game
+/// updates a few hundred, DNS queries under 512 (RFC 1035's classic limit).
+pub const REALTIME_MAX_LEN: usize = 512;
+
+/// A flow sending more than this (bytes per second, averaged over about a second) is
+/// bulk: 1 Mbit/s is above any voice codec or game's update stream and below a video
+/// or download. Copying a flow doubles its cost, so only flows this small are copied.
+pub const REALTIME_MAX_RATE: f64 = 125_000.0;
+
+/// Bytes the datagram queue may hold: 4 MB, a second of 32 Mbit/s.
+pub const QUEUE_BYTES: usize = 4 << 20;
+
+/// A datagram that waited this long without a path taking it is dropped: UDP
+/// applications retry on their own timers (DNS after 1–5 s) and a voice frame this old is
+/// past its playout time.
+pub const MAX_WAIT: Duration = Duration::from_secs(1);
+
+/// A realtime datagram's copy that its first path took this long ago is not sent any
+/// more: the first copy has arrived or is lost with its path by now.
+pub const COPY_WAIT: Duration = Duration::from_millis(200);
+
+/// Copied datagrams the receiver remembers per flow, to drop the second copy.
+const DEDUP_WINDOW: u32 = 128;
+
+/// Counts of one session's datagrams, for the metrics. Each drop also logs (at debug:
+/// a flood would otherwise flood the log too).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DatagramCounters {
+    /// Datagrams handed to a path (copies included) and their payload bytes.
+    pub sent: u64,
+    pub sent_bytes: u64,
+    /// Realtime copies among `sent`.
+    pub copies: u64,
+    /// Datagrams delivered to the applications and their payload bytes.
+    pub received: u64,
+    pub received_bytes: u64,
+    /// Second copies the receiver dropped (and copies too late to tell).
+    pub duplicates: u64,
+    /// Datagrams the full queue dropped, oldest first, before any path took them.
+    pub dropped_queue_full: u64,
+    /// Datagrams that waited [`MAX_WAIT`] for a path.
+    pub dropped_expired: u64,
+    /// Datagrams for a flow this side does not know (closed, refused, never opened).
+    pub dropped_unknown_flow: u64,
+    /// Flows opened (client: by applications; server: by the peer).
+    pub flows_opened: u64,
+    /// Flows closed with [`mpflex_wire::flow_close::REFUSED`] (server: refused here;
+    /// client: refused by the server).
+    pub flows_refused: u64,
+}
+
+/// A flow as this side knows it.
+#[derive(Debug)]
+struct Flow {
+    addr: TargetAddr,
+    next_seq: u16,
+    /// (client) Paths that carried the flow's `FlowOpen` on their current connection.
+    announced: u64,
+    /// Bytes per second sent, decayed with a one-second time constant.
+    rate: f64,
+    rate_at: Option<Instant>,
+    /// A class an application or rule chose; `None`: classified by what it sends.
+    pinned: Option<DatagramClass>,
+    /// Copied datagrams received: the highest `seq`, and a bit per earlier one.
+    rx_high: Option<u16>,
+    rx_seen: u128,
+}
+
+impl Flow {
+    fn new(addr: TargetAddr) -> Self {
+        Flow {
+            addr,
+            next_seq: 0,
+            announced: 0,
+            rate: 0.0,
+            rate_at: None,
+            pinned: None,
+            rx_high: None,
+            rx_seen: 0,
+        }
+    }
+
+    /// Counts `len` bytes sent now and says which class the datagram is.
+    fn classify(&mut self, len: usize, now: Instant) -> DatagramClass {
+        if let Some(at) = self.rate_at {
+            let dt = now.saturating_duration_since(at).as_secs_f64();
+            self.rate *= (-dt).exp();
+        }
+        self.rate += len as f64;
+        self.rate_at = Some(now);
+        if let Some(c) = self.pinned {
+            return c;
+        }
+        if len <= REALTIME_MAX_LEN && self.rate <= REALTIME_MAX_RATE {
+            DatagramClass::Realtime
+        } else {
+            DatagramClass::Bulk
+        }
+    }
+
+    /// Whether a copied datagram `seq` is the first of its copies to arrive.
+    fn first_copy(&mut self, seq: u16) -> bool {
+        let Some(high) = self.rx_high else {
+            self.rx_high = Some(seq);
+            self.rx_seen = 1;
+            return true;
+        };
+        let ahead = seq.wrapping_sub(high) as i16;
+        if ahead > 0 {
+            let shift = ahead as u32;
+            self.rx_seen = if shift >= DEDUP_WINDOW {
+                0
+            } else {
+                self.rx_seen << shift
+            };
+            self.rx_seen |= 1;
+            self.rx_high = Some(seq);
+            return true;
+        }
+        let back = (-(ahead as i32)) as u32;
+        if back >= DEDUP_WINDOW {
+            // Too old to tell: a copy this late is worth nothing to a realtime flow.
+            return false;
+        }
+        let bit = 1u128 << back;
+        let first = self.rx_seen & bit == 0;
+        self.rx_seen |= bit;
+        first
+    }
+}
+
+/// A datagram waiting for its paths.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub flow: FlowId,
+    pub seq: u16,
+    pub class: DatagramClass,
+    pub data: Bytes,
+    /// Paths that are to send it (a bit each); empty until placed.
+    pub want: u64,
+    /// Paths that sent it.
+    pub sent_on: u64,
+    pub queued_at: Instant,
+    /// When the first path took it.
+    pub first_sent: Option<Instant>,
+}
+
+/// A `FlowClose` still to be sent on the paths in `on`.
+#[derive(Debug)]
+pub(crate) struct PendingClose {
+    pub flow: FlowId,
+    pub code: u8,
+    pub on: u64,
+}
+
+/// The session's datagram flows and queue.
+#[derive(Debug)]
+pub(crate) struct Datagrams {
+    flows: HashMap<FlowId, Flow>,
+    next_flow: FlowId,
+    pub queue: VecDeque<Queued>,
+    queued_bytes: usize,
+    /// Most datagrams the queue holds.
+    pub limit: usize,
+    pub closes: Vec<PendingClose>,
+    pub counters: DatagramCounters,
+}
+
+impl Datagrams {
+    pub fn new(limit: usize) -> Self {
+        Datagrams {
+            flows: HashMap::new(),
+            next_flow: 1,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            limit: limit.max(1),
+            closes: Vec::new(),
+            counters: DatagramCounters::default(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    pub fn contains(&self, flow: FlowId) -> bool {
+        self.flows.contains_key(&flow)
+    }
+
+    pub fn addr(&self, flow: FlowId) -> Option<&TargetAddr> {
+        self.flows.get(&flow).map(|f| &f.addr)
+    }
+
+    /// (client) A new flow towards `addr`. Flow ids are never reused within a session,
+    /// so a late frame of a closed flow cannot be taken for a new one's.
+    pub fn open(&mut self, addr: TargetAddr) -> FlowId {
+        let id = self.next_flow;
+        self.next_flow = self.next_flow.wrapping_add(1).max(1);
+        self.flows.insert(id, Flow::new(addr));
+        self.counters.flows_opened += 1;
+        id
+    }
+
+    /// (server) The peer opened `flow`; false if it was open already (a `FlowOpen` comes
+    /// once per path).
+    pub fn accept(&mut self, flow: FlowId, addr: TargetAddr) -> bool {
+        if self.flows.contains_key(&flow) {
+            return false;
+        }
+        self.flows.insert(flow, Flow::new(addr));
+        self.counters.flows_opened += 1;
+        true
+    }
+
+    pub fn pin(&mut self, flow: FlowId, class: Option<DatagramClass>) {
+        if let Some(f) = self.flows.get_mut(&flow) {
+            f.pinned = class;
+        }
+    }
+
+    /// Forgets `flow` and its queued datagrams; returns the paths that announced it.
+    pub fn remove(&mut self, flow: FlowId) -> Option<u64> {
+        let f = self.flows.remove(&flow)?;
+        let before = self.queue.len();
+        let mut freed = 0;
+        self.queue.retain(|q| {
+            let keep = q.flow != flow;
+            if !keep {
+                freed += q.data.len();
+            }
+            keep
+        });
+        self.queued_bytes -= freed;
+        if self.queue.len() != before {
+            tracing::debug!(
+                flow,
+                dropped = before - self.queue.len(),
+                "flow closed with datagrams queued"
+            );
+        }
+        Some(f.announced)
+    }
+
+    /// Queues a datagram of `flow`; returns its class, or `None` if the flow is unknown.
+    pub fn push(&mut self, flow: FlowId, data: Bytes, now: Instant) -> Option<DatagramClass> {
+        let f = self.flows.get_mut(&flow)?;
+        let class = f.classify(data.len(), now);
+        let seq = f.next_seq;
+        f.next_seq = f.next_seq.wrapping_add(1);
+        self.queued_bytes += data.len();
+        self.queue.push_back(Queued {
+            flow,
+            seq,
+            class,
+            data,
+            want: 0,
+            sent_on: 0,
+            queued_at: now,
+            first_sent: None,
+        });
+        while self.queue.len() > self.limit || self.queued_bytes > QUEUE_BYTES {
+            let old = self.queue.pop_front().expect("over the limit");
+            self.queued_bytes -= old.data.len();
+            if old.sent_on == 0 {
+                self.counters.dropped_queue_full += 1;
+                tracing::debug!(
+                    flow = old.flow,
+                    len = old.data.len(),
+                    "datagram queue full: oldest dropped"
+                );
+            }
+        }
+        Some(class)
+    }
+
+    /// Drops what waited too long, and copies whose first went long enough ago.
+    pub fn expire(&mut self, now: Instant) {
+        let mut freed = 0;
+        let mut expired = 0;
+        self.queue.retain(|q| {
+            let stale = match q.first_sent {
+                Some(t) => now.saturating_duration_since(t) >= COPY_WAIT,
+                None => now.saturating_duration_since(q.queued_at) >= MAX_WAIT,
+            };
+            if stale {
+                freed += q.data.len();
+                expired += (q.sent_on == 0) as u64;
+            }
+            !stale
+        });
+        self.queued_bytes -= freed;
+        if expired > 0 {
+            self.counters.dropped_expired += expired;
+            tracing::debug!(expired, "datagrams waited too long for a path: dropped");
+        }
+    }
+
+    /// Removes the datagrams no path is to send any more.
+    pub fn prune(&mut self) {
+        let mut freed = 0;
+        self.queue.retain(|q| {
+            let done = q.want == 0 && q.sent_on != 0;
+            if done {
+                freed += q.data.len();
+            }
+            !done
+        });
+        self.queued_bytes -= freed;
+    }
+
+    /// Whether `flow`'s `FlowOpen` must precede its datagram on `path` (client side:
+    /// each path's connection hears it once).
+    pub fn needs_announce(&self, flow: FlowId, path: usize) -> bool {
+        self.flows.get(&flow).is_some_and(|f| f.announced & (1 << path) == 0)
+    }
+
+    pub fn announced(&mut self, flow: FlowId, path: usize) {
+        if let Some(f) = self.flows.get_mut(&flow) {
+            f.announced |= 1 << path;
+        }
+    }
+
+    /// A path's connection went or was replaced: what it was told is forgotten with it.
+    pub fn path_gone(&mut self, path: usize) {
+        let bit = 1u64 << path;
+        for f in self.flows.values_mut() {
+            f.announced &= !bit;
+        }
+        for c in &mut self.closes {
+            c.on &= !bit;
+        }
+        self.closes.retain(|c| c.on != 0);
+    }
+
+    /// A datagram arrived: whether to deliver it (false for a second copy, counted).
+    pub fn on_receive(&mut self, flow: FlowId, seq: u16, copied: bool, len: usize) -> bool {
+        let Some(f) = self.flows.get_mut(&flow) else {
+            self.counters.dropped_unknown_flow += 1;
+            tracing::debug!(flow, len, "datagram for an unknown flow dropped");
+            return false;
+        };
+        if copied && !f.first_copy(seq) {
+            self.counters.duplicates += 1;
+            return false;
+        }
+        self.counters.received += 1;
+        self.counters.received_bytes += len as u64;
+        true
+    }
+
+    pub fn queued(&self) -> (usize, usize) {
+        (self.queue.len(), self.queued_bytes)
+    }
+
+    pub fn flow_ids(&self) -> Vec<FlowId> {
+        self.flows.keys().copied().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr() -> TargetAddr {
+        TargetAddr::Ip("10.0.0.1:53".parse().unwrap())
+    }
+
+    /// The first copy of each `seq` is delivered and the second not, in either order and
+    /// across the 16-bit wrap; a copy older than the window is dropped.
+    #[test]
+    fn dedup_keeps_the_first_copy() {
+        let mut d = Datagrams::new(16);
+        let id = d.open(addr());
+        for seq in [65534u16, 65535, 0, 1] {
+            assert!(d.on_receive(id, seq, true, 10));
+        }
+        assert!(!d.on_receive(id, 65535, true, 10));
+        assert!(!d.on_receive(id, 1, true, 10));
+        assert!(d.on_receive(id, 3, true, 10));
+        assert!(d.on_receive(id, 2, true, 10), "a late first copy still counts");
+        assert!(!d.on_receive(id, 2, true, 10));
+        assert!(d.on_receive(id, 200, true, 10));
+        assert!(!d.on_receive(id, 3, true, 10), "beyond the window");
+        // Datagrams sent once are never taken for copies.
+        assert!(d.on_receive(id, 3, false, 10));
+        assert!(d.on_receive(id, 3, false, 10));
+        assert_eq!(d.counters.duplicates, 4);
+        assert_eq!(d.counters.received, 9);
+        assert!(!d.on_receive(99, 0, false, 10));
+        assert_eq!(d.counters.dropped_unknown_flow, 1);
+    }
+
+    /// Small datagrams at a voice rate are realtime; large ones, or small ones at a high
+    /// rate, bulk; a pinned class wins.
+    #[test]
+    fn classes_follow_size_and_rate() {
+        let t0 = Instant::now();
+        let mut d = Datagrams::new(100_000);
+        let voice = d.open(addr());
+        let flood = d.open(addr());
+        for i in 0..200u32 {
+            let t = t0 + Duration::from_millis(20 * i as u64);
+            assert_eq!(
+                d.push(voice, Bytes::from(vec![0; 160]), t),
+                Some(DatagramClass::Realtime)
+            );
+        }
+        assert_eq!(
+            d.push(voice, Bytes::from(vec![0; 1200]), t0 + Duration::from_secs(5)),
+            Some(DatagramClass::Bulk)
+        );
+        let mut last = None;
+        for i in 0..2000u64 {
+            last = d.push(flood, Bytes::from(vec![0; 400]), t0 + Duration::from_micros(100 * i));
+        }
+        assert_eq!(last, Some(DatagramClass::Bulk), "400-byte datagrams at 4 MB/s");
+        d.pin(flood, Some(DatagramClass::Realtime));
+        assert_eq!(
+            d.push(flood, Bytes::from(vec![0; 400]), t0 + Duration::from_millis(200)),
+            Some(DatagramClass::Realtime)
+        );
+    }
+}

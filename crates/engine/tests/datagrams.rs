@@ -1,0 +1,221 @@
+//! Datagram flows on the engine harness (simulated paths, virtual clock): realtime copies
+//! over two paths survive a path going dark, the second copy is dropped and counted, a
+//! full queue drops its oldest, bulk datagrams split by path rate, datagrams go before
+//! bulk stream bytes and are never re-sent after a path dies.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use mpflex_engine::harness::Pair;
+use mpflex_engine::{DatagramClass, FlowId};
+use mpflex_wire::{flow_close, TargetAddr};
+
+fn dest() -> TargetAddr {
+    TargetAddr::Ip("192.0.2.1:5004".parse().unwrap())
+}
+
+/// A datagram of `len` bytes whose first four carry `i`.
+fn numbered(i: u32, len: usize) -> Bytes {
+    let mut v = vec![0u8; len];
+    v[..4].copy_from_slice(&i.to_be_bytes());
+    Bytes::from(v)
+}
+
+/// How many times each number arrived at the server on `flow`.
+fn arrivals(pair: &Pair, flow: FlowId) -> HashMap<u32, usize> {
+    let mut seen = HashMap::new();
+    for (f, d, _) in &pair.server_datagrams {
+        if *f == flow {
+            *seen.entry(u32::from_be_bytes([d[0], d[1], d[2], d[3]])).or_default() += 1;
+        }
+    }
+    seen
+}
+
+/// A voice-like flow (160 bytes every 20 ms for 3 s) over a 10 ms and a 20 ms path; the
+/// faster path goes dark after a second, with no reset. Every datagram arrives exactly
+/// once: those the dark path swallowed arrived as their copy on the other one, and the
+/// server dropped and counted the second copies of the rest.
+#[test]
+fn realtime_copies_survive_a_blackholed_path() {
+    let mut pair = Pair::new("minrtt", &[(10, 1000), (20, 1000)]);
+    for _ in 0..200 {
+        pair.step();
+    }
+    let flow = pair.client.open_flow(dest());
+    let n = 150u32;
+    for i in 0..n {
+        if i == 50 {
+            pair.blackhole(0);
+        }
+        let class = pair.client.send_datagram(flow, numbered(i, 160));
+        assert_eq!(class, Some(DatagramClass::Realtime));
+        for _ in 0..20 {
+            pair.step();
+        }
+    }
+    for _ in 0..500 {
+        pair.step();
+    }
+    assert_eq!(pair.server_flows.get(&flow), Some(&dest()));
+    let seen = arrivals(&pair, flow);
+    let missing: Vec<u32> = (0..n).filter(|i| !seen.contains_key(i)).collect();
+    assert!(missing.is_empty(), "lost {missing:?}");
+    assert!(seen.values().all(|&c| c == 1), "a copy was delivered twice");
+    let rx = pair.server.datagram_counters();
+    let tx = pair.client.datagram_counters();
+    assert_eq!(rx.received, n as u64);
+    assert!(rx.duplicates >= 40, "second copies before the blackhole: {rx:?}");
+    assert!(tx.copies >= 50, "{tx:?}");
+    assert_eq!(
+        tx.sent,
+        tx.copies + n as u64,
+        "each datagram once plus its copies: {tx:?}"
+    );
+    // Copies went on the second path while both carried, so it carried every datagram.
+    let on1 = pair.client.path_counters(1).unwrap().0.datagrams_sent;
+    assert_eq!(on1, n as u64);
+}
+
+/// With room for 8, 20 datagrams queued at once leave the last 8: the 12 oldest are
+/// dropped and counted, and what remains arrives.
+#[test]
+fn a_full_queue_drops_the_oldest_and_counts() {
+    let mut pair = Pair::with("minrtt", &[(10, 1000)], |c| c.datagram_queue = 8);
+    for _ in 0..50 {
+        pair.step();
+    }
+    let flow = pair.client.open_flow(dest());
+    for i in 0..20 {
+        assert!(pair.client.send_datagram(flow, numbered(i, 100)).is_some());
+    }
+    assert_eq!(pair.client.datagram_counters().dropped_queue_full, 12);
+    assert_eq!(pair.client.datagrams_queued().0, 8);
+    for _ in 0..100 {
+        pair.step();
+    }
+    let mut got: Vec<u32> = arrivals(&pair, flow).into_keys().collect();
+    got.sort_unstable();
+    assert_eq!(got, (12..20).collect::<Vec<_>>());
+}
+
+/// Bulk datagrams (1200 bytes at 2 MB/s) over a 1 MB/s and a 3 MB/s path: both carry,
+/// the faster more, none is copied, and nearly all arrive.
+#[test]
+fn bulk_datagrams_split_by_path_rate() {
+    let mut pair = Pair::new("minrtt", &[(10, 1000), (10, 3000)]);
+    for _ in 0..200 {
+        pair.step();
+    }
+    let flow = pair.client.open_flow(dest());
+    let mut n = 0u32;
+    for _ in 0..1000 {
+        for _ in 0..2 {
+            // Larger than any realtime datagram.
+            assert_eq!(
+                pair.client.send_datagram(flow, numbered(n, 1000)),
+                Some(DatagramClass::Bulk)
+            );
+            n += 1;
+        }
+        pair.step();
+    }
+    for _ in 0..500 {
+        pair.step();
+    }
+    let per: Vec<u64> = (0..2)
+        .map(|p| pair.client.path_counters(p).unwrap().0.datagrams_sent)
+        .collect();
+    let tx = pair.client.datagram_counters().clone();
+    assert_eq!(tx.copies, 0, "{tx:?}");
+    assert!(per[0] > tx.sent / 10, "the slower path carries its share too: {per:?}");
+    assert!(per[1] > per[0], "the faster path carries more: {per:?}");
+    let got = arrivals(&pair, flow).len() as u64;
+    assert!(got * 100 >= n as u64 * 99, "{got} of {n} arrived: {tx:?}");
+}
+
+/// A bulk upload fills the only path for seconds; a datagram queued in the middle of it
+/// arrives within a few round trips, not behind the upload.
+#[test]
+fn datagrams_go_before_bulk_stream_bytes() {
+    let mut pair = Pair::new("minrtt", &[(10, 1000)]);
+    let id = pair.open(&[1u8; 1000]);
+    assert_eq!(
+        pair.client.stream_send(id, Bytes::from(vec![2u8; 3_000_000])),
+        3_000_000
+    );
+    for _ in 0..500 {
+        pair.step();
+    }
+    let flow = pair.client.open_flow(dest());
+    let sent_at = pair.now;
+    pair.client.send_datagram(flow, numbered(7, 100));
+    for _ in 0..2000 {
+        pair.step();
+        if !pair.server_datagrams.is_empty() {
+            break;
+        }
+    }
+    let (_, _, at) = pair.server_datagrams.first().expect("the datagram arrived");
+    let waited = *at - sent_at;
+    let left = 3_001_000 - pair.server_rx[&id].len();
+    assert!(left > 500_000, "the upload was still going ({left} bytes left)");
+    assert!(
+        waited < Duration::from_millis(300),
+        "waited {waited:?} behind the upload"
+    );
+}
+
+/// Datagrams a path took are lost with it: when a path dies mid-flow nothing is re-sent
+/// (sent counts each bulk datagram once), and the flow goes on over the other path.
+#[test]
+fn datagrams_are_never_resent_after_a_path_dies() {
+    let mut pair = Pair::new("minrtt", &[(10, 1000), (10, 1000)]);
+    for _ in 0..200 {
+        pair.step();
+    }
+    let flow = pair.client.open_flow(dest());
+    pair.client.set_flow_class(flow, Some(DatagramClass::Bulk));
+    for i in 0..400u32 {
+        if i == 200 {
+            pair.kill(0);
+        }
+        pair.client.send_datagram(flow, numbered(i, 1000));
+        pair.step();
+    }
+    for _ in 0..300 {
+        pair.step();
+    }
+    let tx = pair.client.datagram_counters().clone();
+    assert_eq!(tx.copies, 0);
+    assert!(tx.sent <= 400, "{tx:?}");
+    let seen = arrivals(&pair, flow);
+    assert!(
+        (300..400).all(|i| seen.contains_key(&i)),
+        "after the failure, all arrive"
+    );
+    assert_eq!(pair.client.counters().resent_lost, 0);
+}
+
+/// A flow the server refuses is closed on the client with the reason, counted on both
+/// sides, and sends nothing more; datagrams for it that still arrive are counted.
+#[test]
+fn a_refused_flow_is_closed_with_its_reason() {
+    let mut pair = Pair::new("minrtt", &[(10, 1000), (20, 1000)]);
+    let flow = pair.client.open_flow(dest());
+    pair.client.send_datagram(flow, numbered(0, 50));
+    for _ in 0..100 {
+        pair.step();
+    }
+    assert!(pair.server_flows.contains_key(&flow));
+    pair.server.close_flow(flow, flow_close::REFUSED);
+    for _ in 0..100 {
+        pair.step();
+    }
+    assert!(pair.flow_closes.contains(&(true, flow, flow_close::REFUSED)));
+    assert_eq!(pair.client.datagram_counters().flows_refused, 1);
+    assert_eq!(pair.server.datagram_counters().flows_refused, 1);
+    assert_eq!(pair.client.send_datagram(flow, numbered(1, 50)), None);
+    assert_eq!(pair.client.num_flows(), 0);
+}
