@@ -338,6 +338,43 @@ pub struct ServerConfig {
     pub classes: Vec<ClassRuleConfig>,
     #[serde(default)]
     pub tuning: Tuning,
+    /// Datagram flows (`[udp]`).
+    #[serde(default)]
+    pub udp: UdpConfig,
+}
+
+/// The server's `[udp]` table: how long a datagram flow's socket lives without traffic.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UdpConfig {
+    /// Seconds a flow's socket is kept with no datagram either way. 60 s outlasts the
+    /// keepalive interval of the usual UDP applications (QUIC's default idle timeout is
+    /// 30 s, RFC 9000 §10.1; RFC 4787 REQ-5 asks NATs for at least 2 minutes, but a
+    /// flow here costs a socket and its task, so the default is shorter).
+    pub idle_timeout_secs: u64,
+    /// The same for flows to port 53: a DNS exchange is one query and its answer, so its
+    /// socket goes soon (as a NAT's DNS mapping does).
+    pub dns_idle_timeout_secs: u64,
+}
+
+impl Default for UdpConfig {
+    fn default() -> Self {
+        UdpConfig {
+            idle_timeout_secs: 60,
+            dns_idle_timeout_secs: 10,
+        }
+    }
+}
+
+impl UdpConfig {
+    /// The idle timeout of a flow to `port`.
+    pub fn idle_timeout(&self, port: u16) -> std::time::Duration {
+        std::time::Duration::from_secs(if port == 53 {
+            self.dns_idle_timeout_secs
+        } else {
+            self.idle_timeout_secs
+        })
+    }
 }
 
 fn default_linger() -> u64 {

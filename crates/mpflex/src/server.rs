@@ -10,8 +10,8 @@ use anyhow::{bail, Result};
 use bytes::Bytes;
 use mpflex_engine::join::JoinError;
 use mpflex_engine::{Role, Session};
-use mpflex_wire::{close, reset, TargetAddr};
-use tokio::net::{TcpListener, TcpStream};
+use mpflex_wire::{close, flow_close, reset, TargetAddr};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -20,7 +20,7 @@ use crate::acl::Acl;
 use crate::classes::{ClassRules, Destination};
 use crate::config::ServerConfig;
 use crate::crypto::{decode_key, encode_key, server_handshake, ReplayGuard, SilentPeer};
-use crate::driver::{run_stream, Opened, SessionHandle};
+use crate::driver::{run_stream, FlowMsg, FlowOpened, Opened, SessionHandle};
 use crate::listen::{accept_each, bind};
 use crate::pathconn::{answer_join, configure_path_socket, read_join_request};
 use crate::status::snapshot::session_id;
@@ -158,7 +158,10 @@ impl Server {
         h.fresh_ssthresh = self.cfg.tuning.fresh_ssthresh;
         h.queue_target = Duration::from_millis(self.cfg.tuning.queue_target_ms);
         h.classes = self.classes.clone();
+        let (ftx, frx) = mpsc::unbounded_channel();
+        h.flow_opens = Some(ftx);
         sessions.insert((client, token), h.clone());
+        tokio::spawn(flow_loop(self.clone(), h.clone(), frx));
         info!(client = %name, session = %encode_key(&token), "new session");
         tokio::spawn(egress_loop(self.clone(), h.clone(), rx));
         tokio::spawn(reaper(self.clone(), h.clone(), (client, token)));
@@ -247,6 +250,22 @@ async fn egress_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::Unbounded
 }
 
 async fn connect(srv: &Server, addr: &TargetAddr) -> Result<TcpStream, (u8, anyhow::Error)> {
+    let allowed = permitted(srv, addr).await?;
+    let mut last = None;
+    for a in allowed {
+        match tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(a)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = Some(anyhow::anyhow!("{a}: {e}")),
+            Err(_) => last = Some(anyhow::anyhow!("{a}: connect timed out")),
+        }
+    }
+    Err((reset::UNREACHABLE, last.expect("at least one address")))
+}
+
+/// The addresses `addr` resolves to that the ACL permits, for a stream or a datagram
+/// flow alike (the same policy for TCP and UDP destinations). The error carries a reset
+/// code, which has the same value as the `flow_close` code for the same reason.
+async fn permitted(srv: &Server, addr: &TargetAddr) -> Result<Vec<SocketAddr>, (u8, anyhow::Error)> {
     let candidates: Vec<SocketAddr> = match addr {
         TargetAddr::Ip(a) => vec![*a],
         // An address written out as a name (SOCKS clients resolving remotely send what
@@ -272,13 +291,97 @@ async fn connect(srv: &Server, addr: &TargetAddr) -> Result<TcpStream, (u8, anyh
             anyhow::anyhow!("{addr}: destination not allowed: {why}"),
         ));
     }
-    let mut last = None;
-    for a in allowed {
-        match tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(a)).await {
-            Ok(Ok(s)) => return Ok(s),
-            Ok(Err(e)) => last = Some(anyhow::anyhow!("{a}: {e}")),
-            Err(_) => last = Some(anyhow::anyhow!("{a}: connect timed out")),
+    Ok(allowed)
+}
+
+// A refused stream and a refused flow give the same reason the same number.
+const _: () = assert!(reset::REFUSED == flow_close::REFUSED && reset::UNREACHABLE == flow_close::UNREACHABLE);
+
+/// Gives each datagram flow the peer opens a socket of its own.
+async fn flow_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::UnboundedReceiver<FlowOpened>) {
+    while let Some(o) = rx.recv().await {
+        tokio::spawn(serve_flow(srv.clone(), h.clone(), o));
+    }
+}
+
+/// One datagram flow: a UDP socket connected to the destination, so only the
+/// destination's answers come back (an endpoint-dependent mapping, RFC 4787 §4.1), kept
+/// until no datagram has gone either way for the idle timeout, the peer closes the flow,
+/// or the session ends. A refused destination closes the flow with the reason, counted in
+/// the session's `flows_refused`, and a log line.
+async fn serve_flow(srv: Arc<Server>, h: SessionHandle, o: FlowOpened) {
+    let FlowOpened { flow, addr, mut rx } = o;
+    let sock = match flow_socket(&srv, &addr).await {
+        Ok(s) => s,
+        Err((code, e)) => {
+            if code == flow_close::REFUSED {
+                info!(flow, "datagram flow refused: {e:#}; the server's [acl] decides (allow, deny, allow_ports, deny_ports, allow_loopback, allow_private)");
+            } else {
+                debug!(flow, %addr, "datagram flow failed: {e:#}");
+            }
+            h.close_flow(flow, code);
+            return;
+        }
+    };
+    let idle = srv.cfg.udp.idle_timeout(addr.port());
+    debug!(flow, %addr, ?idle, "datagram flow opened");
+    let mut buf = vec![0u8; 65_536];
+    let mut last = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            m = rx.recv() => match m {
+                Some((_, FlowMsg::Datagram(d))) => {
+                    last = tokio::time::Instant::now();
+                    if let Err(e) = sock.send(&d).await {
+                        // ICMP unreachable from an earlier datagram, a full buffer:
+                        // UDP's own losses, not the flow's end.
+                        debug!(flow, %addr, "datagram not sent: {e}");
+                    }
+                }
+                Some((_, FlowMsg::Closed(_))) | None => return,
+            },
+            r = sock.recv(&mut buf) => match r {
+                Ok(n) => {
+                    last = tokio::time::Instant::now();
+                    if n > mpflex_wire::MAX_DATAGRAM {
+                        h.count_udp(|u| u.dropped_oversize += 1);
+                        debug!(flow, n, "datagram larger than a UDP payload dropped");
+                    } else if !h.send_datagram(flow, Bytes::copy_from_slice(&buf[..n])) {
+                        return;
+                    }
+                }
+                Err(e) => debug!(flow, %addr, "datagram not received: {e}"),
+            },
+            _ = tokio::time::sleep_until(last + idle) => {
+                debug!(flow, %addr, "datagram flow idle: closed");
+                h.close_flow(flow, flow_close::IDLE);
+                return;
+            }
+            _ = h.closed.cancelled() => return,
         }
     }
-    Err((reset::UNREACHABLE, last.expect("at least one address")))
+}
+
+/// A UDP socket connected to the first permitted address of `addr`.
+async fn flow_socket(srv: &Server, addr: &TargetAddr) -> Result<UdpSocket, (u8, anyhow::Error)> {
+    let allowed = permitted(srv, addr).await?;
+    let mut last = None;
+    for a in allowed {
+        let local: SocketAddr = if a.is_ipv4() {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let r = async {
+            let s = UdpSocket::bind(local).await?;
+            s.connect(a).await?;
+            Ok::<_, std::io::Error>(s)
+        }
+        .await;
+        match r {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(anyhow::anyhow!("{a}: {e}")),
+        }
+    }
+    Err((flow_close::UNREACHABLE, last.expect("at least one address")))
 }

@@ -1,4 +1,6 @@
-//! SOCKS5 server side (RFC 1928): no authentication, CONNECT to IPv4, IPv6 or a name.
+//! SOCKS5 server side (RFC 1928): no authentication, CONNECT and UDP ASSOCIATE to IPv4,
+//! IPv6 or a name. [`accept`] takes CONNECT only; [`accept_request`] UDP ASSOCIATE too,
+//! whose datagrams' header [`parse_udp`] and [`encode_udp`] read and write (§7).
 //!
 //! Every read has a fixed upper size (at most 2 + 255 bytes of greeting and 4 + 1 + 255 + 2
 //! bytes of request, all in stack buffers), so a client speaking garbage costs nothing but
@@ -17,6 +19,7 @@ const VER: u8 = 5;
 const NO_AUTH: u8 = 0;
 const NO_ACCEPTABLE: u8 = 0xff;
 const CMD_CONNECT: u8 = 1;
+const CMD_UDP_ASSOCIATE: u8 = 3;
 const ATYP_V4: u8 = 1;
 const ATYP_DOMAIN: u8 = 3;
 const ATYP_V6: u8 = 4;
@@ -38,7 +41,7 @@ pub enum SocksError {
     Version(u8),
     #[error("client offers no acceptable authentication method (only \"no authentication\" is supported)")]
     NoAcceptableMethod,
-    #[error("unsupported command {0} (only CONNECT)")]
+    #[error("unsupported command {0} (only CONNECT and UDP ASSOCIATE)")]
     Command(u8),
     #[error("unsupported address type {0}")]
     AddressType(u8),
@@ -77,10 +80,34 @@ async fn fail<S: AsyncWrite + Unpin, T>(s: &mut S, code: u8, e: SocksError) -> R
     Err(e)
 }
 
-/// Runs the SOCKS5 handshake. On success the success reply (bound address 0.0.0.0:0) has
-/// been sent and the stream carries the application's bytes from here on. On a protocol
-/// error the matching failure reply has been sent where RFC 1928 has one.
+/// What a SOCKS5 client asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// CONNECT: the success reply has been sent; the stream carries the application's bytes.
+    Connect(TargetAddr),
+    /// UDP ASSOCIATE, with the address the client says it will send from (all zero if it
+    /// does not know yet). No reply has been sent: the caller binds the relay socket and
+    /// answers with its address ([`reply_bound`]), or fails.
+    UdpAssociate(TargetAddr),
+}
+
+/// Runs the SOCKS5 handshake for CONNECT only. On success the success reply (bound
+/// address 0.0.0.0:0) has been sent and the stream carries the application's bytes from
+/// here on. On a protocol error the matching failure reply has been sent where RFC 1928
+/// has one.
 pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) -> Result<TargetAddr, SocksError> {
+    match handshake(s, false).await? {
+        Request::Connect(a) => Ok(a),
+        Request::UdpAssociate(_) => unreachable!("refused by the handshake"),
+    }
+}
+
+/// Runs the SOCKS5 handshake for CONNECT or UDP ASSOCIATE (see [`Request`]).
+pub async fn accept_request<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) -> Result<Request, SocksError> {
+    handshake(s, true).await
+}
+
+async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, udp: bool) -> Result<Request, SocksError> {
     // Greeting: VER NMETHODS METHODS[NMETHODS].
     let ver = read_u8(s).await?;
     if ver != VER {
@@ -142,13 +169,61 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) -> Result<Targ
         }
         t => return fail(s, REP_ADDRESS_NOT_SUPPORTED, SocksError::AddressType(t)).await,
     };
+    if cmd == CMD_UDP_ASSOCIATE && udp {
+        return Ok(Request::UdpAssociate(addr));
+    }
     if cmd != CMD_CONNECT {
         return fail(s, REP_COMMAND_NOT_SUPPORTED, SocksError::Command(cmd)).await;
     }
     // Success, bound to 0.0.0.0:0: the real connection is made by the server, and
     // answering now saves the application a round trip (its first bytes ride in Open).
     reply(s, REP_SUCCEEDED).await?;
-    Ok(addr)
+    Ok(Request::Connect(addr))
+}
+
+/// Sends a reply with code `code` and bound address `bound` (UDP ASSOCIATE's relay).
+pub async fn reply_bound<S: AsyncWrite + Unpin>(s: &mut S, code: u8, bound: SocketAddr) -> std::io::Result<()> {
+    let mut v = vec![VER, code, 0];
+    TargetAddr::Ip(bound).encode(&mut v);
+    s.write_all(&v).await?;
+    s.flush().await
+}
+
+/// Why a UDP request datagram (RFC 1928 §7) is dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum UdpError {
+    /// FRAG ≠ 0: fragmentation is optional (§7) and not implemented; the RFC lets an
+    /// implementation that does not support it drop such datagrams.
+    #[error("fragmented datagram (FRAG {0})")]
+    Fragmented(u8),
+    #[error("malformed UDP request header: {0}")]
+    Malformed(&'static str),
+}
+
+/// Reads a UDP request: `RSV(2) FRAG(1) ATYP DST.ADDR DST.PORT DATA`. Returns the
+/// destination and the payload.
+pub fn parse_udp(buf: &[u8]) -> Result<(TargetAddr, &[u8]), UdpError> {
+    if buf.len() < 4 {
+        return Err(UdpError::Malformed("shorter than a header"));
+    }
+    if buf[0] != 0 || buf[1] != 0 {
+        return Err(UdpError::Malformed("reserved bytes are not zero"));
+    }
+    if buf[2] != 0 {
+        return Err(UdpError::Fragmented(buf[2]));
+    }
+    let mut rest = &buf[3..];
+    let addr = TargetAddr::decode(&mut rest).map_err(|_| UdpError::Malformed("bad destination address"))?;
+    Ok((addr, rest))
+}
+
+/// Writes a UDP reply header for a datagram from `from`, then `data` (§7).
+pub fn encode_udp(from: &TargetAddr, data: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(3 + from.encoded_len() + data.len());
+    v.extend_from_slice(&[0, 0, 0]);
+    from.encode(&mut v);
+    v.extend_from_slice(data);
+    v
 }
 
 /// Sends a reply with code `code` and an all-zero IPv4 bound address.
@@ -250,6 +325,62 @@ mod tests {
         assert_eq!(r.unwrap(), TargetAddr::Domain("example.org".into(), 80));
         assert_eq!(out, success_output());
         assert_eq!(rest, b"GET / HTTP/1.1\r\n\r\n");
+    }
+
+    /// UDP ASSOCIATE comes back to the caller with the client's address and no reply
+    /// written yet; BIND stays refused.
+    #[tokio::test]
+    async fn udp_associate_is_handed_to_the_caller() {
+        let (mut client, mut server) = tokio::io::duplex(4096);
+        client
+            .write_all(&[5, 1, 0, 5, 3, 0, 1, 0, 0, 0, 0, 0, 0])
+            .await
+            .unwrap();
+        client.shutdown().await.unwrap();
+        let r = accept_request(&mut server).await.unwrap();
+        assert_eq!(r, Request::UdpAssociate(TargetAddr::Ip("0.0.0.0:0".parse().unwrap())));
+        reply_bound(&mut server, REP_SUCCEEDED, "[::1]:4000".parse().unwrap())
+            .await
+            .unwrap();
+        drop(server);
+        let mut out = Vec::new();
+        client.read_to_end(&mut out).await.unwrap();
+        let mut want = vec![5, 0, 5, 0, 0, 4];
+        want.extend_from_slice(&"::1".parse::<Ipv6Addr>().unwrap().octets());
+        want.extend_from_slice(&4000u16.to_be_bytes());
+        assert_eq!(out, want);
+
+        let (mut client, mut server) = tokio::io::duplex(4096);
+        client
+            .write_all(&[5, 1, 0, 5, 2, 0, 1, 1, 2, 3, 4, 0, 80])
+            .await
+            .unwrap();
+        assert!(matches!(accept_request(&mut server).await, Err(SocksError::Command(2))));
+    }
+
+    /// The §7 header for IPv4, IPv6 and names; FRAG ≠ 0, reserved bytes and truncated
+    /// addresses are errors, an empty payload is not.
+    #[test]
+    fn udp_headers() {
+        for addr in [
+            TargetAddr::Ip("10.1.2.3:53".parse().unwrap()),
+            TargetAddr::Ip("[2001:db8::7]:443".parse().unwrap()),
+            TargetAddr::Domain("dns.example".into(), 53),
+        ] {
+            let d = encode_udp(&addr, b"payload");
+            assert_eq!(parse_udp(&d), Ok((addr.clone(), &b"payload"[..])));
+            let empty = encode_udp(&addr, b"");
+            assert_eq!(parse_udp(&empty), Ok((addr.clone(), &b""[..])));
+            for cut in 0..d.len() - 7 {
+                assert!(matches!(parse_udp(&d[..cut]), Err(UdpError::Malformed(_))), "cut {cut}");
+            }
+            let mut frag = d.clone();
+            frag[2] = 1;
+            assert_eq!(parse_udp(&frag), Err(UdpError::Fragmented(1)));
+            let mut rsv = d;
+            rsv[0] = 1;
+            assert!(matches!(parse_udp(&rsv), Err(UdpError::Malformed(_))));
+        }
     }
 
     #[tokio::test]
@@ -363,6 +494,13 @@ mod tests {
         #[test]
         fn random_input_never_panics(input in prop::collection::vec(any::<u8>(), 0..600)) {
             block_on(async { let _ = run(&input).await; });
+        }
+
+        #[test]
+        fn random_udp_requests_never_panic(input in prop::collection::vec(any::<u8>(), 0..600)) {
+            if let Ok((_, data)) = parse_udp(&input) {
+                prop_assert!(data.len() < input.len());
+            }
         }
 
         /// Random bytes behind a valid greeting and request header reach the address parser.

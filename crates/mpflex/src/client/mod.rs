@@ -18,6 +18,7 @@ use crate::driver::{run_stream, SessionHandle};
 use crate::listen::{accept_each, bind};
 
 mod paths;
+mod udp;
 
 /// How long the client waits for an application's first bytes so they can ride in the
 /// stream's Open frame (zero extra round trips for client-speaks-first protocols).
@@ -120,9 +121,15 @@ async fn accept_loop(l: TcpListener, h: SessionHandle, kind: Ingress) {
 
 async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Result<()> {
     let addr = match kind {
-        Ingress::Socks => tokio::time::timeout(Duration::from_secs(10), crate::socks::accept(&mut app))
-            .await
-            .context("SOCKS5 handshake timed out")??,
+        Ingress::Socks => {
+            match tokio::time::timeout(Duration::from_secs(10), crate::socks::accept_request(&mut app))
+                .await
+                .context("SOCKS5 handshake timed out")??
+            {
+                crate::socks::Request::Connect(addr) => addr,
+                crate::socks::Request::UdpAssociate(hint) => return udp::associate(h, app, hint).await,
+            }
+        }
         Ingress::Redirect => TargetAddr::Ip(crate::redirect::original_dst(&app)?),
     };
     let mut first = vec![0u8; 16 * 1024];

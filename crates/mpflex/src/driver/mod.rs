@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use bytes::Bytes;
-use mpflex_engine::{Event, Session, StreamId};
+use mpflex_engine::{Event, FlowId, Session, StreamId};
 use mpflex_wire::{reset, TargetAddr};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
@@ -81,14 +81,63 @@ impl PathSlot {
     }
 }
 
+/// What the engine hands a datagram flow's owner (the server's flow socket, the client's
+/// SOCKS5 association).
+#[derive(Debug)]
+pub enum FlowMsg {
+    Datagram(Bytes),
+    /// The peer closed the flow (code from [`mpflex_wire::flow_close`]).
+    Closed(u8),
+}
+
+/// Where a flow's datagrams go, and where the flow goes (for the log).
+pub struct FlowSink {
+    pub tx: mpsc::Sender<(FlowId, FlowMsg)>,
+    pub target: TargetAddr,
+}
+
+/// Datagrams the ingress and the driver dropped before or after the engine, each with a
+/// debug log line (a flood must not flood the log too).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UdpDrops {
+    /// SOCKS5 UDP requests with FRAG ≠ 0 (fragmentation is optional in RFC 1928 §7 and
+    /// not implemented: such datagrams are dropped, as the RFC allows).
+    pub dropped_frag: u64,
+    /// SOCKS5 UDP requests too short or with a bad address.
+    pub dropped_malformed: u64,
+    /// Datagrams larger than a UDP payload can be ([`mpflex_wire::MAX_DATAGRAM`]).
+    pub dropped_oversize: u64,
+    /// Datagrams from an address other than the association's client (RFC 1928 §7).
+    pub dropped_foreign: u64,
+    /// Datagrams to a destination the server refused this association before.
+    pub dropped_refused: u64,
+    /// Datagrams from the peer whose flow's owner was too far behind to take them.
+    pub dropped_backlog: u64,
+}
+
 pub struct Shared {
     pub sess: Session,
     pub streams: HashMap<StreamId, Arc<StreamSignals>>,
+    /// The owners of the open datagram flows.
+    pub flows: HashMap<FlowId, FlowSink>,
+    pub udp: UdpDrops,
     pub paths: Vec<PathSlot>,
     /// (client) `[[paths]]` patterns and `auto` entries that have no path yet.
     pub waiting: Vec<WaitingView>,
     timer_deadline: Option<Instant>,
 }
+
+/// A datagram flow the peer opened (server side): give it a socket.
+pub struct FlowOpened {
+    pub flow: FlowId,
+    pub addr: TargetAddr,
+    pub rx: mpsc::Receiver<(FlowId, FlowMsg)>,
+}
+
+/// Datagrams from the peer that may wait for one flow's owner; more are dropped
+/// ([`UdpDrops::dropped_backlog`]): a flow whose socket cannot keep up must not hold
+/// the session's memory.
+pub const FLOW_BACKLOG: usize = 512;
 
 /// A stream the peer opened (server side): connect it.
 pub struct Opened {
@@ -102,6 +151,8 @@ pub struct SessionHandle {
     inner: Arc<Mutex<Shared>>,
     timer: Arc<Notify>,
     opens: Option<mpsc::UnboundedSender<Opened>>,
+    /// (server) Where flows the peer opens go.
+    pub flow_opens: Option<mpsc::UnboundedSender<FlowOpened>>,
     /// Fatal session error or shutdown.
     pub closed: CancellationToken,
     pub lowat_max: u32,
@@ -133,12 +184,15 @@ impl SessionHandle {
             inner: Arc::new(Mutex::new(Shared {
                 sess,
                 streams: HashMap::new(),
+                flows: HashMap::new(),
+                udp: UdpDrops::default(),
                 paths,
                 waiting: Vec::new(),
                 timer_deadline: None,
             })),
             timer: Arc::new(Notify::new()),
             opens,
+            flow_opens: None,
             closed: CancellationToken::new(),
             lowat_max,
             congestion: None,
@@ -213,10 +267,42 @@ impl SessionHandle {
                     info!(code, "peer closed the session");
                     self.closed.cancel();
                 }
-                Event::FlowOpened { flow, .. } => {
-                    sh.sess.close_flow(flow, mpflex_wire::flow_close::UNREACHABLE);
+                Event::FlowOpened { flow, addr } => {
+                    let (tx, rx) = mpsc::channel(FLOW_BACKLOG);
+                    let sent = self.flow_opens.as_ref().is_some_and(|o| {
+                        o.send(FlowOpened {
+                            flow,
+                            addr: addr.clone(),
+                            rx,
+                        })
+                        .is_ok()
+                    });
+                    if sent {
+                        sh.flows.insert(flow, FlowSink { tx, target: addr });
+                    } else {
+                        sh.sess.close_flow(flow, mpflex_wire::flow_close::UNREACHABLE);
+                    }
                 }
-                Event::FlowClosed { .. } | Event::Datagram { .. } => {}
+                Event::FlowClosed { flow, code } => {
+                    if let Some(sink) = sh.flows.remove(&flow) {
+                        if code == mpflex_wire::flow_close::REFUSED {
+                            info!(flow, "datagram flow to {} refused by the server's [acl]: allow it there (the server's log names the rule)", sink.target);
+                        } else {
+                            debug!(flow, code, "datagram flow closed by the peer");
+                        }
+                        let _ = sink.tx.try_send((flow, FlowMsg::Closed(code)));
+                    }
+                }
+                Event::Datagram { flow, data } => {
+                    let full = match sh.flows.get(&flow) {
+                        Some(sink) => sink.tx.try_send((flow, FlowMsg::Datagram(data))).is_err(),
+                        None => false,
+                    };
+                    if full {
+                        sh.udp.dropped_backlog += 1;
+                        debug!(flow, "datagram dropped: the flow's socket is behind");
+                    }
+                }
             }
         }
         if wake_paths {
@@ -246,6 +332,35 @@ impl SessionHandle {
             (id, initial.slice(taken..))
         });
         (id, signals, rest)
+    }
+
+    /// (client) Opens a datagram flow towards `addr`; the peer's datagrams and its close
+    /// go to `sink` tagged with the flow.
+    pub fn open_flow(&self, addr: TargetAddr, sink: mpsc::Sender<(FlowId, FlowMsg)>) -> FlowId {
+        self.with(|sh| {
+            let id = sh.sess.open_flow(addr.clone());
+            sh.flows.insert(id, FlowSink { tx: sink, target: addr });
+            id
+        })
+    }
+
+    /// Sends a datagram on `flow`. False if the flow is gone (the peer closed it).
+    pub fn send_datagram(&self, flow: FlowId, data: Bytes) -> bool {
+        self.with(|sh| sh.sess.send_datagram(flow, data).is_some())
+    }
+
+    /// Closes `flow` on this side and tells the peer (`code` from
+    /// [`mpflex_wire::flow_close`]).
+    pub fn close_flow(&self, flow: FlowId, code: u8) {
+        self.with(|sh| {
+            sh.flows.remove(&flow);
+            sh.sess.close_flow(flow, code);
+        })
+    }
+
+    /// Counts a datagram the ingress dropped.
+    pub fn count_udp(&self, f: impl FnOnce(&mut UdpDrops)) {
+        self.with(|sh| f(&mut sh.udp))
     }
 
     pub fn path_name(&self, p: usize) -> String {
@@ -427,6 +542,9 @@ impl SessionHandle {
                 waiting: sh.waiting.clone(),
                 stream_list,
                 class_latency: sess.class_latency().clone(),
+                flows: sess.num_flows(),
+                datagrams: sess.datagram_counters().clone(),
+                udp: sh.udp.clone(),
             }
         })
     }

@@ -208,6 +208,54 @@ impl Collector for Scrape {
         )?;
 
         // Per session.
+        let rows = self.per_session(|s| ConstGauge::new(s.snap.flows as i64));
+        family(e, "mpflex_session_flows", "Datagram flows open now.", rows)?;
+        let rows = self.per_session(|s| ConstCounter::new(s.snap.datagrams.flows_refused));
+        family(
+            e,
+            "mpflex_session_flows_refused",
+            "Datagram flows refused: by this server's [acl] or flow limit, or (client) by the server.",
+            rows,
+        )?;
+        let rows = self.per_session_by("event", |s| {
+            let d = &s.snap.datagrams;
+            vec![
+                ("sent".to_string(), ConstCounter::new(d.sent)),
+                ("copy".to_string(), ConstCounter::new(d.copies)),
+                ("received".to_string(), ConstCounter::new(d.received)),
+                ("duplicate".to_string(), ConstCounter::new(d.duplicates)),
+            ]
+        });
+        family(
+            e,
+            "mpflex_session_datagrams",
+            "Datagrams handed to paths (sent, of which realtime copies: copy), delivered to              applications (received), and second copies dropped (duplicate).",
+            rows,
+        )?;
+        let rows = self.per_session_by("reason", |s| {
+            let d = &s.snap.datagrams;
+            let u = &s.snap.udp;
+            [
+                ("queue_full", d.dropped_queue_full),
+                ("expired", d.dropped_expired),
+                ("unknown_flow", d.dropped_unknown_flow),
+                ("frag", u.dropped_frag),
+                ("malformed", u.dropped_malformed),
+                ("oversize", u.dropped_oversize),
+                ("foreign", u.dropped_foreign),
+                ("refused", u.dropped_refused),
+                ("backlog", u.dropped_backlog),
+            ]
+            .into_iter()
+            .map(|(r, n)| (r.to_string(), ConstCounter::new(n)))
+            .collect()
+        });
+        family(
+            e,
+            "mpflex_session_datagrams_dropped",
+            "Datagrams dropped, by reason: the session's queue was full, waited too long for a              path, unknown flow, SOCKS5 FRAG not zero, malformed SOCKS5 header, larger than UDP              allows, from outside the association, to a refused destination, the flow's socket              too far behind.",
+            rows,
+        )?;
         let rows = self.per_session_by("class", |s| {
             TrafficClass::ALL
                 .iter()
@@ -492,6 +540,16 @@ pub(crate) mod tests {
                     paths: vec![10, 20],
                 }],
                 class_latency: lat,
+                flows: 2,
+                datagrams: mpflex_engine::DatagramCounters {
+                    sent: 11,
+                    duplicates: 3,
+                    ..Default::default()
+                },
+                udp: crate::driver::UdpDrops {
+                    dropped_frag: 4,
+                    ..Default::default()
+                },
             },
         }
     }

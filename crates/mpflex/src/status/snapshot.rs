@@ -78,6 +78,10 @@ pub struct SessionSnapshot {
     pub waiting: Vec<WaitingView>,
     pub stream_list: Vec<StreamView>,
     pub class_latency: ClassLatency,
+    /// Datagram flows open now, the engine's datagram counts and the ingress's drops.
+    pub flows: usize,
+    pub datagrams: mpflex_engine::DatagramCounters,
+    pub udp: crate::driver::UdpDrops,
 }
 
 /// (client) A `[[paths]]` device pattern or `auto` entry that has no path yet.
@@ -140,8 +144,37 @@ impl SessionSnapshot {
             })).collect::<Vec<_>>(),
             "stream_list": stream_list,
             "class_latency": class_latency_json(&self.class_latency),
+            "datagrams": datagrams_json(self),
         })
     }
+}
+
+/// The session's datagram counts: what went each way, and every drop by its reason.
+fn datagrams_json(s: &SessionSnapshot) -> serde_json::Value {
+    let d = &s.datagrams;
+    let u = &s.udp;
+    serde_json::json!({
+        "flows": s.flows,
+        "flows_opened": d.flows_opened,
+        "flows_refused": d.flows_refused,
+        "sent": d.sent,
+        "sent_bytes": d.sent_bytes,
+        "copies": d.copies,
+        "received": d.received,
+        "received_bytes": d.received_bytes,
+        "duplicates": d.duplicates,
+        "dropped": {
+            "queue_full": d.dropped_queue_full,
+            "expired": d.dropped_expired,
+            "unknown_flow": d.dropped_unknown_flow,
+            "frag": u.dropped_frag,
+            "malformed": u.dropped_malformed,
+            "oversize": u.dropped_oversize,
+            "foreign": u.dropped_foreign,
+            "refused": u.dropped_refused,
+            "backlog": u.dropped_backlog,
+        },
+    })
 }
 
 fn path_json(p: &PathView) -> serde_json::Value {

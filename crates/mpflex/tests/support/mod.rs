@@ -54,6 +54,9 @@ pub struct Options {
     /// TOML appended to the client's and the server's configuration (e.g. `[[classes]]`).
     pub client_toml: String,
     pub server_toml: String,
+    /// Lines added to the server's `[acl]` table (which allows loopback and private
+    /// networks).
+    pub server_acl: String,
     /// How server and client are started: (role, configuration file) to the command line;
     /// `mpflex <role> --config <file>` with the binary under test if `None`.
     pub launch: Option<Box<Launch>>,
@@ -103,6 +106,7 @@ impl Default for Options {
             congestion: None,
             client_toml: String::new(),
             server_toml: String::new(),
+            server_acl: String::new(),
             launch: None,
             bind_device: false,
             transparent_listen: "127.0.0.1:1081",
@@ -397,7 +401,7 @@ impl Lab {
             format!(
                 "listen = [\"{listen}\"]\nprivate_key = \"{spriv}\"\nstatus_listen = \"127.0.0.1:{SERVER_STATUS}\"\n\
                  scheduler = \"{sched}\"\n[[clients]]\nname = \"test\"\npublic_key = \"{cpub}\"\n\
-                 [acl]\nallow_loopback = true\nallow_private = true\n[tuning]\nkeepalive_ms = {ka}\npath_timeout_ms = {pt}\n\
+                 [acl]\nallow_loopback = true\nallow_private = true\n{acl}[tuning]\nkeepalive_ms = {ka}\npath_timeout_ms = {pt}\n\
                  queue_target_ms = {qt}\n{cc}{extra}",
                 listen = opts.server_listen,
                 sched = opts.scheduler,
@@ -406,6 +410,7 @@ impl Lab {
                 qt = opts.queue_target_ms,
                 cc = congestion(opts),
                 extra = opts.server_toml,
+                acl = opts.server_acl,
             ),
         )
         .unwrap();

@@ -1,0 +1,283 @@
+//! UDP through mpflex: a SOCKS5 UDP client written here (RFC 1928 §7) sends datagrams
+//! through `mpflex client` and `mpflex server` over two namespace paths to a UDP echo
+//! server and a small DNS responder in the server's namespace. IPv4 and name
+//! destinations are echoed; a destination the server's ACL denies is refused (counted on
+//! both sides, logged by the server) while other flows keep flowing; FRAG ≠ 0 and
+//! malformed requests are dropped and counted; the association ends with its control
+//! connection.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const ECHO_PORT: u16 = 5300;
+/// The server's ACL denies this port.
+const DENIED_PORT: u16 = 5399;
+
+/// A UDP echo server on every address of the server's namespace (IPv4 and IPv6, one
+/// dual-stack socket), for the test's lifetime.
+fn start_echo(ns: &str, port: u16) {
+    let sock = in_ns(ns, move || UdpSocket::bind(("::", port)).expect("echo socket"));
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let _ = sock.send_to(&buf[..n], from);
+        }
+    });
+}
+
+/// A DNS responder on port 53 that answers every A query for a name with 192.0.2.53
+/// (one answer, pointing back at the question's name; RFC 1035 §4.1).
+fn start_dns(ns: &str) {
+    let sock = in_ns(ns, || UdpSocket::bind(("::", 53)).expect("dns socket"));
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            if n < 12 {
+                continue;
+            }
+            let mut r = buf[..n].to_vec();
+            r[2] |= 0x80; // QR: a response
+            r[7] = 1; // ANCOUNT = 1
+            r.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 53]);
+            let _ = sock.send_to(&r, from);
+        }
+    });
+}
+
+fn dns_query(id: u16, name: &str) -> Vec<u8> {
+    let mut q = id.to_be_bytes().to_vec();
+    q.extend_from_slice(&[1, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]);
+    q
+}
+
+/// A SOCKS5 UDP association: its control connection and the client's UDP socket.
+struct Assoc {
+    ctrl: TcpStream,
+    sock: UdpSocket,
+    relay: SocketAddr,
+}
+
+impl Assoc {
+    /// Must run inside the client's namespace.
+    fn open(proxy: SocketAddr) -> Assoc {
+        let mut ctrl = TcpStream::connect(proxy).unwrap();
+        ctrl.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        ctrl.write_all(&[5, 1, 0]).unwrap();
+        let mut r = [0u8; 2];
+        ctrl.read_exact(&mut r).unwrap();
+        assert_eq!(r, [5, 0]);
+        // UDP ASSOCIATE, the client's address not known yet (all zero).
+        ctrl.write_all(&[5, 3, 0, 1, 0, 0, 0, 0, 0, 0]).unwrap();
+        let mut rep = [0u8; 10];
+        ctrl.read_exact(&mut rep).unwrap();
+        assert_eq!(rep[..4], [5, 0, 0, 1], "UDP ASSOCIATE reply");
+        let relay = SocketAddr::from(([rep[4], rep[5], rep[6], rep[7]], u16::from_be_bytes([rep[8], rep[9]])));
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        Assoc { ctrl, sock, relay }
+    }
+
+    fn header(dst: &Dst, frag: u8) -> Vec<u8> {
+        let mut v = vec![0, 0, frag];
+        match dst {
+            Dst::Ip(a) => match a {
+                SocketAddr::V4(a) => {
+                    v.push(1);
+                    v.extend_from_slice(&a.ip().octets());
+                }
+                SocketAddr::V6(a) => {
+                    v.push(4);
+                    v.extend_from_slice(&a.ip().octets());
+                }
+            },
+            Dst::Name(n, _) => {
+                v.push(3);
+                v.push(n.len() as u8);
+                v.extend_from_slice(n.as_bytes());
+            }
+        }
+        let port = match dst {
+            Dst::Ip(a) => a.port(),
+            Dst::Name(_, p) => *p,
+        };
+        v.extend_from_slice(&port.to_be_bytes());
+        v
+    }
+
+    fn send(&self, dst: &Dst, data: &[u8]) {
+        self.send_frag(dst, data, 0)
+    }
+
+    fn send_frag(&self, dst: &Dst, data: &[u8], frag: u8) {
+        let mut d = Self::header(dst, frag);
+        d.extend_from_slice(data);
+        self.sock.send_to(&d, self.relay).unwrap();
+    }
+
+    /// The next datagram's header (as sent) and payload, or `None` after the timeout.
+    fn recv(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        let mut buf = [0u8; 65536];
+        let n = self.sock.recv(&mut buf).ok()?;
+        let hlen = match buf[3] {
+            1 => 4 + 4 + 2,
+            4 => 4 + 16 + 2,
+            3 => 4 + 1 + buf[4] as usize + 2,
+            t => panic!("reply with address type {t}"),
+        };
+        Some((buf[..hlen].to_vec(), buf[hlen..n].to_vec()))
+    }
+
+    /// Sends `data` to `dst` until the answer comes back (UDP may lose the first while
+    /// the flow opens); returns the answer's header and payload.
+    fn exchange(&self, dst: &Dst, data: &[u8], within: Duration) -> Option<(Vec<u8>, Vec<u8>)> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            self.send(dst, data);
+            if let Some(r) = self.recv() {
+                return Some(r);
+            }
+        }
+        None
+    }
+}
+
+#[derive(Clone)]
+enum Dst {
+    Ip(SocketAddr),
+    Name(String, u16),
+}
+
+/// The datagram counts of the only session: the client's status shows its session at the
+/// top, the server's in a list.
+fn datagrams(status: &serde_json::Value) -> serde_json::Value {
+    match &status["datagrams"] {
+        serde_json::Value::Null => status["sessions"][0]["datagrams"].clone(),
+        d => d.clone(),
+    }
+}
+
+#[test]
+fn socks5_udp_over_two_paths() {
+    if !ready("socks5_udp_over_two_paths") {
+        return;
+    }
+    let lab = Lab::new(Options {
+        server_acl: format!("deny_ports = [{DENIED_PORT}]\n"),
+        ..Default::default()
+    });
+    start_echo(&lab.topo.server_ns, ECHO_PORT);
+    start_echo(&lab.topo.server_ns, DENIED_PORT);
+    start_dns(&lab.topo.server_ns);
+    let echo_v4 = Dst::Ip(format!("{}:{ECHO_PORT}", lab.server_addr(0)).parse().unwrap());
+    let echo_v6 = Dst::Ip(format!("[::1]:{ECHO_PORT}").parse().unwrap());
+    let echo_name = Dst::Name("localhost".into(), ECHO_PORT);
+    let denied = Dst::Ip(format!("{}:{DENIED_PORT}", lab.server_addr(1)).parse().unwrap());
+    let dns = Dst::Ip(format!("{}:53", lab.server_addr(1)).parse().unwrap());
+    let proxy = lab.socks();
+
+    let (v4, v6, name, denied_got, dns_ok, many) = in_ns(&lab.topo.client_ns.clone(), move || {
+        let a = Assoc::open(proxy);
+        let v4 = a.exchange(&echo_v4, b"hello over v4", Duration::from_secs(5));
+        let v6 = a.exchange(&echo_v6, b"hello over v6", Duration::from_secs(5));
+        let name = a.exchange(&echo_name, b"hello by name", Duration::from_secs(5));
+        // The denied destination: the server refuses the flow; nothing comes back, and
+        // the echo flow still works after it.
+        let denied_got = a.exchange(&denied, b"not allowed", Duration::from_secs(2));
+        // Voice-like: 200 datagrams of 160 bytes, 10 ms apart, each echoed.
+        let mut many = 0;
+        for i in 0..200u32 {
+            let mut d = vec![0u8; 160];
+            d[..4].copy_from_slice(&i.to_be_bytes());
+            a.send(&echo_v4, &d);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        a.sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut seen = std::collections::HashSet::new();
+        while let Some((_, d)) = a.recv() {
+            if d.len() == 160 {
+                seen.insert(u32::from_be_bytes([d[0], d[1], d[2], d[3]]));
+            }
+        }
+        many += seen.len();
+        // DNS: 100 queries, each answered.
+        a.sock.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        let mut dns_ok = 0;
+        for id in 0..100u16 {
+            let q = dns_query(id, "example.test");
+            if let Some((_, r)) = a.exchange(&dns, &q, Duration::from_secs(3)) {
+                if r.len() == q.len() + 16 && r[..2] == id.to_be_bytes() && r[2] & 0x80 != 0 {
+                    dns_ok += 1;
+                }
+            }
+        }
+        // FRAG ≠ 0 is dropped; a garbage header too.
+        a.send_frag(&echo_v4, b"fragment", 1);
+        a.sock.send_to(&[0, 0, 0, 9, 1, 2], a.relay).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        drop(a.ctrl);
+        (v4, v6, name, denied_got, dns_ok, many)
+    });
+
+    let (h, d) = v4.expect("IPv4 echo through mpflex");
+    assert_eq!(d, b"hello over v4");
+    assert_eq!(h[3], 1, "the reply names the IPv4 source");
+    let (h, d) = v6.expect("IPv6 echo through mpflex");
+    assert_eq!(d, b"hello over v6");
+    assert_eq!(h[3], 4);
+    let (h, d) = name.expect("echo by name through mpflex");
+    assert_eq!(d, b"hello by name");
+    assert_eq!(&h[3..5 + "localhost".len()], b"\x03\x09localhost");
+    assert!(denied_got.is_none(), "the denied destination answered: {denied_got:?}");
+    assert!(many >= 198, "voice-like echoes: {many} of 200");
+    assert_eq!(dns_ok, 100, "DNS queries answered");
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (c, s) = loop {
+        let c = datagrams(&lab.client_status());
+        let s = datagrams(&lab.server_status());
+        if c["dropped"]["frag"] == 1 && c["flows"] == 0 || Instant::now() > deadline {
+            break (c, s);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(c["dropped"]["frag"], 1, "client: {c}");
+    assert_eq!(c["dropped"]["malformed"], 1, "client: {c}");
+    assert_eq!(c["flows"], 0, "the association's flows close with it: {c}");
+    assert!(c["flows_refused"].as_u64() >= Some(1), "client: {c}");
+    assert!(s["flows_refused"].as_u64() >= Some(1), "server: {s}");
+    assert!(c["copies"].as_u64() > Some(100), "realtime datagrams were copied: {c}");
+    assert!(
+        s["duplicates"].as_u64() > Some(100),
+        "the server dropped second copies: {s}"
+    );
+    assert!(s["received"].as_u64() >= Some(300), "server: {s}");
+    let log = lab.log("server");
+    assert!(log.contains("datagram flow refused"), "server log names the refusal");
+    assert!(log.contains(&DENIED_PORT.to_string()));
+    // /metrics has the same counts.
+    let metrics = in_ns(&lab.topo.client_ns.clone(), || {
+        let mut s = TcpStream::connect(("127.0.0.1", CLIENT_STATUS)).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    });
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("mpflex_session_datagrams_dropped_total")
+                && l.contains("reason=\"frag\"")
+                && l.ends_with(" 1")),
+        "{metrics}"
+    );
+}
