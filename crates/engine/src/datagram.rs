@@ -15,8 +15,10 @@
 //!   by the paths' rates;
 //! - datagrams wait in one bounded queue per session ([`Datagrams::limit`] datagrams and
 //!   [`QUEUE_BYTES`] bytes); when it is full the oldest goes (a late datagram is worth
-//!   less than a new one to every realtime application), counted. They count against no
-//!   stream window, and they go before stream bytes that are not interactive.
+//!   less than a new one to every realtime application), counted — the oldest of the
+//!   flow that holds the most of the queue, so one application's flood drops its own
+//!   datagrams and not a call's beside it. They count against no stream window, and
+//!   they go before stream bytes that are not interactive.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -111,6 +113,8 @@ struct Flow {
     /// Copied datagrams received: the highest `seq`, and a bit per earlier one.
     rx_high: Option<u16>,
     rx_seen: u128,
+    /// Its datagrams in the queue.
+    queued: usize,
 }
 
 impl Flow {
@@ -124,6 +128,7 @@ impl Flow {
             pinned: None,
             rx_high: None,
             rx_seen: 0,
+            queued: 0,
         }
     }
 
@@ -294,6 +299,7 @@ impl Datagrams {
         let class = f.classify(data.len(), now);
         let seq = f.next_seq;
         f.next_seq = f.next_seq.wrapping_add(1);
+        f.queued += 1;
         self.queued_bytes += data.len();
         self.queue.push_back(Queued {
             flow,
@@ -306,8 +312,16 @@ impl Datagrams {
             first_sent: None,
         });
         while self.queue.len() > self.limit || self.queued_bytes > QUEUE_BYTES {
-            let old = self.queue.pop_front().expect("over the limit");
-            self.queued_bytes -= old.data.len();
+            let hog = self
+                .flows
+                .iter()
+                .max_by_key(|(id, f)| (f.queued, std::cmp::Reverse(**id)))
+                .map(|(id, _)| *id);
+            let at = hog
+                .and_then(|h| self.queue.iter().position(|q| q.flow == h))
+                .unwrap_or(0);
+            let old = self.queue.remove(at).expect("over the limit");
+            self.forget(&old);
             if old.sent_on == 0 {
                 self.counters.dropped_queue_full += 1;
                 tracing::debug!(
@@ -320,22 +334,21 @@ impl Datagrams {
         Some(class)
     }
 
+    /// Books a datagram out of the queue.
+    fn forget(&mut self, q: &Queued) {
+        self.queued_bytes -= q.data.len();
+        if let Some(f) = self.flows.get_mut(&q.flow) {
+            f.queued -= 1;
+        }
+    }
+
     /// Drops what waited too long, and copies whose first went long enough ago.
     pub fn expire(&mut self, now: Instant) {
-        let mut freed = 0;
-        let mut expired = 0;
-        self.queue.retain(|q| {
-            let stale = match q.first_sent {
-                Some(t) => now.saturating_duration_since(t) >= COPY_WAIT,
-                None => now.saturating_duration_since(q.queued_at) >= MAX_WAIT,
-            };
-            if stale {
-                freed += q.data.len();
-                expired += (q.sent_on == 0) as u64;
-            }
-            !stale
-        });
-        self.queued_bytes -= freed;
+        let stale = |q: &Queued| match q.first_sent {
+            Some(t) => now.saturating_duration_since(t) >= COPY_WAIT,
+            None => now.saturating_duration_since(q.queued_at) >= MAX_WAIT,
+        };
+        let expired = self.take_out(stale);
         if expired > 0 {
             self.counters.dropped_expired += expired;
             tracing::debug!(expired, "datagrams waited too long for a path: dropped");
@@ -344,15 +357,25 @@ impl Datagrams {
 
     /// Removes the datagrams no path is to send any more.
     pub fn prune(&mut self) {
-        let mut freed = 0;
-        self.queue.retain(|q| {
-            let done = q.want == 0 && q.sent_on != 0;
-            if done {
-                freed += q.data.len();
+        self.take_out(|q| q.want == 0 && q.sent_on != 0);
+    }
+
+    /// Removes the queued datagrams `out` picks; returns how many of them no path took.
+    fn take_out(&mut self, out: impl Fn(&Queued) -> bool) -> u64 {
+        if !self.queue.iter().any(&out) {
+            return 0;
+        }
+        let mut unsent = 0;
+        let queue = std::mem::take(&mut self.queue);
+        for q in queue {
+            if out(&q) {
+                unsent += (q.sent_on == 0) as u64;
+                self.forget(&q);
+            } else {
+                self.queue.push_back(q);
             }
-            !done
-        });
-        self.queued_bytes -= freed;
+        }
+        unsent
     }
 
     /// Whether `flow`'s `FlowOpen` must precede its datagram on `path` (client side:
@@ -435,6 +458,28 @@ mod tests {
         assert_eq!(d.counters.received, 9);
         assert!(!d.on_receive(99, 0, false, 10));
         assert_eq!(d.counters.dropped_unknown_flow, 1);
+    }
+
+    /// A flood from one flow fills the queue: its own oldest datagrams go, the other
+    /// flow's stay.
+    #[test]
+    fn a_flood_drops_its_own_datagrams() {
+        let t0 = Instant::now();
+        let mut d = Datagrams::new(10);
+        let call = d.open(addr());
+        let flood = d.open(addr());
+        d.push(call, Bytes::from_static(b"voice 0"), t0);
+        for _ in 0..50 {
+            d.push(flood, Bytes::from(vec![0; 1000]), t0);
+        }
+        d.push(call, Bytes::from_static(b"voice 1"), t0);
+        assert_eq!(d.counters.dropped_queue_full, 42);
+        let calls = d.queue.iter().filter(|q| q.flow == call).count();
+        assert_eq!(calls, 2, "the call's datagrams stay");
+        assert_eq!(d.queued(), (10, 8 * 1000 + 14));
+        d.expire(t0 + MAX_WAIT);
+        assert_eq!(d.queued(), (0, 0));
+        assert_eq!(d.counters.dropped_expired, 10);
     }
 
     /// Small datagrams at a voice rate are realtime; large ones, or small ones at a high

@@ -219,3 +219,42 @@ fn a_refused_flow_is_closed_with_its_reason() {
     assert_eq!(pair.client.send_datagram(flow, numbered(1, 50)), None);
     assert_eq!(pair.client.num_flows(), 0);
 }
+
+/// Bad datagram input is counted, never fatal to the session: a datagram for a flow never
+/// opened is dropped; flows beyond `max_flows` are refused with `TOO_MANY` while the
+/// others go on; only a server's `FlowOpen` to a client breaks the protocol.
+#[test]
+fn bad_datagram_input_is_counted_not_fatal() {
+    let mut pair = Pair::with("minrtt", &[(10, 1000)], |c| c.max_flows = 2);
+    let now = pair.now;
+    let stray = mpflex_wire::Frame::Datagram {
+        flow: 4242,
+        seq: 0,
+        copied: false,
+        data: Bytes::from_static(b"stray"),
+    };
+    pair.server.handle_frame(0, stray, now).unwrap();
+    assert_eq!(pair.server.datagram_counters().dropped_unknown_flow, 1);
+
+    let flows: Vec<FlowId> = (0..3).map(|_| pair.client.open_flow(dest())).collect();
+    for (i, &f) in flows.iter().enumerate() {
+        pair.client.send_datagram(f, numbered(i as u32, 40));
+    }
+    for _ in 0..100 {
+        pair.step();
+    }
+    assert_eq!(pair.server.num_flows(), 2);
+    assert_eq!(pair.server.datagram_counters().flows_refused, 1);
+    assert!(pair.flow_closes.contains(&(true, flows[2], flow_close::TOO_MANY)));
+    for &f in &flows[..2] {
+        assert!(pair.client.send_datagram(f, numbered(9, 40)).is_some());
+    }
+    for _ in 0..100 {
+        pair.step();
+    }
+    assert_eq!(arrivals(&pair, flows[0]).len(), 2);
+    assert_eq!(arrivals(&pair, flows[1]).len(), 2);
+
+    let open = mpflex_wire::Frame::FlowOpen { flow: 1, addr: dest() };
+    assert!(pair.client.handle_frame(0, open, now).is_err());
+}
