@@ -281,3 +281,81 @@ fn socks5_udp_over_two_paths() {
         "{metrics}"
     );
 }
+
+/// A flow idle for the server's timeout is closed on both sides, and the next datagram
+/// opens a new one. Then one application floods a 10 Mbit/s pair of paths with 1200-byte
+/// datagrams while another runs a voice-like echo: the flood's excess is dropped and
+/// counted, the voice datagrams keep flowing, and nothing crashes.
+#[test]
+fn udp_idle_timeout_and_a_flood_beside_a_call() {
+    if !ready("udp_idle_timeout_and_a_flood_beside_a_call") {
+        return;
+    }
+    let lab = Lab::new(Options {
+        rate_mbit: 10,
+        server_toml: "[udp]\nidle_timeout_secs = 2\ndns_idle_timeout_secs = 1\n".into(),
+        ..Default::default()
+    });
+    start_echo(&lab.topo.server_ns, ECHO_PORT);
+    let echo = Dst::Ip(format!("{}:{ECHO_PORT}", lab.server_addr(0)).parse().unwrap());
+    let proxy = lab.socks();
+    let cns = lab.topo.client_ns.clone();
+
+    let a = in_ns(&cns, move || Assoc::open(proxy));
+    let first = a.exchange(&echo, b"before idle", Duration::from_secs(5));
+    assert_eq!(first.map(|(_, d)| d), Some(b"before idle".to_vec()));
+    assert_eq!(datagrams(&lab.server_status())["flows"], 1);
+    std::thread::sleep(Duration::from_millis(3500));
+    assert_eq!(
+        datagrams(&lab.server_status())["flows"],
+        0,
+        "idle flow closed on the server"
+    );
+    assert_eq!(datagrams(&lab.client_status())["flows"], 0, "and on the client");
+    let again = a.exchange(&echo, b"after idle", Duration::from_secs(5));
+    assert_eq!(again.map(|(_, d)| d), Some(b"after idle".to_vec()));
+
+    let flood_dst = echo.clone();
+    let flood = spawn_in_ns(&cns, move || {
+        let f = Assoc::open(proxy);
+        let d = vec![0xeeu8; 1200];
+        let until = Instant::now() + Duration::from_secs(4);
+        let mut n = 0u64;
+        while Instant::now() < until {
+            f.send(&flood_dst, &d);
+            n += 1;
+        }
+        n
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let mut voice = 0;
+    for i in 0..100u32 {
+        let mut d = vec![0u8; 160];
+        d[..4].copy_from_slice(&i.to_be_bytes());
+        a.send(&echo, &d);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    a.sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    while let Some((_, d)) = a.recv() {
+        if d.len() == 160 {
+            seen.insert(u32::from_be_bytes([d[0], d[1], d[2], d[3]]));
+        }
+    }
+    voice += seen.len();
+    let flooded = flood.join().unwrap();
+    let c = datagrams(&lab.client_status());
+    let s = datagrams(&lab.server_status());
+    let dropped = |v: &serde_json::Value| {
+        v["dropped"]["queue_full"].as_u64().unwrap_or(0) + v["dropped"]["expired"].as_u64().unwrap_or(0)
+    };
+    eprintln!("flood: {flooded} datagrams sent; voice echoes {voice} of 100; client {c}; server {s}");
+    assert!(flooded > 20_000, "the flood sent {flooded} datagrams");
+    assert!(dropped(&c) > 1000, "the flood's excess is dropped and counted: {c}");
+    assert!(
+        voice >= 90,
+        "voice echoes beside the flood: {voice} of 100; client {c}, server {s}"
+    );
+    assert!(lab.client.is_some() && lab.paths_up() == 2, "both paths still up");
+    drop(a);
+}
