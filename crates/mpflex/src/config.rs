@@ -289,6 +289,9 @@ pub struct ClientConfig {
     pub socks_listen: Option<SocketAddr>,
     #[serde(default)]
     pub transparent_listen: Option<SocketAddr>,
+    /// Transparent UDP: where `TPROXY` rules divert datagrams (docs/udp.md).
+    #[serde(default)]
+    pub transparent_udp_listen: Option<SocketAddr>,
     #[serde(default)]
     pub status_listen: Option<SocketAddr>,
     pub paths: Vec<PathConfig>,
@@ -481,8 +484,8 @@ impl ClientConfig {
                 mpflex_sched::NAMES.join(", ")
             );
         }
-        if self.socks_listen.is_none() && self.transparent_listen.is_none() {
-            bail!("socks_listen / transparent_listen: at least one ingress is needed");
+        if self.socks_listen.is_none() && self.transparent_listen.is_none() && self.transparent_udp_listen.is_none() {
+            bail!("socks_listen / transparent_listen / transparent_udp_listen: at least one ingress is needed");
         }
         self.private_key()?;
         decode_key(&self.server_public_key, "server_public_key")?;

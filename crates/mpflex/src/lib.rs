@@ -15,3 +15,4 @@ pub mod server;
 pub mod socks;
 pub mod status;
 pub mod tcpinfo;
+pub mod tproxy;

@@ -359,3 +359,92 @@ fn udp_idle_timeout_and_a_flood_beside_a_call() {
     assert!(lab.client.is_some() && lab.paths_up() == 2, "both paths still up");
     drop(a);
 }
+
+/// A namespace of the lab's group, deleted with the test.
+struct ExtraNs(String);
+
+impl Drop for ExtraNs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .status();
+    }
+}
+
+/// The router case: a host on a LAN behind the client's namespace sends UDP to the echo
+/// server's address; an nftables `tproxy` rule diverts it to `transparent_udp_listen`,
+/// mpflex carries it, and the answer comes back from the address the host sent to. The
+/// client's namespace does not forward packets, so nothing reaches the echo server
+/// around mpflex.
+#[test]
+fn tproxy_udp_from_a_lan_host() {
+    let test = "tproxy_udp_from_a_lan_host";
+    if !ready(test) || !mpflex_netns::require_tools(test, &["nft"]) {
+        return;
+    }
+    let lab = Lab::new(Options {
+        client_root: "transparent_udp_listen = \"0.0.0.0:1082\"\n".into(),
+        ..Default::default()
+    });
+    start_echo(&lab.topo.server_ns, ECHO_PORT);
+    let c = lab.topo.client_ns.clone();
+    let lan = ExtraNs(format!("{}-lan", lab.topo.name));
+    let l = lan.0.clone();
+    sh(&["ip", "netns", "add", &l]);
+    sh(&[
+        "ip", "link", "add", "lan0", "netns", &c, "type", "veth", "peer", "name", "eth0", "netns", &l,
+    ]);
+    sh(&["ip", "-n", &c, "addr", "add", "192.168.77.1/24", "dev", "lan0"]);
+    sh(&["ip", "-n", &c, "link", "set", "lan0", "up"]);
+    sh(&["ip", "-n", &l, "addr", "add", "192.168.77.2/24", "dev", "eth0"]);
+    sh(&["ip", "-n", &l, "link", "set", "eth0", "up"]);
+    sh(&["ip", "-n", &l, "link", "set", "lo", "up"]);
+    sh(&["ip", "-n", &l, "route", "add", "default", "via", "192.168.77.1"]);
+    let nft = |args: &str| {
+        let mut v = vec!["ip", "netns", "exec", &c, "nft"];
+        v.extend(args.split(' '));
+        sh(&v);
+    };
+    nft("add table ip mpflex");
+    nft("add chain ip mpflex prerouting { type filter hook prerouting priority mangle ; }");
+    nft("add rule ip mpflex prerouting iifname lan0 meta l4proto udp tproxy to :1082 meta mark set 1");
+    sh(&["ip", "-n", &c, "rule", "add", "fwmark", "1", "lookup", "100"]);
+    sh(&[
+        "ip",
+        "-n",
+        &c,
+        "route",
+        "add",
+        "local",
+        "0.0.0.0/0",
+        "dev",
+        "lo",
+        "table",
+        "100",
+    ]);
+
+    let echo: SocketAddr = format!("{}:{ECHO_PORT}", lab.server_addr(0)).parse().unwrap();
+    let got = in_ns(&l, move || {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut answers = Vec::new();
+        for i in 0..20u8 {
+            s.send_to(&[b'q', i], echo).unwrap();
+            if let Ok((n, from)) = s.recv_from(&mut buf) {
+                answers.push((buf[..n].to_vec(), from));
+            }
+        }
+        answers
+    });
+    assert!(got.len() >= 18, "answers through TPROXY: {} of 20", got.len());
+    assert!(
+        got.iter().all(|(_, from)| *from == echo),
+        "answers come from the address sent to: {got:?}"
+    );
+    let s = datagrams(&lab.server_status());
+    assert!(
+        s["received"].as_u64() >= Some(18),
+        "the datagrams went through mpflex: {s}"
+    );
+}

@@ -76,6 +76,16 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
         info!("transparent redirect on {addr}");
         listeners.push(tokio::spawn(accept_loop(l, h.clone(), Ingress::Redirect)));
     }
+    if let Some(addr) = cfg.transparent_udp_listen {
+        let sock = crate::tproxy::listen(addr)?;
+        info!("transparent UDP (TPROXY) on {addr}");
+        let h = h.clone();
+        listeners.push(tokio::spawn(async move {
+            if let Err(e) = udp::transparent(h, sock).await {
+                warn!("transparent UDP stopped: {e:#}");
+            }
+        }));
+    }
     tokio::select! {
         _ = shutdown.cancelled() => info!("shutting down"),
         _ = h.closed.cancelled() => warn!("session closed"),

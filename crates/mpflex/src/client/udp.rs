@@ -129,3 +129,85 @@ pub async fn associate(h: SessionHandle, mut ctrl: TcpStream, hint: TargetAddr) 
     }
     Ok(())
 }
+
+/// Transparent UDP (`TPROXY`): one flow per (application, original destination) pair;
+/// answers go back from the original destination's address, so the application sees
+/// the peer it sent to. Flows end when the server closes them (its idle timeout).
+pub async fn transparent(h: SessionHandle, sock: UdpSocket) -> Result<()> {
+    let (tx, mut rx) = mpsc::channel::<(FlowId, FlowMsg)>(FLOW_BACKLOG);
+    let mut flows: HashMap<(SocketAddr, SocketAddr), FlowId> = HashMap::new();
+    let mut ends: HashMap<FlowId, (SocketAddr, SocketAddr)> = HashMap::new();
+    let mut refused: HashSet<SocketAddr> = HashSet::new();
+    // One socket per original destination answers every application that sent to it.
+    let mut repliers: HashMap<SocketAddr, UdpSocket> = HashMap::new();
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        tokio::select! {
+            r = crate::tproxy::recv(&sock, &mut buf) => {
+                let (n, app, dst) = match r {
+                    Ok(x) => x,
+                    Err(e) => {
+                        h.count_udp(|u| u.dropped_malformed += 1);
+                        debug!("transparent datagram dropped: {e}");
+                        continue;
+                    }
+                };
+                let app = crate::tproxy::canonical(app);
+                if n > MAX_DATAGRAM || n > buf.len() {
+                    h.count_udp(|u| u.dropped_oversize += 1);
+                    debug!(n, "datagram larger than a UDP payload dropped");
+                    continue;
+                }
+                if refused.contains(&dst) {
+                    h.count_udp(|u| u.dropped_refused += 1);
+                    continue;
+                }
+                let data = Bytes::copy_from_slice(&buf[..n]);
+                let flow = match flows.get(&(app, dst)) {
+                    Some(&f) => f,
+                    None => {
+                        let f = h.open_flow(TargetAddr::Ip(dst), tx.clone());
+                        debug!(flow = f, %app, %dst, "transparent datagram flow opened");
+                        flows.insert((app, dst), f);
+                        ends.insert(f, (app, dst));
+                        f
+                    }
+                };
+                if !h.send_datagram(flow, data) {
+                    flows.remove(&(app, dst));
+                    ends.remove(&flow);
+                }
+            }
+            Some((flow, msg)) = rx.recv() => match msg {
+                FlowMsg::Datagram(d) => {
+                    let Some(&(app, dst)) = ends.get(&flow) else { continue };
+                    let replier = match repliers.entry(dst) {
+                        std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(v) => match crate::tproxy::reply_socket(dst) {
+                            Ok(s) => v.insert(s),
+                            Err(e) => {
+                                debug!(%dst, "cannot answer from {dst}: {e}");
+                                continue;
+                            }
+                        },
+                    };
+                    if let Err(e) = replier.send_to(&d, app).await {
+                        debug!(%app, "datagram to the application not sent: {e}");
+                    }
+                }
+                FlowMsg::Closed(code) => {
+                    if let Some((app, dst)) = ends.remove(&flow) {
+                        flows.remove(&(app, dst));
+                        if code == flow_close::REFUSED {
+                            refused.insert(dst);
+                        }
+                        if !ends.values().any(|&(_, d)| d == dst) {
+                            repliers.remove(&dst);
+                        }
+                    }
+                }
+            },
+            _ = h.closed.cancelled() => return Ok(()),
+        }
+    }
+}

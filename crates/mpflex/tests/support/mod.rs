@@ -54,6 +54,8 @@ pub struct Options {
     /// TOML appended to the client's and the server's configuration (e.g. `[[classes]]`).
     pub client_toml: String,
     pub server_toml: String,
+    /// Top-level lines added to the client's configuration (before its tables).
+    pub client_root: String,
     /// Lines added to the server's `[acl]` table (which allows loopback and private
     /// networks).
     pub server_acl: String,
@@ -107,6 +109,7 @@ impl Default for Options {
             client_toml: String::new(),
             server_toml: String::new(),
             server_acl: String::new(),
+            client_root: String::new(),
             launch: None,
             bind_device: false,
             transparent_listen: "127.0.0.1:1081",
@@ -417,9 +420,10 @@ impl Lab {
         let mut client = format!(
             "private_key = \"{cpriv}\"\nserver_public_key = \"{spub}\"\nscheduler = \"{sched}\"\n\
              socks_listen = \"127.0.0.1:{SOCKS_PORT}\"\nstatus_listen = \"127.0.0.1:{CLIENT_STATUS}\"\n\
-             transparent_listen = \"{transparent}\"\n",
+             transparent_listen = \"{transparent}\"\n{root}",
             sched = opts.scheduler,
             transparent = opts.transparent_listen,
+            root = opts.client_root,
         );
         if let Some(paths) = &opts.client_paths {
             client += &paths(self);
