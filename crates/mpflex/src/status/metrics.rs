@@ -601,6 +601,17 @@ pub(crate) mod tests {
             r#"class_latency_seconds_count{role="server",client="lap\"top",session="0a0b0c0d",class="bulk"}"#
         ));
         assert!(line(&text, "mpflex_build_info{").ends_with(" 1"));
+        // Datagrams: counts by event, drops by reason, open flows.
+        assert!(text.contains(&format!(r#"mpflex_session_datagrams_total{{{l},event="sent"}} 11"#)));
+        assert!(text.contains(&format!(r#"mpflex_session_datagrams_total{{{l},event="duplicate"}} 3"#)));
+        assert!(text.contains(&format!(
+            r#"mpflex_session_datagrams_dropped_total{{{l},reason="frag"}} 4"#
+        )));
+        assert!(text.contains(&format!(r#"mpflex_session_flows{{{l}}} 2"#)), "{text}");
+        assert!(
+            line(&text, "# TYPE mpflex_session_datagrams_dropped_total ").ends_with(" counter"),
+            "{text}"
+        );
     }
 
     #[test]

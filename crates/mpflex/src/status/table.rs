@@ -65,8 +65,58 @@ pub fn render_table(v: &serde_json::Value) -> String {
         }
         out += &streams_table(s);
         out += &latency_table(s);
+        out += &datagram_line(s);
     }
     out
+}
+
+/// One line of datagram counts, once the session has carried any: flows, each way,
+/// copies and duplicates, and the drops with their reasons (only those that happened).
+fn datagram_line(s: &serde_json::Value) -> String {
+    let d = &s["datagrams"];
+    let n = |k: &str| d[k].as_u64().unwrap_or(0);
+    if n("flows_opened") == 0 && n("received") == 0 {
+        return String::new();
+    }
+    let drops: Vec<String> = d["dropped"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(why, v)| v.as_u64().filter(|&c| c > 0).map(|c| format!("{why} {c}")))
+        .collect();
+    format!(
+        "  udp: {} flows ({} refused), {} datagrams sent ({} copies), {} received ({} duplicates dropped){}\n",
+        n("flows"),
+        n("flows_refused"),
+        n("sent"),
+        n("copies"),
+        n("received"),
+        n("duplicates"),
+        if drops.is_empty() {
+            String::new()
+        } else {
+            format!("; dropped: {}", drops.join(", "))
+        }
+    )
+}
+
+#[cfg(test)]
+mod datagram_tests {
+    /// The line appears once there were flows, and names only the drops that happened.
+    #[test]
+    fn datagram_line_shows_counts_and_drops() {
+        let none = serde_json::json!({"datagrams": {"flows_opened": 0, "received": 0}});
+        assert_eq!(super::datagram_line(&none), "");
+        let s = serde_json::json!({"datagrams": {
+            "flows": 2, "flows_opened": 3, "flows_refused": 1, "sent": 40, "copies": 20,
+            "received": 18, "duplicates": 17,
+            "dropped": {"frag": 1, "queue_full": 0, "malformed": 2}
+        }});
+        assert_eq!(
+            super::datagram_line(&s),
+            "  udp: 2 flows (1 refused), 40 datagrams sent (20 copies), 18 received (17 duplicates dropped); dropped: frag 1, malformed 2\n"
+        );
+    }
 }
 
 /// Most streams the table lists (the JSON lists all).
