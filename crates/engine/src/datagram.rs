@@ -10,9 +10,14 @@
 //!   counts the second (the per-flow `seq` exists only for that). Two copies, not more:
 //!   the second path covers one failure, and the paths' rate is not spent on more
 //!   (issue 24; the redundant scheduler's trade-off in seed 000, applied to one class);
-//! - a *bulk* flow (a QUIC download's packets) goes on one path each, the one that
-//!   delivers it first counting what is already queued for each path, so the flow splits
-//!   by the paths' rates;
+//! - a *bulk* flow (a QUIC download's packets) goes on one path each: in order, to the
+//!   path asking for bytes unless another delivers it sooner by more than the reorder
+//!   window, so each path takes what it drains and the flow splits by the paths' rates.
+//!   The receiver puts a bulk flow's datagrams back in order, waiting
+//!   for a missing one at most a short window (the paths' delay difference and a margin,
+//!   [`reorder_window`]): QUIC takes a packet three behind the newest as lost (RFC 9002
+//!   §6.1.1), and two paths of different delay reorder far more than that. A datagram
+//!   that never comes (lost with its path) holds the flow back only that long;
 //! - datagrams wait in one bounded queue per session ([`Datagrams::limit`] datagrams and
 //!   [`QUEUE_BYTES`] bytes); when it is full the oldest goes (a late datagram is worth
 //!   less than a new one to every realtime application), counted — the oldest of the
@@ -71,6 +76,22 @@ pub const COPY_WAIT: Duration = Duration::from_millis(200);
 /// Copied datagrams the receiver remembers per flow, to drop the second copy.
 const DEDUP_WINDOW: u32 = 128;
 
+/// The least and most a bulk datagram waits for one missing before it.
+pub const REORDER_MIN: Duration = Duration::from_millis(2);
+pub const REORDER_MAX: Duration = Duration::from_millis(50);
+
+/// Most bulk datagrams one flow holds while waiting for a missing one; beyond, it stops
+/// waiting (the window's worth at a high rate, and a bound on memory).
+const REORDER_HOLD: usize = 256;
+
+/// How long a bulk datagram waits for a missing one before it: half the spread of the
+/// carrying paths' round-trip times (their one-way delays differ by about that much) and
+/// a margin of [`REORDER_MIN`], at most [`REORDER_MAX`] (a path slower than that by more
+/// is failing, and its datagrams count as lost).
+pub fn reorder_window(spread: Duration) -> Duration {
+    (spread / 2 + REORDER_MIN).min(REORDER_MAX)
+}
+
 /// Counts of one session's datagrams, for the metrics. Each drop also logs (at debug:
 /// a flood would otherwise flood the log too).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -93,6 +114,11 @@ pub struct DatagramCounters {
     pub dropped_unknown_flow: u64,
     /// Flows opened (client: by applications; server: by the peer).
     pub flows_opened: u64,
+    /// Bulk datagrams that arrived after the receiver stopped waiting for them (delivered
+    /// out of order), and gaps it stopped waiting for (a datagram lost, or later than the
+    /// reorder window).
+    pub late: u64,
+    pub gaps: u64,
     /// Flows closed with [`mpflex_wire::flow_close::REFUSED`] (server: refused here;
     /// client: refused by the server).
     pub flows_refused: u64,
@@ -115,6 +141,14 @@ struct Flow {
     rx_seen: u128,
     /// Its datagrams in the queue.
     queued: usize,
+    /// (receiver) The bulk `seq` expected next, and those held until it comes, with when
+    /// each arrived.
+    rx_next: Option<u16>,
+    held: std::collections::BTreeMap<u16, (Bytes, Instant)>,
+    /// How long its gaps took to fill lately (a decaying maximum), grown when one filled
+    /// after the receiver stopped waiting: the window adapts to the reordering the flow
+    /// sees, which includes the queues in the sender's sockets that no RTT shows.
+    rx_wait: Duration,
 }
 
 impl Flow {
@@ -129,6 +163,9 @@ impl Flow {
             rx_high: None,
             rx_seen: 0,
             queued: 0,
+            rx_next: None,
+            held: std::collections::BTreeMap::new(),
+            rx_wait: Duration::ZERO,
         }
     }
 
@@ -148,6 +185,12 @@ impl Flow {
         } else {
             DatagramClass::Bulk
         }
+    }
+
+    /// The reorder window of this flow: `base` (from the paths' RTTs) or a quarter more
+    /// than its gaps took to fill lately, whichever is longer, at most [`REORDER_MAX`].
+    fn window(&self, base: Duration) -> Duration {
+        base.max(self.rx_wait + self.rx_wait / 4).min(REORDER_MAX)
     }
 
     /// Whether a copied datagram `seq` is the first of its copies to arrive.
@@ -418,6 +461,79 @@ impl Datagrams {
         true
     }
 
+    /// A bulk datagram arrived (its copies already filtered): what is in order now goes
+    /// to `out`, the rest waits ([`Datagrams::release`]).
+    pub fn reorder(&mut self, flow: FlowId, seq: u16, data: Bytes, now: Instant, out: &mut Vec<(FlowId, Bytes)>) {
+        let Some(f) = self.flows.get_mut(&flow) else { return };
+        let next = *f.rx_next.get_or_insert(seq);
+        let ahead = seq.wrapping_sub(next) as i16;
+        if ahead < 0 {
+            // Later than the window let it be: still worth more delivered than dropped,
+            // and the window was too short.
+            self.counters.late += 1;
+            f.rx_wait = (f.rx_wait * 2 + REORDER_MIN).min(REORDER_MAX);
+            out.push((flow, data));
+            return;
+        }
+        if ahead > 0 {
+            let rel = |s: u16| s.wrapping_sub(next);
+            f.held.insert(seq, (data, now));
+            if f.held.len() > REORDER_HOLD {
+                // Stop waiting: the lowest held becomes the next expected.
+                let low = *f.held.keys().min_by_key(|&&s| rel(s)).expect("held");
+                f.rx_next = Some(low);
+                self.counters.gaps += 1;
+                Self::drain(flow, f, out);
+            }
+            return;
+        }
+        if let Some(first) = f.held.values().map(|(_, t)| *t).min() {
+            // A gap filled: how long it held the flow back.
+            let took = now.saturating_duration_since(first);
+            f.rx_wait = took.max(f.rx_wait.mul_f64(0.98));
+        }
+        f.rx_next = Some(seq.wrapping_add(1));
+        out.push((flow, data));
+        Self::drain(flow, f, out);
+    }
+
+    /// Delivers the held datagrams that continue `f`'s order.
+    fn drain(flow: FlowId, f: &mut Flow, out: &mut Vec<(FlowId, Bytes)>) {
+        while let Some(next) = f.rx_next {
+            let Some((d, _)) = f.held.remove(&next) else { break };
+            out.push((flow, d));
+            f.rx_next = Some(next.wrapping_add(1));
+        }
+    }
+
+    /// Gives up waiting where a held datagram has waited `window`: the gap before it is
+    /// lost (counted in `gaps`), and what follows it in order goes to `out`.
+    pub fn release(&mut self, now: Instant, window: Duration, out: &mut Vec<(FlowId, Bytes)>) {
+        for (&flow, f) in self.flows.iter_mut() {
+            while let Some(next) = f.rx_next {
+                let rel = |s: u16| s.wrapping_sub(next);
+                let Some((&low, &(_, at))) = f.held.iter().min_by_key(|(&s, _)| rel(s)) else {
+                    break;
+                };
+                let oldest = f.held.values().map(|(_, t)| *t).min().unwrap_or(at);
+                if now.saturating_duration_since(oldest) < f.window(window) {
+                    break;
+                }
+                f.rx_next = Some(low);
+                self.counters.gaps += 1;
+                Self::drain(flow, f, out);
+            }
+        }
+    }
+
+    /// When the longest-held datagram's wait ends.
+    pub fn release_at(&self, window: Duration) -> Option<Instant> {
+        self.flows
+            .values()
+            .filter_map(|f| f.held.values().map(|(_, t)| *t).min().map(|t| t + f.window(window)))
+            .min()
+    }
+
     pub fn queued(&self) -> (usize, usize) {
         (self.queue.len(), self.queued_bytes)
     }
@@ -458,6 +574,45 @@ mod tests {
         assert_eq!(d.counters.received, 9);
         assert!(!d.on_receive(99, 0, false, 10));
         assert_eq!(d.counters.dropped_unknown_flow, 1);
+    }
+
+    /// Bulk datagrams come out in order: a gap holds those behind it until it fills or
+    /// the window passes (then it counts as a gap), a datagram later than that is
+    /// delivered anyway and counted late; the order survives the 16-bit wrap.
+    #[test]
+    fn bulk_datagrams_are_put_back_in_order() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let w = ms(10);
+        let mut d = Datagrams::new(16);
+        let id = d.open(addr());
+        let mut out = Vec::new();
+        let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+        let got = |out: &mut Vec<(FlowId, Bytes)>| -> Vec<String> {
+            out.drain(..)
+                .map(|(_, x)| String::from_utf8(x.to_vec()).unwrap())
+                .collect()
+        };
+        d.reorder(id, 65534, b("a"), t0, &mut out);
+        d.reorder(id, 0, b("c"), t0, &mut out);
+        d.reorder(id, 1, b("d"), t0, &mut out);
+        assert_eq!(got(&mut out), ["a"]);
+        assert_eq!(d.release_at(w), Some(t0 + w));
+        d.reorder(id, 65535, b("b"), t0 + ms(3), &mut out);
+        assert_eq!(got(&mut out), ["b", "c", "d"]);
+        assert_eq!(d.release_at(w), None);
+        d.reorder(id, 3, b("f"), t0 + ms(4), &mut out);
+        d.release(t0 + ms(13), w, &mut out);
+        assert!(out.is_empty(), "still within the window");
+        d.release(t0 + ms(14), w, &mut out);
+        assert_eq!(got(&mut out), ["f"]);
+        assert_eq!(d.counters.gaps, 1);
+        d.reorder(id, 2, b("e"), t0 + ms(20), &mut out);
+        assert_eq!(got(&mut out), ["e"]);
+        assert_eq!(d.counters.late, 1);
+        assert_eq!(reorder_window(Duration::ZERO), REORDER_MIN);
+        assert_eq!(reorder_window(ms(20)), ms(12));
+        assert_eq!(reorder_window(ms(500)), REORDER_MAX);
     }
 
     /// A flood from one flow fills the queue: its own oldest datagrams go, the other

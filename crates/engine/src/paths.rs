@@ -675,6 +675,12 @@ impl Paths {
     /// sooner (see [`arrival_secs`]) by more than [`URGENT_MARGIN`] — `on` is the one
     /// ready to write now. Of the paths that carry: a standby tier never.
     pub fn urgent_here(&self, len: usize, on: usize, pending: usize, now: Instant) -> bool {
+        self.first_within(len, on, pending, now, URGENT_MARGIN)
+    }
+
+    /// Whether `on` delivers `len` bytes (behind `pending` more) no later than `margin`
+    /// after the path that carries and delivers them first (see [`arrival_secs`]).
+    pub fn first_within(&self, len: usize, on: usize, pending: usize, now: Instant, margin: Duration) -> bool {
         let Some(here) = self.get(on).filter(|p| p.carries()) else {
             return false;
         };
@@ -685,7 +691,7 @@ impl Paths {
             .entries
             .iter()
             .filter(|p| p.snap.id != on && usable(p))
-            .any(|p| arrival_secs(&p.snap, p.queue.get(now), len) + URGENT_MARGIN.as_secs_f64() < mine)
+            .any(|p| arrival_secs(&p.snap, p.queue.get(now), len) + margin.as_secs_f64() < mine)
     }
 
     /// Every path's statistics, with the one-way-delay estimates, for a scheduler.

@@ -71,7 +71,15 @@ impl Session {
                 data,
             } => {
                 if self.dgrams.on_receive(flow, seq, copied, data.len()) {
-                    self.events.push_back(Event::Datagram { flow, data });
+                    if copied {
+                        // Realtime: as soon as it is here; a late one is worth nothing.
+                        self.events.push_back(Event::Datagram { flow, data });
+                    } else {
+                        let mut ready = Vec::new();
+                        self.dgrams.reorder(flow, seq, data, now, &mut ready);
+                        self.events
+                            .extend(ready.into_iter().map(|(flow, data)| Event::Datagram { flow, data }));
+                    }
                 }
             }
             Frame::FlowOpen { .. } if self.cfg.role == Role::Client => return Err(ProtocolError::UnexpectedFlowOpen),

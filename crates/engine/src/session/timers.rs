@@ -8,14 +8,34 @@ use crate::paths::PathCheck;
 impl Session {
     /// The next instant [`Session::handle_timeout`] has work to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.feedback.deadline(), self.paths.next_timeout(&self.cfg)]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.feedback.deadline(),
+            self.paths.next_timeout(&self.cfg),
+            self.dgrams.release_at(self.reorder_window()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// How long a bulk datagram waits for a missing one before it
+    /// ([`crate::datagram::reorder_window`]), from the spread of the carrying paths' RTTs
+    /// as this side's kernel measures them.
+    pub(crate) fn reorder_window(&self) -> std::time::Duration {
+        let rtts = || self.paths.iter().filter(|p| p.carries()).map(|p| p.snap.srtt);
+        let spread = match (rtts().max(), rtts().min()) {
+            (Some(hi), Some(lo)) => hi - lo,
+            _ => std::time::Duration::ZERO,
+        };
+        crate::datagram::reorder_window(spread)
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
         self.last_now = self.last_now.max(now);
+        let mut ready = Vec::new();
+        self.dgrams.release(now, self.reorder_window(), &mut ready);
+        self.events
+            .extend(ready.into_iter().map(|(flow, data)| Event::Datagram { flow, data }));
         if self.feedback.on_timeout(now) {
             self.wake();
         }

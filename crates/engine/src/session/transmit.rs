@@ -399,10 +399,30 @@ impl Session {
         self.dgrams.expire(rec.now);
         self.place_datagrams(rec.now);
         let client = self.cfg.role == crate::Role::Client;
+        let none_carries = !self.paths.iter().any(|p| p.carries());
+        // The receiver waits about half the RTT spread; leave it half its margin.
+        let slack = self.reorder_window().saturating_sub(crate::datagram::REORDER_MIN / 2);
         let mut full = false;
+        // Bulk datagrams go in their order: once this path leaves one to another, it
+        // takes none after it.
+        let mut bulk_declined = false;
         for i in 0..self.dgrams.queue.len() {
             let q = &self.dgrams.queue[i];
-            if q.want & bit == 0 {
+            let bulk = q.class == DatagramClass::Bulk && q.sent_on == 0;
+            if bulk {
+                // Late binding, as for stream bytes: a bulk datagram goes to the path
+                // asking now unless another delivers it sooner (its one-way delay, its
+                // queue and its unsent bytes at its rate) by more than the receiver's
+                // reorder window covers. Each path takes what it drains, so the flow
+                // splits by rate, and the receiver puts the order back within its window.
+                let len = q.data.len() + mpflex_wire::DATAGRAM_HEADER + mpflex_wire::HEADER_LEN;
+                let here = !bulk_declined
+                    && (none_carries || self.paths.first_within(len, rec.path, rec.used(out), rec.now, slack));
+                if !here {
+                    bulk_declined = true;
+                    continue;
+                }
+            } else if q.want & bit == 0 {
                 continue;
             }
             let flow = q.flow;
@@ -450,12 +470,11 @@ impl Session {
         !full
     }
 
-    /// Chooses the paths of the datagrams not placed yet, and places again those whose
-    /// paths stopped carrying (before any of them sent it). A realtime datagram goes on
-    /// the path that delivers it first now and the next one (a copy); a bulk one on the
-    /// path that delivers it first counting the datagrams already placed there, which
-    /// splits a flow by the paths' rates. Only paths that carry are chosen, or any that is
-    /// up while none carries.
+    /// Chooses the paths of the realtime datagrams not placed yet, and places again those
+    /// whose paths stopped carrying (before any of them sent it): the path that delivers
+    /// it first now and the next one (a copy). Only paths that carry are chosen, or any
+    /// that is up while none carries. Bulk datagrams are not placed ahead: the path that
+    /// asks for bytes takes them ([`Session::write_datagrams`]).
     fn place_datagrams(&mut self, now: Instant) {
         let mut usable: Vec<usize> = self.paths.iter().filter(|p| p.carries()).map(|p| p.snap.id).collect();
         if usable.is_empty() {
@@ -488,16 +507,7 @@ impl Session {
                         q.want |= 1 << p;
                     }
                 }
-                DatagramClass::Bulk => {
-                    let best = usable
-                        .iter()
-                        .map(|&p| (eta(&self.paths, p, len + pending[p]), p))
-                        .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    if let Some((_, p)) = best {
-                        q.want |= 1 << p;
-                        pending[p] += q.data.len();
-                    }
-                }
+                DatagramClass::Bulk => {}
             }
         }
     }

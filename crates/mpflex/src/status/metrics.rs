@@ -224,12 +224,16 @@ impl Collector for Scrape {
                 ("copy".to_string(), ConstCounter::new(d.copies)),
                 ("received".to_string(), ConstCounter::new(d.received)),
                 ("duplicate".to_string(), ConstCounter::new(d.duplicates)),
+                ("late".to_string(), ConstCounter::new(d.late)),
+                ("gap".to_string(), ConstCounter::new(d.gaps)),
             ]
         });
         family(
             e,
             "mpflex_session_datagrams",
-            "Datagrams handed to paths (sent, of which realtime copies: copy), delivered to              applications (received), and second copies dropped (duplicate).",
+            "Datagrams handed to paths (sent, of which realtime copies: copy), delivered to \
+             applications (received), second copies dropped (duplicate), bulk datagrams \
+             delivered after the reorder window (late), and gaps it stopped waiting for (gap).",
             rows,
         )?;
         let rows = self.per_session_by("reason", |s| {
@@ -253,7 +257,10 @@ impl Collector for Scrape {
         family(
             e,
             "mpflex_session_datagrams_dropped",
-            "Datagrams dropped, by reason: the session's queue was full, waited too long for a              path, unknown flow, SOCKS5 FRAG not zero, malformed SOCKS5 header, larger than UDP              allows, from outside the association, to a refused destination, the flow's socket              too far behind.",
+            "Datagrams dropped, by reason: the session's queue was full, waited too long for a \
+             path, unknown flow, SOCKS5 FRAG not zero, malformed SOCKS5 header, larger than UDP \
+             allows, from outside the association, to a refused destination, the flow's socket \
+             too far behind.",
             rows,
         )?;
         let rows = self.per_session_by("class", |s| {

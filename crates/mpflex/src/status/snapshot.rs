@@ -163,6 +163,7 @@ fn datagrams_json(s: &SessionSnapshot) -> serde_json::Value {
         "received": d.received,
         "received_bytes": d.received_bytes,
         "duplicates": d.duplicates,
+        "reorder": {"late": d.late, "gaps": d.gaps},
         "dropped": {
             "queue_full": d.dropped_queue_full,
             "expired": d.dropped_expired,
