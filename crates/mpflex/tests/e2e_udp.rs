@@ -448,3 +448,61 @@ fn tproxy_udp_from_a_lan_host() {
         "the datagrams went through mpflex: {s}"
     );
 }
+
+/// Ten thousand concurrent flows (one association, one destination port each): the
+/// server holds them in at most 200 MB (issue 24's floor), and they expire on time.
+#[test]
+fn ten_thousand_flows_fit_and_expire() {
+    if !ready("ten_thousand_flows_fit_and_expire") {
+        return;
+    }
+    let idle = 8;
+    let lab = Lab::new(Options {
+        server_toml: format!("[udp]\nidle_timeout_secs = {idle}\n"),
+        ..Default::default()
+    });
+    let server = lab.server_addr(0);
+    let proxy = lab.socks();
+    let n = 10_000u16;
+    let a = in_ns(&lab.topo.client_ns.clone(), move || {
+        let a = Assoc::open(proxy);
+        for i in 0..n {
+            let dst = Dst::Ip(format!("{server}:{}", 20_000 + i).parse().unwrap());
+            a.send(&dst, &i.to_be_bytes());
+            // Paced within the relay socket's receive buffer (a few hundred small
+            // datagrams) and the session's datagram queue (1024).
+            if i % 100 == 99 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        a
+    });
+    let opened = Instant::now();
+    let flows = |v: &serde_json::Value| datagrams(v)["flows"].as_u64().unwrap_or(0);
+    let mut peak = 0;
+    while Instant::now() < opened + Duration::from_secs(idle - 1) {
+        peak = peak.max(flows(&lab.server_status()));
+        if peak >= n as u64 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let rss = Lab::rss_kib(lab.server.as_ref().unwrap());
+    let s = datagrams(&lab.server_status());
+    eprintln!("server: {peak} flows at once, {rss} KiB resident; {s}");
+    assert_eq!(peak, n as u64, "flows open at once on the server: {s}");
+    assert!(rss <= 200 * 1024, "server resident {rss} KiB with {peak} flows");
+    let deadline = opened + Duration::from_secs(idle + 4);
+    while Instant::now() < deadline && flows(&lab.server_status()) > 0 {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let expired_after = opened.elapsed();
+    assert_eq!(flows(&lab.server_status()), 0, "idle flows expire");
+    assert!(expired_after >= Duration::from_secs(idle), "not before their timeout");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline && flows(&lab.client_status()) > 0 {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(flows(&lab.client_status()), 0, "the client hears of each expiry");
+    drop(a);
+}
