@@ -372,10 +372,10 @@ impl Drop for ExtraNs {
 }
 
 /// The router case: a host on a LAN behind the client's namespace sends UDP to the echo
-/// server's address; an nftables `tproxy` rule diverts it to `transparent_udp_listen`,
-/// mpflex carries it, and the answer comes back from the address the host sent to. The
-/// client's namespace does not forward packets, so nothing reaches the echo server
-/// around mpflex.
+/// server's IPv4 and IPv6 addresses; nftables `tproxy` rules divert it to one dual-stack
+/// `transparent_udp_listen`, mpflex carries it, and each answer comes back from the
+/// address the host sent to. The client's namespace does not forward packets, so nothing
+/// reaches the echo server around mpflex.
 #[test]
 fn tproxy_udp_from_a_lan_host() {
     let test = "tproxy_udp_from_a_lan_host";
@@ -383,7 +383,8 @@ fn tproxy_udp_from_a_lan_host() {
         return;
     }
     let lab = Lab::new(Options {
-        client_root: "transparent_udp_listen = \"0.0.0.0:1082\"\n".into(),
+        client_root: "transparent_udp_listen = \"[::]:1082\"\n".into(),
+        routed: true,
         ..Default::default()
     });
     start_echo(&lab.topo.server_ns, ECHO_PORT);
@@ -394,20 +395,31 @@ fn tproxy_udp_from_a_lan_host() {
     sh(&[
         "ip", "link", "add", "lan0", "netns", &c, "type", "veth", "peer", "name", "eth0", "netns", &l,
     ]);
-    sh(&["ip", "-n", &c, "addr", "add", "192.168.77.1/24", "dev", "lan0"]);
-    sh(&["ip", "-n", &c, "link", "set", "lan0", "up"]);
-    sh(&["ip", "-n", &l, "addr", "add", "192.168.77.2/24", "dev", "eth0"]);
-    sh(&["ip", "-n", &l, "link", "set", "eth0", "up"]);
+    for (ns, dev, v4, v6) in [
+        (&c, "lan0", "192.168.77.1/24", "fd77::1/64"),
+        (&l, "eth0", "192.168.77.2/24", "fd77::2/64"),
+    ] {
+        sh(&["ip", "-n", ns, "addr", "add", v4, "dev", dev]);
+        sh(&["ip", "-n", ns, "-6", "addr", "add", v6, "dev", dev, "nodad"]);
+        sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
+    }
     sh(&["ip", "-n", &l, "link", "set", "lo", "up"]);
     sh(&["ip", "-n", &l, "route", "add", "default", "via", "192.168.77.1"]);
+    sh(&["ip", "-n", &l, "-6", "route", "add", "default", "via", "fd77::1"]);
     let nft = |args: &str| {
         let mut v = vec!["ip", "netns", "exec", &c, "nft"];
         v.extend(args.split(' '));
         sh(&v);
     };
-    nft("add table ip mpflex");
-    nft("add chain ip mpflex prerouting { type filter hook prerouting priority mangle ; }");
-    nft("add rule ip mpflex prerouting iifname lan0 meta l4proto udp tproxy to :1082 meta mark set 1");
+    for family in ["ip", "ip6"] {
+        nft(&format!("add table {family} mpflex"));
+        nft(&format!(
+            "add chain {family} mpflex prerouting {{ type filter hook prerouting priority mangle ; }}"
+        ));
+        nft(&format!(
+            "add rule {family} mpflex prerouting iifname lan0 meta l4proto udp tproxy to :1082 meta mark set 1"
+        ));
+    }
     sh(&["ip", "-n", &c, "rule", "add", "fwmark", "1", "lookup", "100"]);
     sh(&[
         "ip",
@@ -422,31 +434,43 @@ fn tproxy_udp_from_a_lan_host() {
         "table",
         "100",
     ]);
+    sh(&["ip", "-n", &c, "-6", "rule", "add", "fwmark", "1", "lookup", "100"]);
+    sh(&[
+        "ip", "-n", &c, "-6", "route", "add", "local", "::/0", "dev", "lo", "table", "100",
+    ]);
 
-    let echo: SocketAddr = format!("{}:{ECHO_PORT}", lab.server_addr(0)).parse().unwrap();
-    let got = in_ns(&l, move || {
-        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
-        let mut buf = [0u8; 2048];
-        let mut answers = Vec::new();
-        for i in 0..20u8 {
-            s.send_to(&[b'q', i], echo).unwrap();
-            if let Ok((n, from)) = s.recv_from(&mut buf) {
-                answers.push((buf[..n].to_vec(), from));
+    let v4: SocketAddr = format!("{}:{ECHO_PORT}", lab.service_addr(false)).parse().unwrap();
+    let v6: SocketAddr = format!("[{}]:{ECHO_PORT}", lab.service_addr(true)).parse().unwrap();
+    for echo in [v4, v6] {
+        let got = in_ns(&l, move || {
+            let s = UdpSocket::bind(if echo.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+            let mut buf = [0u8; 2048];
+            let mut answers = Vec::new();
+            for i in 0..20u8 {
+                s.send_to(&[b'q', i], echo).unwrap();
+                if let Ok((n, from)) = s.recv_from(&mut buf) {
+                    answers.push((buf[..n].to_vec(), from));
+                }
             }
-        }
-        answers
-    });
-    assert!(got.len() >= 18, "answers through TPROXY: {} of 20", got.len());
-    assert!(
-        got.iter().all(|(_, from)| *from == echo),
-        "answers come from the address sent to: {got:?}"
-    );
+            answers
+        });
+        assert!(
+            got.len() >= 18,
+            "answers from {echo} through TPROXY: {} of 20",
+            got.len()
+        );
+        assert!(
+            got.iter().all(|(_, from)| *from == echo),
+            "answers come from the address sent to: {got:?}"
+        );
+    }
     let s = datagrams(&lab.server_status());
     assert!(
-        s["received"].as_u64() >= Some(18),
+        s["received"].as_u64() >= Some(36),
         "the datagrams went through mpflex: {s}"
     );
+    assert_eq!(s["flows_opened"], 2, "one flow per host and destination: {s}");
 }
 
 /// Ten thousand concurrent flows (one association, one destination port each): the
