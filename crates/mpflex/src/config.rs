@@ -30,6 +30,11 @@ pub struct Tuning {
     pub notsent_lowat: u32,
     /// Most concurrent streams per session.
     pub max_streams: usize,
+    /// Most concurrent datagram flows per session (docs/udp.md).
+    pub max_flows: usize,
+    /// Most datagrams waiting for a path per session; beyond, the oldest of the largest
+    /// flow is dropped.
+    pub datagram_queue: usize,
     /// Congestion control for path connections (e.g. "cubic", "bbr"); the system
     /// default when unset.
     pub congestion: Option<String>,
@@ -75,6 +80,8 @@ impl Default for Tuning {
             session_window: 64 << 20,
             notsent_lowat: 1024 * 1024,
             max_streams: 16384,
+            max_flows: 16384,
+            datagram_queue: 1024,
             congestion: None,
             slow_start_after_idle: None,
             pacing: true,
@@ -109,6 +116,12 @@ impl Tuning {
         if self.max_streams == 0 {
             bail!("tuning.max_streams: must be > 0");
         }
+        if self.max_flows == 0 {
+            bail!("tuning.max_flows: must be > 0");
+        }
+        if self.datagram_queue == 0 {
+            bail!("tuning.datagram_queue: must be > 0");
+        }
         Ok(())
     }
 
@@ -135,6 +148,8 @@ impl Tuning {
         c.stream_window = self.stream_window;
         c.session_window = self.session_window;
         c.max_streams = self.max_streams;
+        c.max_flows = self.max_flows;
+        c.datagram_queue = self.datagram_queue;
         c.queue_target = Duration::from_millis(self.queue_target_ms);
         c.proactive = self.proactive;
         c

@@ -721,9 +721,10 @@ impl Session {
     // ----- datagram flows -----
 
     /// (client) Opens a datagram flow towards `addr`. The peer hears of it with the flow's
-    /// first datagram on each path.
-    pub fn open_flow(&mut self, addr: TargetAddr) -> FlowId {
-        self.dgrams.open(addr)
+    /// first datagram on each path. `None` while `max_flows` flows are open: the peer
+    /// would refuse more, and each costs memory here until its association ends.
+    pub fn open_flow(&mut self, addr: TargetAddr) -> Option<FlowId> {
+        (self.dgrams.len() < self.cfg.max_flows).then(|| self.dgrams.open(addr))
     }
 
     /// Queues a datagram of `flow` (at most [`mpflex_wire::MAX_DATAGRAM`] bytes). Returns

@@ -92,7 +92,7 @@ pub async fn associate(h: SessionHandle, mut ctrl: TcpStream, hint: TargetAddr) 
                 let flow = match flows.get(&dst) {
                     Some(&f) => f,
                     None => {
-                        let f = h.open_flow(dst.clone(), tx.clone());
+                        let Some(f) = h.open_flow(dst.clone(), tx.clone()) else { continue };
                         debug!(flow = f, %dst, "datagram flow opened");
                         flows.insert(dst.clone(), f);
                         targets.insert(f, dst.clone());
@@ -116,6 +116,7 @@ pub async fn associate(h: SessionHandle, mut ctrl: TcpStream, hint: TargetAddr) 
                     if let Some(dst) = targets.remove(&flow) {
                         flows.remove(&dst);
                         if code == flow_close::REFUSED {
+                            forget_some(&mut refused);
                             refused.insert(dst);
                         }
                     }
@@ -128,6 +129,16 @@ pub async fn associate(h: SessionHandle, mut ctrl: TcpStream, hint: TargetAddr) 
         h.close_flow(flow, flow_close::NORMAL);
     }
     Ok(())
+}
+
+/// Destinations refused remembered at most: a flood to ever new denied destinations
+/// must not grow the set for ever; forgotten ones are refused again by the server.
+const REFUSED_MEMORY: usize = 1024;
+
+fn forget_some<T>(set: &mut HashSet<T>) {
+    if set.len() >= REFUSED_MEMORY {
+        set.clear();
+    }
 }
 
 /// Transparent UDP (`TPROXY`): one flow per (application, original destination) pair;
@@ -166,7 +177,7 @@ pub async fn transparent(h: SessionHandle, sock: UdpSocket) -> Result<()> {
                 let flow = match flows.get(&(app, dst)) {
                     Some(&f) => f,
                     None => {
-                        let f = h.open_flow(TargetAddr::Ip(dst), tx.clone());
+                        let Some(f) = h.open_flow(TargetAddr::Ip(dst), tx.clone()) else { continue };
                         debug!(flow = f, %app, %dst, "transparent datagram flow opened");
                         flows.insert((app, dst), f);
                         ends.insert(f, (app, dst));
@@ -199,6 +210,7 @@ pub async fn transparent(h: SessionHandle, sock: UdpSocket) -> Result<()> {
                     if let Some((app, dst)) = ends.remove(&flow) {
                         flows.remove(&(app, dst));
                         if code == flow_close::REFUSED {
+                            forget_some(&mut refused);
                             refused.insert(dst);
                         }
                         if !ends.values().any(|&(_, d)| d == dst) {

@@ -113,6 +113,8 @@ pub struct UdpDrops {
     pub dropped_refused: u64,
     /// Datagrams from the peer whose flow's owner was too far behind to take them.
     pub dropped_backlog: u64,
+    /// Datagrams to a new destination while the session had `max_flows` flows open.
+    pub dropped_flow_limit: u64,
 }
 
 pub struct Shared {
@@ -335,12 +337,17 @@ impl SessionHandle {
     }
 
     /// (client) Opens a datagram flow towards `addr`; the peer's datagrams and its close
-    /// go to `sink` tagged with the flow.
-    pub fn open_flow(&self, addr: TargetAddr, sink: mpsc::Sender<(FlowId, FlowMsg)>) -> FlowId {
+    /// go to `sink` tagged with the flow. `None` at the session's flow limit (counted
+    /// here, with a log line).
+    pub fn open_flow(&self, addr: TargetAddr, sink: mpsc::Sender<(FlowId, FlowMsg)>) -> Option<FlowId> {
         self.with(|sh| {
-            let id = sh.sess.open_flow(addr.clone());
+            let Some(id) = sh.sess.open_flow(addr.clone()) else {
+                sh.udp.dropped_flow_limit += 1;
+                debug!(%addr, "datagram dropped: the session has as many flows as it may");
+                return None;
+            };
             sh.flows.insert(id, FlowSink { tx: sink, target: addr });
-            id
+            Some(id)
         })
     }
 

@@ -249,6 +249,7 @@ impl Collector for Scrape {
                 ("foreign", u.dropped_foreign),
                 ("refused", u.dropped_refused),
                 ("backlog", u.dropped_backlog),
+                ("flow_limit", u.dropped_flow_limit),
             ]
             .into_iter()
             .map(|(r, n)| (r.to_string(), ConstCounter::new(n)))
@@ -260,7 +261,7 @@ impl Collector for Scrape {
             "Datagrams dropped, by reason: the session's queue was full, waited too long for a \
              path, unknown flow, SOCKS5 FRAG not zero, malformed SOCKS5 header, larger than UDP \
              allows, from outside the association, to a refused destination, the flow's socket \
-             too far behind.",
+             too far behind, the session's flow limit reached.",
             rows,
         )?;
         let rows = self.per_session_by("class", |s| {

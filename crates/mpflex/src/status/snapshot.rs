@@ -174,6 +174,7 @@ fn datagrams_json(s: &SessionSnapshot) -> serde_json::Value {
             "foreign": u.dropped_foreign,
             "refused": u.dropped_refused,
             "backlog": u.dropped_backlog,
+            "flow_limit": u.dropped_flow_limit,
         },
     })
 }
