@@ -261,6 +261,14 @@ fn socks5_udp_over_two_paths() {
         "the server dropped second copies: {s}"
     );
     assert!(s["received"].as_u64() >= Some(300), "server: {s}");
+    // Realtime copies went on both paths.
+    let per_path: Vec<u64> = lab.client_status()["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["datagrams_sent"].as_u64().unwrap_or(0))
+        .collect();
+    assert!(per_path.iter().all(|&n| n > 100), "datagrams per path: {per_path:?}");
     let log = lab.log("server");
     assert!(log.contains("datagram flow refused"), "server log names the refusal");
     assert!(log.contains(&DENIED_PORT.to_string()));

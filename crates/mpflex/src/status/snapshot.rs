@@ -204,6 +204,7 @@ fn path_json(p: &PathView) -> serde_json::Value {
         "demotions": c.demotions,
         "stall_reinjections": c.stall_reinjections,
         "tcp_retransmits": c.tcp_retransmits,
+        "datagrams_sent": c.datagrams_sent,
         "owd_us": p.owd_us.map(|(o, _)| o),
         "owd_dev_us": p.owd_us.map(|(_, d)| d),
         "queue_delay_us": p.queue_delay.map(|d| d.as_micros() as u64),
