@@ -214,6 +214,17 @@ impl ClassRules {
         }
         self.class_for(&Destination::of(target))
     }
+
+    /// The datagram class a rule gives a UDP flow to `target`: `realtime` copies it on a
+    /// second path, `bulk` splits it by rate; `interactive` (or no rule) leaves it to the
+    /// flow's sizes and rate (docs/udp.md).
+    pub fn datagram_class_of(&self, target: &TargetAddr) -> Option<mpflex_engine::DatagramClass> {
+        match self.class_of(target)? {
+            TrafficClass::Realtime => Some(mpflex_engine::DatagramClass::Realtime),
+            TrafficClass::Bulk => Some(mpflex_engine::DatagramClass::Bulk),
+            TrafficClass::Interactive => None,
+        }
+    }
 }
 
 impl Rule {
@@ -294,6 +305,24 @@ mod tests {
         assert_eq!(rules.class_of(&name("10.9.9.9", 22)), Some(TrafficClass::Interactive));
         assert_eq!(rules.class_of(&name("ten.example", 22)), Some(TrafficClass::Bulk));
         assert_eq!(rules.class_of(&name("2001:db8::5", 1)), Some(TrafficClass::Realtime));
+    }
+
+    /// A rule pins a UDP flow's datagram class: realtime and bulk as named, interactive
+    /// leaves it to the flow's behaviour.
+    #[test]
+    fn rules_pin_datagram_classes() {
+        let rules = ClassRules::new(&[
+            rule("realtime", |r| r.ports = vec![PortSpec::Number(3478)]),
+            rule("bulk", |r| r.ports = vec![PortSpec::Number(443)]),
+            rule("interactive", |r| r.ports = vec![PortSpec::Number(53)]),
+        ])
+        .unwrap();
+        let to = |port| TargetAddr::Ip(std::net::SocketAddr::from(([192, 0, 2, 1], port)));
+        use mpflex_engine::DatagramClass::*;
+        assert_eq!(rules.datagram_class_of(&to(3478)), Some(Realtime));
+        assert_eq!(rules.datagram_class_of(&to(443)), Some(Bulk));
+        assert_eq!(rules.datagram_class_of(&to(53)), None);
+        assert_eq!(rules.datagram_class_of(&to(80)), None);
     }
 
     #[test]

@@ -346,6 +346,9 @@ impl SessionHandle {
                 debug!(%addr, "datagram dropped: the session has as many flows as it may");
                 return None;
             };
+            if let Some(class) = self.classes.datagram_class_of(&addr) {
+                sh.sess.set_flow_class(id, Some(class));
+            }
             sh.flows.insert(id, FlowSink { tx: sink, target: addr });
             Some(id)
         })
