@@ -317,3 +317,45 @@ fn bulk_datagrams_split_over_unequal_paths_arrive_in_order() {
     );
     assert!(behind[1] * 100 <= n / 2, "once adapted: {behind:?}, {rx:?}, {per:?}");
 }
+
+/// A call beside a bulk upload on one path, queue control on (20 ms target): realtime
+/// datagrams engage it as interactive streams do, so the upload's queue in the path's
+/// socket stays short and each voice datagram arrives within the path's delay and a few
+/// tens of milliseconds.
+#[test]
+fn realtime_datagrams_engage_queue_control() {
+    let mut pair = Pair::new("minrtt", &[(10, 1000)]);
+    pair.set_queue_target(Duration::from_millis(20));
+    let id = pair.open(&[1u8; 1000]);
+    assert_eq!(
+        pair.client.stream_send(id, Bytes::from(vec![2u8; 4_000_000])),
+        4_000_000
+    );
+    for _ in 0..1000 {
+        pair.step();
+    }
+    let flow = pair.client.open_flow(dest()).unwrap();
+    let mut sent_at = Vec::new();
+    for i in 0..100u32 {
+        sent_at.push(pair.now);
+        pair.client.send_datagram(flow, numbered(i, 160));
+        for _ in 0..20 {
+            pair.step();
+        }
+    }
+    for _ in 0..200 {
+        pair.step();
+    }
+    let left = 4_001_000 - pair.server_rx[&id].len();
+    assert!(left > 0, "the upload was still going");
+    let mut delays: Vec<Duration> = pair
+        .server_datagrams
+        .iter()
+        .map(|(_, d, at)| *at - sent_at[u32::from_be_bytes([d[0], d[1], d[2], d[3]]) as usize])
+        .collect();
+    assert_eq!(delays.len(), 100);
+    delays.sort();
+    let p99 = delays[98];
+    eprintln!("voice beside an upload: p50 {:?} p99 {:?}", delays[50], p99);
+    assert!(p99 <= Duration::from_millis(60), "p99 {p99:?}");
+}

@@ -137,6 +137,9 @@ pub struct Session {
     backlog_seen: Option<Instant>,
     counters: SessionCounters,
     dgrams: Datagrams,
+    /// When a realtime datagram last went or came: a call engages queue control as an
+    /// interactive stream does.
+    realtime_seen: Option<Instant>,
 }
 
 /// What the session decided and re-sent since it began, for the metrics. Counting costs an
@@ -202,6 +205,7 @@ impl Session {
             backlog_seen: None,
             counters: SessionCounters::default(),
             dgrams: Datagrams::new(cfg.datagram_queue),
+            realtime_seen: None,
             cfg,
         }
     }
@@ -655,12 +659,11 @@ impl Session {
     /// interactive traffic from the queue bulk traffic builds (QCUT's priority bands
     /// exist for it); with nothing to protect a bulk transfer runs at the paths' full
     /// rate, and a chunk two-ended schedulers split (DEMS) is not cut into target-sized
-    /// pieces — held to the target, a lone 256 KB download took 12–63 % longer.
+    /// pieces — held to the target, a lone 256 KB download took 12–63 % longer. A realtime
+    /// datagram flow (a call, a game) engages it too, for the same reason.
     pub fn queue_control_engaged(&self, now: Instant) -> bool {
-        self.send.has_urgent_streams()
-            && self
-                .interactive_seen
-                .is_some_and(|t| now.saturating_duration_since(t) < ENGAGE_HOLD)
+        let recent = |t: Option<Instant>| t.is_some_and(|t| now.saturating_duration_since(t) < ENGAGE_HOLD);
+        (self.send.has_urgent_streams() && recent(self.interactive_seen)) || recent(self.realtime_seen)
     }
 
     /// Whether the bound on bytes ahead of the paths applies: while queue control is
@@ -735,6 +738,9 @@ impl Session {
             return None;
         }
         let class = self.dgrams.push(flow, data, self.last_now)?;
+        if class == DatagramClass::Realtime {
+            self.realtime_seen = Some(self.last_now);
+        }
         self.wake();
         Some(class)
     }

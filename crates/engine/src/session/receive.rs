@@ -73,6 +73,8 @@ impl Session {
                 if self.dgrams.on_receive(flow, seq, copied, data.len()) {
                     if copied {
                         // Realtime: as soon as it is here; a late one is worth nothing.
+                        // Its answers are realtime too: queue control protects them.
+                        self.realtime_seen = Some(now);
                         self.events.push_back(Event::Datagram { flow, data });
                     } else {
                         let mut ready = Vec::new();
