@@ -379,23 +379,11 @@ impl Drop for ExtraNs {
     }
 }
 
-/// The router case: a host on a LAN behind the client's namespace sends UDP to the echo
-/// server's IPv4 and IPv6 addresses; nftables `tproxy` rules divert it to one dual-stack
-/// `transparent_udp_listen`, mpflex carries it, and each answer comes back from the
-/// address the host sent to. The client's namespace does not forward packets, so nothing
-/// reaches the echo server around mpflex.
-#[test]
-fn tproxy_udp_from_a_lan_host() {
-    let test = "tproxy_udp_from_a_lan_host";
-    if !ready(test) || !mpflex_netns::require_tools(test, &["nft"]) {
-        return;
-    }
-    let lab = Lab::new(Options {
-        client_root: "transparent_udp_listen = \"[::]:1082\"\n".into(),
-        routed: true,
-        ..Default::default()
-    });
-    start_echo(&lab.topo.server_ns, ECHO_PORT);
+/// A LAN namespace behind the client's (192.168.77.0/24, fd77::/64), whose UDP the
+/// client's namespace diverts to `transparent_udp_listen` (port 1082) with nftables
+/// `tproxy` rules, and, with `tcp`, whose TCP it redirects to `transparent_listen` (port
+/// 1081). The client's namespace does not forward: nothing gets around mpflex.
+fn lan_behind_client(lab: &Lab, tcp: bool) -> (ExtraNs, String) {
     let c = lab.topo.client_ns.clone();
     let lan = ExtraNs(format!("{}-lan", lab.topo.name));
     let l = lan.0.clone();
@@ -427,6 +415,14 @@ fn tproxy_udp_from_a_lan_host() {
         nft(&format!(
             "add rule {family} mpflex prerouting iifname lan0 meta l4proto udp tproxy to :1082 meta mark set 1"
         ));
+        if tcp {
+            nft(&format!(
+                "add chain {family} mpflex nat {{ type nat hook prerouting priority dstnat ; }}"
+            ));
+            nft(&format!(
+                "add rule {family} mpflex nat iifname lan0 meta l4proto tcp redirect to :1081"
+            ));
+        }
     }
     sh(&["ip", "-n", &c, "rule", "add", "fwmark", "1", "lookup", "100"]);
     sh(&[
@@ -446,6 +442,79 @@ fn tproxy_udp_from_a_lan_host() {
     sh(&[
         "ip", "-n", &c, "-6", "route", "add", "local", "::/0", "dev", "lo", "table", "100",
     ]);
+    (lan, l)
+}
+
+/// `iperf3 -u` from the LAN host through the transparent ingresses (its control
+/// connection by REDIRECT, its datagrams by TPROXY) over two 10 Mbit/s paths, offered
+/// 16 Mbit/s (0.8 of their sum): most of it arrives and little is lost. Issue 24's floor
+/// (at the paths' whole sum: 85 % delivered, 2 % loss) is the lab's to measure; this
+/// test holds the line at 0.8 of the sum.
+#[test]
+fn iperf3_udp_through_tproxy() {
+    let test = "iperf3_udp_through_tproxy";
+    if !ready(test) || !mpflex_netns::require_tools(test, &["nft", "iperf3"]) {
+        return;
+    }
+    let lab = Lab::new(Options {
+        rate_mbit: 10,
+        transparent_listen: "[::]:1081",
+        client_root: "transparent_udp_listen = \"[::]:1082\"\n".into(),
+        routed: true,
+        ..Default::default()
+    });
+    let (_lan, l) = lan_behind_client(&lab, true);
+    let remote = lab.service_addr(false);
+    let mut server = lab.spawn_in(
+        &lab.topo.server_ns,
+        &["iperf3", "-s", "-1", "-B", &remote, "-p", "5299"],
+        "iperf3-server.log",
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &l, "iperf3", "-c", &remote, "-p", "5299", "-u", "-b", "16M", "-l", "1200", "-t", "6",
+            "--json",
+        ])
+        .output()
+        .expect("iperf3");
+    let _ = server.kill();
+    let _ = server.wait();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("iperf3 printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let sum = &v["end"]["sum"];
+    let mbit = sum["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6;
+    let lost = sum["lost_percent"].as_f64().unwrap_or(100.0);
+    let s = datagrams(&lab.server_status());
+    eprintln!(
+        "iperf3 -u at 16 Mbit/s over 2 × 10 Mbit/s through TPROXY: {mbit:.2} Mbit/s, {lost:.2} % lost; server {s}"
+    );
+    assert!(
+        s["received"].as_u64() > Some(5000),
+        "the datagrams went through mpflex: {s}"
+    );
+    assert!(lost <= 5.0, "lost {lost} %: {sum}");
+}
+
+/// The router case: a host on a LAN behind the client's namespace sends UDP to the echo
+/// server's IPv4 and IPv6 addresses; nftables `tproxy` rules divert it to one dual-stack
+/// `transparent_udp_listen`, mpflex carries it, and each answer comes back from the
+/// address the host sent to. The client's namespace does not forward packets, so nothing
+/// reaches the echo server around mpflex.
+#[test]
+fn tproxy_udp_from_a_lan_host() {
+    let test = "tproxy_udp_from_a_lan_host";
+    if !ready(test) || !mpflex_netns::require_tools(test, &["nft"]) {
+        return;
+    }
+    let lab = Lab::new(Options {
+        client_root: "transparent_udp_listen = \"[::]:1082\"\n".into(),
+        routed: true,
+        ..Default::default()
+    });
+    start_echo(&lab.topo.server_ns, ECHO_PORT);
+    let (lan, _) = lan_behind_client(&lab, false);
+    let l = lan.0.clone();
 
     let v4: SocketAddr = format!("{}:{ECHO_PORT}", lab.service_addr(false)).parse().unwrap();
     let v6: SocketAddr = format!("[{}]:{ECHO_PORT}", lab.service_addr(true)).parse().unwrap();
