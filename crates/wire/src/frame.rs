@@ -25,6 +25,7 @@ pub enum FrameType {
     Owd = 13,
     Stall = 14,
     Tier = 15,
+    PathGone = 24,
 }
 
 impl FrameType {
@@ -46,6 +47,7 @@ impl FrameType {
             13 => Owd,
             14 => Stall,
             15 => Tier,
+            24 => PathGone,
             _ => return None,
         })
     }
@@ -144,6 +146,16 @@ pub enum Frame {
     Tier {
         tier: u8,
     },
+    /// (client) Path `path`'s connection of join count `joins` (the `joins`-th time that
+    /// path joined the session) is gone: its link went down, lost its carrier or its
+    /// address. Sent on the other paths, so the server re-sends what it had sent on that
+    /// path at once instead of waiting for the path to fall silent (MPTCP-MA: act on the
+    /// link's own signal). A server that counted another number of joins for the path
+    /// has a newer connection there and ignores it.
+    PathGone {
+        path: u8,
+        joins: u32,
+    },
 }
 
 impl Frame {
@@ -164,6 +176,7 @@ impl Frame {
             Frame::Owd { .. } => FrameType::Owd,
             Frame::Stall { .. } => FrameType::Stall,
             Frame::Tier { .. } => FrameType::Tier,
+            Frame::PathGone { .. } => FrameType::PathGone,
         }
     }
 
@@ -224,6 +237,7 @@ impl Frame {
             | Frame::Stall { .. } => 8,
             Frame::Window { .. } => 4 + 8,
             Frame::Close { .. } | Frame::Tier { .. } => 1,
+            Frame::PathGone { .. } => 1 + 4,
             Frame::Owd { .. } => 1 + 8 + 4 + 4,
         }
     }
@@ -300,6 +314,10 @@ impl Frame {
             }
             Frame::Close { code } => out.put_u8(*code),
             Frame::Tier { tier } => out.put_u8(*tier),
+            Frame::PathGone { path, joins } => {
+                out.put_u8(*path);
+                out.put_u32(*joins);
+            }
         }
     }
 
@@ -348,6 +366,7 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
         FrameType::Owd => "Owd",
         FrameType::Stall => "Stall",
         FrameType::Tier => "Tier",
+        FrameType::PathGone => "PathGone",
     };
     let exact = |n: usize| {
         if body.len() == n {
@@ -493,6 +512,13 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
             exact(1)?;
             Frame::Tier { tier: b.get_u8() }
         }
+        FrameType::PathGone => {
+            exact(5)?;
+            Frame::PathGone {
+                path: b.get_u8(),
+                joins: b.get_u32(),
+            }
+        }
     })
 }
 
@@ -574,6 +600,7 @@ mod tests {
             }),
             any::<u64>().prop_map(|cum| Frame::Stall { cum }),
             any::<u8>().prop_map(|tier| Frame::Tier { tier }),
+            (any::<u8>(), any::<u32>()).prop_map(|(path, joins)| Frame::PathGone { path, joins }),
         ]
     }
 

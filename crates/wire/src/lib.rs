@@ -21,8 +21,9 @@ pub use addr::TargetAddr;
 pub use frame::{decode_all, Frame, FrameType, HEADER_LEN};
 
 /// Protocol version carried in `Hello`. 2: sequence numbers count payload bytes (1 counted
-/// frames). 3: `Data` and `Fin` frames carry their stream offset. 4: `Tier`.
-pub const VERSION: u8 = 4;
+/// frames). 3: `Data` and `Fin` frames carry their stream offset. 4: `Tier`. 5:
+/// `PathGone`.
+pub const VERSION: u8 = 5;
 /// Largest plaintext a record may carry (a Noise message is at most 65535 bytes, 16 of
 /// which are the authentication tag).
 pub const MAX_RECORD: usize = 65535 - 16;

@@ -383,7 +383,11 @@ fn workload_tables() {
         "| mpflex:minrtt | 400 (400–400) | **2.00** | 1000 (1000–1000) | – | 2.00 (2.00–2.00) | 30 (30–30) |"
     );
     // The time a joining path takes shows only in the table of the variant that has it.
-    assert!(!md[md.find(h).unwrap()..].split("\n\n").nth(1).unwrap().contains("new path carries"));
+    assert!(!md[md.find(h).unwrap()..]
+        .split("\n\n")
+        .nth(1)
+        .unwrap()
+        .contains("new path carries"));
     let h = "### two, cubic, handover appear, fresh, 80000 kbit/s stream";
     assert!(md.contains(&format!("{h} — median (p10–p90)\n\n| system | max gap, ms | max gap / mptcp | lost bytes | dup bytes | new path carries, ms |")), "{md}");
     assert!(row(&md, h, "mpflex:minrtt").contains("| 290 (290–290) |"), "{md}");
