@@ -6,6 +6,7 @@
 //! writes records); `report` (reads them). The runner and the report never import each
 //! other: what both need is in the layers below.
 
+pub mod arrivals;
 pub mod emulator;
 pub mod link;
 pub mod netns;

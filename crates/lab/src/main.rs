@@ -68,7 +68,7 @@ enum Cmd {
     /// (internal) Run one measurement of a workload other than chunk; prints JSON.
     #[command(hide = true)]
     WorkloadClient(WorkloadClientArgs),
-    /// (internal) Time one chunk download; prints milliseconds.
+    /// (internal) Time one chunk download; prints its times as JSON.
     #[command(hide = true)]
     ChunkClient(ChunkClientArgs),
 }
@@ -390,10 +390,7 @@ fn chunk_client(a: &ChunkClientArgs) -> Result<()> {
         split: a.split_server.map(|s| (s, Via::of(t.socks, t.mptcp, a.split_bind))),
         share: a.share,
     };
-    match chunk::client(&run)? {
-        (ms, Some(w)) => println!("{ms:.3} {w:.3}"),
-        (ms, None) => println!("{ms:.3}"),
-    }
+    println!("{}", serde_json::to_string(&chunk::client(&run)?)?);
     Ok(())
 }
 

@@ -31,7 +31,8 @@ use crate::netns::Topology;
 use crate::profile::Profile;
 use crate::record::{Build, Record};
 use crate::units::{human, sanitize};
-use crate::workload::{Fields, Spec, Workload};
+use crate::workload::bulk::{Window, WINDOW};
+use crate::workload::{chunk, Fields, Spec, Workload};
 use mpflex::Procs;
 
 pub const TCP_PORT: u16 = 9000;
@@ -474,6 +475,7 @@ impl Bench<'_> {
             self.emu.rewind_traces();
             settled.insert("trace_rewound".into(), true.into());
         }
+        self.emu.clear_payload_logs();
         if self.spec().chunks() {
             let mut a = vec![
                 "--size".into(),
@@ -482,13 +484,16 @@ impl Bench<'_> {
                 point.mode.into(),
             ];
             a.extend_from_slice(via);
-            let times = clients::chunk(self.topo, &a)?;
-            let ms = *times.first().context("chunk-client printed no time")?;
-            // Warm mode: the warm-up's time, printed after the chunk's.
-            if let Some(w) = times.get(1) {
-                settled.insert("warmup_ms".into(), (*w).into());
+            let t = clients::chunk(self.topo, &a)?;
+            if let Some(w) = t.warmup_ms {
+                settled.insert("warmup_ms".into(), w.into());
             }
-            return Ok((ms, settled));
+            let down = self.emu.payload_logs(0);
+            if down.iter().all(|l| !l.full) {
+                let finish = chunk::path_finish_ms(&down, &t);
+                settled.insert("path_finish_ms".into(), serde_json::to_value(finish)?);
+            }
+            return Ok((t.ms, settled));
         }
         let mut a = vec![
             "--workload".into(),
@@ -510,6 +515,7 @@ impl Bench<'_> {
             .then_some((self.emu, self.cfg.handover_path));
         self.emu.clear_run_stats();
         let mut f = clients::workload(self.topo, &a, path_down, self.cfg.secs)?;
+        self.bound_goodput(point, &mut f)?;
         f.extend(settled);
         f.extend(link_fields(&self.emu.stats()));
         let ms = f
@@ -517,6 +523,29 @@ impl Bench<'_> {
             .and_then(|v| v.as_f64())
             .unwrap_or(self.cfg.secs * 1000.0);
         Ok((ms, f))
+    }
+
+    /// A workload that reports a goodput window (`bulk` and the bulks of the ping
+    /// workloads) gets goodput that cannot exceed what the links carried in it
+    /// ([`Window::bounded_mbit`]); the client's in-order figure is kept as
+    /// `inorder_mbit`, and the payload the links had delivered when the window opened as
+    /// `arrived_at_window_bytes`.
+    fn bound_goodput(&self, point: &Point, f: &mut Fields) -> Result<()> {
+        let Some(w) = f.get(WINDOW) else {
+            return Ok(());
+        };
+        let w: Window = serde_json::from_value(w.clone())?;
+        let logs = self.emu.payload_logs(self.spec().upload(point.variant) as usize);
+        if logs.iter().any(|l| l.full) {
+            return Ok(());
+        }
+        let arrived: u64 = logs.iter().map(|l| l.delivered_by(w.from_us)).sum();
+        if let (Some(inorder), Some(bounded)) = (w.inorder_mbit(), w.bounded_mbit(arrived)) {
+            f.insert("inorder_mbit".into(), inorder.into());
+            f.insert("arrived_at_window_bytes".into(), arrived.into());
+            f.insert("goodput_mbit".into(), bounded.into());
+        }
+        Ok(())
     }
 
     /// The record of one measurement.
