@@ -6,6 +6,10 @@
 //! writes records); `report` (reads them). The runner and the report never import each
 //! other: what both need is in the layers below.
 
+/// The commit `mpflex-lab` was built from (`git describe --always --dirty`), or
+/// `unknown` (see `build.rs`).
+pub const COMMIT: &str = env!("MPFLEX_LAB_COMMIT");
+
 pub mod arrivals;
 pub mod emulator;
 pub mod link;

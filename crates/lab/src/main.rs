@@ -16,6 +16,7 @@ use mpflex_lab::workload::{self, chunk, ClientRun, Via, Workload};
 #[derive(Parser)]
 #[command(
     name = "mpflex-lab",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("MPFLEX_LAB_COMMIT"), ")"),
     about = "Emulated multi-link networks in namespaces, real systems over them"
 )]
 struct Cli {

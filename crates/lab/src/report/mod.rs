@@ -14,6 +14,7 @@
 mod charts;
 mod draw;
 mod grid;
+mod settings;
 mod tables;
 #[cfg(test)]
 mod tests;

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::settings::settings_note;
 use super::{cell_of, chunk_groups, chunk_systems, order_systems, BySize, Cell};
 use crate::record::Record;
 use crate::summary::{dist, median_of, quantile, Column, Dist, Measure, Summary, Table};
@@ -76,6 +77,12 @@ pub(super) fn chunk_tables(recs: &[&Record]) -> String {
     for ((profile, cc, mode), sizes) in &chunk_groups(recs) {
         let systems = chunk_systems(sizes);
         md += &chunk_table((profile, cc, mode), sizes, &systems, &extras);
+        let group: Vec<&Record> = recs
+            .iter()
+            .filter(|r| (&r.profile, &r.cc, &r.mode_label()) == (profile, cc, mode))
+            .copied()
+            .collect();
+        md += &settings_note(&group);
         md += &warm_up_table(profile, cc, mode, sizes, &systems, &extras.warm_ups);
     }
     md += "\n[p=…] is the share of bytes on the first path (oracle: the best static split; mpflex: \
@@ -315,6 +322,7 @@ pub(super) fn workload_table(key: &Key, by: &BySystem) -> String {
         .collect();
     let mut md = String::new();
     table(&mut md, &title, &head, &rows(by, |rs| columns(&spec, by, rs)));
+    md += &settings_note(&all(by));
     md
 }
 

@@ -539,3 +539,47 @@ fn grids_of_a_two_rate_family() {
         }
     }
 }
+
+#[test]
+fn tables_state_settings_builds_and_the_finish_gap() {
+    let mut s = String::new();
+    for k in 0..3 {
+        let ms = 500.0 + k as f64;
+        s += &chunk_line(
+            "mptcp",
+            1 << 20,
+            ms,
+            r#","commit":"abc","path_finish_ms":[480.0,500.0]"#,
+        );
+        s += "\n";
+        s += &chunk_line(
+            "mpflex:minrtt",
+            1 << 20,
+            ms,
+            r#","commit":"abc","pacing":true,"bytes_per_path":[600,400],"dup_bytes":0,"path_finish_ms":[300.0,450.0]"#,
+        );
+        s += "\n";
+        s += &chunk_line(
+            "tcp-wifi",
+            1 << 20,
+            ms,
+            r#","commit":"abc","path_finish_ms":[490.0,null]"#,
+        );
+        s += "\n";
+    }
+    let md = report(&temp_file("settings", &s)).unwrap();
+    assert!(
+        md.contains("Settings: build abc; congestion control cubic; idle restart on; pacing **differs between systems**: off for tcp-wifi, mptcp; on for mpflex:minrtt."),
+        "{md}"
+    );
+    let r = row(&md, "chunk completion", "1 MB");
+    assert!(r.contains("[gap 20 ms]"), "{r}");
+    assert!(r.contains("[p=60%, dup 0.0%, gap 150 ms]"), "{r}");
+    // tcp-wifi used one path: no gap.
+    assert!(r.matches("gap").count() == 2, "{r}");
+    // Another build in the same table is called out.
+    s += &chunk_line("mptcp", 1 << 20, 510.0, r#","commit":"def""#);
+    s += "\n";
+    let md = report(&temp_file("settings2", &s)).unwrap();
+    assert!(md.contains("**records from 2 builds** (abc, def)"), "{md}");
+}

@@ -29,7 +29,7 @@ use crate::emulator::Emulator;
 use crate::link::Rate;
 use crate::netns::Topology;
 use crate::profile::Profile;
-use crate::record::{Build, Record};
+use crate::record::{kernel_paces, Build, Record};
 use crate::units::{human, sanitize};
 use crate::workload::bulk::{Window, WINDOW};
 use crate::workload::{chunk, Fields, Spec, Workload};
@@ -600,7 +600,8 @@ impl Bench<'_> {
             idle_restart: cfg.idle_restart,
             mpflex_per_run: on_mpflex.is_some().then_some(!cfg.keep_mpflex),
             build: on_mpflex.as_ref().and_then(|o| o.0.clone()),
-            pacing: on_mpflex.map(|o| o.1),
+            pacing: Some(on_mpflex.map_or(kernel_paces(point.cc), |o| o.1)),
+            commit: Some(crate::COMMIT.into()),
             bound_ms: spec
                 .chunks()
                 .then(|| size as f64 / links.down * 1000.0 + links.min_rtt_ms),
