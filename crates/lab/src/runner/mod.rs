@@ -68,6 +68,26 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// Every mpflex system's binary exists.
+    pub fn check_binaries(&self) -> Result<()> {
+        for s in &self.systems {
+            let System::Mpflex { build, .. } = s else {
+                continue;
+            };
+            let bin = self.bin_of(build.as_deref())?;
+            if !bin.exists() {
+                match build {
+                    None => anyhow::bail!(
+                        "{} not found: build it (cargo build --release -p mpflex) or pass --mpflex",
+                        bin.display()
+                    ),
+                    Some(b) => anyhow::bail!("--builds: {b}={} not found", bin.display()),
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The binary of an mpflex system on `build` (none: the default one).
     pub fn bin_of(&self, build: Option<&str>) -> Result<&Path> {
         match build {
@@ -96,6 +116,36 @@ struct Measured {
 const QUIET_WINDOW: Duration = Duration::from_millis(200);
 const QUIET_TRICKLE: u64 = 6000;
 const QUIET_LIMIT: Duration = Duration::from_secs(30);
+
+/// Runs `cfg` on each of `profiles` in turn (a family: their paths must have the same
+/// names); returns how many records it appended.
+pub fn run_profiles(cfg: &mut RunConfig, profiles: Vec<Profile>, stop: &AtomicBool) -> Result<usize> {
+    let Some(first) = profiles.first() else {
+        return Ok(0);
+    };
+    if let Some(q) = profiles
+        .iter()
+        .find(|q| q.paths.iter().map(|x| &x.name).ne(first.paths.iter().map(|x| &x.name)))
+    {
+        anyhow::bail!(
+            "--profile: {} and {} have different paths; run them separately",
+            first.name,
+            q.name
+        );
+    }
+    let mut n = 0;
+    for (i, p) in profiles.into_iter().enumerate() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        if i > 0 {
+            eprintln!("profile {}", p.name);
+        }
+        cfg.profile = p;
+        n += run(cfg, stop)?;
+    }
+    Ok(n)
+}
 
 /// Runs `cfg` on its profile; returns how many records it appended.
 pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
