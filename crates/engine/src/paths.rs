@@ -129,6 +129,9 @@ pub(crate) struct PathEntry {
     /// hedge per silence).
     hedged: Option<Instant>,
     ping_id: u64,
+    /// How many connections of this path have joined the session (both ends count the
+    /// same joins; see [`mpflex_wire::Frame::PathGone`]).
+    pub joins: u32,
     /// Unacknowledged frames this path holds a copy of.
     pub held: usize,
     /// Last sign that what this path holds is getting through: anything received on it,
@@ -168,6 +171,7 @@ impl PathEntry {
             kernel: KernelView::new(now),
             hedged: None,
             ping_id: 0,
+            joins: 0,
             held: 0,
             progress: now,
             owd: OwdEstimator::default(),
@@ -292,6 +296,7 @@ impl Paths {
         self.ensure(path, now);
         let p = &mut self.entries[path];
         p.status = PathStatus::Up;
+        p.joins = p.joins.wrapping_add(1);
         p.snap.ready = false;
         p.last_recv = now;
         p.last_send = now;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
+use crate::arrivals::{tcp_payload, PayloadLog};
 use crate::link::{Link, LinkStats};
 use crate::netns::Topology;
 use crate::profile::Profile;
@@ -24,6 +25,8 @@ pub struct LinkHandle {
     model: Mutex<Link<Vec<u8>>>,
     /// eventfd the forwarding thread polls besides its packet socket.
     wake: OwnedFd,
+    /// Every delivered packet's TCP payload and delivery time, since the last clear.
+    log: Mutex<PayloadLog>,
 }
 
 impl LinkHandle {
@@ -36,6 +39,7 @@ impl LinkHandle {
         Ok(LinkHandle {
             model: Mutex::new(model),
             wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            log: Mutex::new(PayloadLog::default()),
         })
     }
 
@@ -51,6 +55,11 @@ impl LinkHandle {
 
     pub fn stats(&self) -> LinkStats {
         self.model.lock().unwrap().stats.clone()
+    }
+
+    /// What this direction delivered since its log was last cleared.
+    pub fn payload_log(&self) -> PayloadLog {
+        self.log.lock().unwrap().clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Link<Vec<u8>>> {
@@ -273,6 +282,18 @@ impl Emulator {
         }
     }
 
+    /// Forgets every direction's payload log, so the next read covers one measurement.
+    pub fn clear_payload_logs(&self) {
+        for l in self.links.iter().flatten() {
+            l.log.lock().unwrap().clear();
+        }
+    }
+
+    /// Each path's payload log in one direction (0 down, 1 up), in path order.
+    pub fn payload_logs(&self, direction: usize) -> Vec<PayloadLog> {
+        self.links.iter().map(|l| l[direction].payload_log()).collect()
+    }
+
     /// Takes a path down or up in both directions now.
     pub fn set_path_up(&self, path: usize, up: bool) {
         for l in &self.links[path] {
@@ -346,11 +367,19 @@ fn forward(rx: &OwnedFd, tx: &OwnedFd, link: &LinkHandle, start: Instant, stop: 
             l.next_event()
         };
         let mut io_drops = 0;
+        let payloads: Vec<u32> = due.iter().map(|f| tcp_payload(f)).filter(|&n| n > 0).collect();
         for f in due.drain(..) {
             // SAFETY: sending a complete frame on a bound packet socket.
             let r = unsafe { libc::send(tx.as_raw_fd(), f.as_ptr() as *const libc::c_void, f.len(), 0) };
             if r < 0 {
                 io_drops += 1;
+            }
+        }
+        if !payloads.is_empty() {
+            let at = crate::units::unix_us();
+            let mut log = link.log.lock().unwrap();
+            for n in payloads {
+                log.push(at, n);
             }
         }
         // A syscall per loop would cost throughput; ten times a second is enough.

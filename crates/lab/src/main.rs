@@ -16,6 +16,7 @@ use mpflex_lab::workload::{self, chunk, ClientRun, Via, Workload};
 #[derive(Parser)]
 #[command(
     name = "mpflex-lab",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("MPFLEX_LAB_COMMIT"), ")"),
     about = "Emulated multi-link networks in namespaces, real systems over them"
 )]
 struct Cli {
@@ -55,6 +56,30 @@ enum Cmd {
         #[arg(long, default_value = "mptcp", requires = "by_system")]
         baseline: String,
     },
+    /// Run each seed claim's experiment as its paper ran it (its baseline, sizes, paths,
+    /// repetitions) side by side on this build, and write the table of claims into
+    /// docs/results.md (between its reproduce markers).
+    Reproduce {
+        /// A claim (dems, dems-grid, dems-finish, ecf, ecf-video, mpflex-file,
+        /// mpflex-shortflows, txdelay) or all.
+        claim: String,
+        /// A reduced set (fewer profiles, sizes, repetitions): under 15 minutes.
+        #[arg(long)]
+        quick: bool,
+        /// Where each run's results file goes (written anew); default
+        /// lab-results/reproduce, or lab-results/reproduce-quick with --quick.
+        #[arg(long)]
+        out_dir: Option<std::path::PathBuf>,
+        /// The Markdown file to write the section into.
+        #[arg(long, default_value = "docs/results.md")]
+        doc: std::path::PathBuf,
+        /// The mpflex binary (default: next to this one).
+        #[arg(long)]
+        mpflex: Option<std::path::PathBuf>,
+        /// Do not run: judge the results files already in --out-dir and write the doc.
+        #[arg(long)]
+        report_only: bool,
+    },
     /// (internal) Serve chunk requests.
     #[command(hide = true)]
     ChunkServer {
@@ -68,7 +93,7 @@ enum Cmd {
     /// (internal) Run one measurement of a workload other than chunk; prints JSON.
     #[command(hide = true)]
     WorkloadClient(WorkloadClientArgs),
-    /// (internal) Time one chunk download; prints milliseconds.
+    /// (internal) Time one chunk download; prints its times as JSON.
     #[command(hide = true)]
     ChunkClient(ChunkClientArgs),
 }
@@ -230,6 +255,34 @@ fn real_main() -> Result<()> {
     match cli.cmd {
         Cmd::Emu { profile, seconds } => emu(&profile, seconds, &stop),
         Cmd::Run(args) => run(args, &stop),
+        Cmd::Reproduce {
+            claim,
+            quick,
+            out_dir,
+            doc,
+            mpflex,
+            report_only,
+        } => {
+            use mpflex_lab::reproduce;
+            let claims = reproduce::select(&claim)?;
+            let opts = reproduce::Options {
+                quick,
+                out_dir: out_dir.unwrap_or_else(|| {
+                    if quick {
+                        "lab-results/reproduce-quick".into()
+                    } else {
+                        "lab-results/reproduce".into()
+                    }
+                }),
+                doc,
+                mpflex_bin: mpflex.unwrap_or_else(|| std::env::current_exe().unwrap().with_file_name("mpflex")),
+                report_only,
+            };
+            let md = reproduce::reproduce(&claims, &claim, &opts, &stop)?;
+            print!("{md}");
+            eprintln!("wrote {}", opts.doc.display());
+            Ok(())
+        }
         _ => unreachable!("handled above"),
     }
 }
@@ -263,32 +316,9 @@ fn emu(profile: &str, seconds: Option<u64>, stop: &AtomicBool) -> Result<()> {
 /// `run`: every profile of `--profile` in turn.
 fn run(args: RunArgs, stop: &AtomicBool) -> Result<()> {
     let profiles = mpflex_lab::profile::expand(&args.profile)?;
-    let profile = profiles[0].clone();
-    if let Some(q) = profiles.iter().find(|q| {
-        q.paths
-            .iter()
-            .map(|x| &x.name)
-            .ne(profile.paths.iter().map(|x| &x.name))
-    }) {
-        bail!(
-            "--profile: {} and {} have different paths; run them separately",
-            profile.name,
-            q.name
-        );
-    }
     let out = args.out.clone();
-    let mut cfg = run_config(args, profile)?;
-    let mut n = 0;
-    for (i, p) in profiles.into_iter().enumerate() {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        if i > 0 {
-            eprintln!("profile {}", p.name);
-        }
-        cfg.profile = p;
-        n += mpflex_lab::runner::run(&cfg, stop)?;
-    }
+    let mut cfg = run_config(args, profiles[0].clone())?;
+    let n = mpflex_lab::runner::run_profiles(&mut cfg, profiles, stop)?;
     println!("{n} results appended to {}", out.display());
     Ok(())
 }
@@ -359,28 +389,8 @@ fn run_config(a: RunArgs, profile: Profile) -> Result<RunConfig> {
         idle_restart: a.idle_restart,
         keep_mpflex: a.keep_mpflex,
     };
-    check_binaries(&cfg)?;
+    cfg.check_binaries()?;
     Ok(cfg)
-}
-
-/// Every mpflex system's binary exists.
-fn check_binaries(cfg: &RunConfig) -> Result<()> {
-    for s in &cfg.systems {
-        let System::Mpflex { build, .. } = s else {
-            continue;
-        };
-        let bin = cfg.bin_of(build.as_deref())?;
-        if !bin.exists() {
-            match build {
-                None => bail!(
-                    "{} not found: build it (cargo build --release -p mpflex) or pass --mpflex",
-                    bin.display()
-                ),
-                Some(b) => bail!("--builds: {b}={} not found", bin.display()),
-            }
-        }
-    }
-    Ok(())
 }
 
 fn chunk_client(a: &ChunkClientArgs) -> Result<()> {
@@ -393,10 +403,7 @@ fn chunk_client(a: &ChunkClientArgs) -> Result<()> {
         split: a.split_server.map(|s| (s, Via::of(t.socks, t.mptcp, a.split_bind))),
         share: a.share,
     };
-    match chunk::client(&run)? {
-        (ms, Some(w)) => println!("{ms:.3} {w:.3}"),
-        (ms, None) => println!("{ms:.3}"),
-    }
+    println!("{}", serde_json::to_string(&chunk::client(&run)?)?);
     Ok(())
 }
 

@@ -53,10 +53,17 @@ pub struct Record {
     /// mpflex: the binary that ran (see [`Build`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<Build>,
-    /// mpflex: `[tuning] pacing` as the system ran it (its `+pacing=` setting, else
-    /// mpflex's default).
+    /// Whether the system's sender paced: mpflex, `[tuning] pacing` as the system ran it
+    /// (its `+pacing=` setting, else mpflex's default); the kernel's TCP and MPTCP (and the
+    /// oracle's connections), whether the congestion control asks the kernel to pace, as
+    /// BBR does and CUBIC does not (no `fq` qdisc in the namespaces). Records before
+    /// 2026-11-26 have it for mpflex only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing: Option<bool>,
+    /// The commit `mpflex-lab` was built from (`git describe --always --dirty`, else the
+    /// build's `MPFLEX_BUILD_COMMIT`, else `unknown`). Records before 2026-11-26 have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
     /// Chunk workloads: fluid lower bound for this size: S / Σ down rates + smallest RTT.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound_ms: Option<f64>,
@@ -88,6 +95,13 @@ pub struct Build {
     pub id: Option<String>,
 }
 
+/// Whether the kernel paces a TCP socket with congestion control `cc` in the lab: only
+/// when the algorithm asks for it (BBR); CUBIC is paced only under the `fq` qdisc, which
+/// the namespaces do not use.
+pub fn kernel_paces(cc: &str) -> bool {
+    cc == "bbr"
+}
+
 fn yes() -> bool {
     true
 }
@@ -101,6 +115,13 @@ impl Record {
     /// A finite number among the workload's fields (`null`, as NaN is written, is none).
     pub fn field(&self, key: &str) -> Option<f64> {
         self.extra.get(key).and_then(Value::as_f64).filter(|v| v.is_finite())
+    }
+
+    /// Whether the sender paced ([`Record::pacing`]); for a kernel baseline written before
+    /// the field covered it, what its congestion control implies.
+    pub fn paced(&self) -> Option<bool> {
+        self.pacing
+            .or_else(|| (!self.system.starts_with("mpflex")).then(|| kernel_paces(&self.cc)))
     }
 
     /// The mode, with the idle-restart setting when it is not the kernel default.

@@ -43,6 +43,14 @@ pub fn sanitize(parts: &[&str]) -> String {
     s.trim_matches('-').to_string()
 }
 
+/// Microseconds since the Unix epoch: the clock the client, the server and the emulator
+/// share (network namespaces do not have clocks of their own), so their times compare.
+pub fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -155,6 +155,15 @@ fn carrier_loss_is_a_dead_path_at_once_and_unmatched_entries_wait_in_the_status(
             "c1 declared down only after {took:?}"
         );
         assert_eq!(lab.client_path_on("c1")["state"], "no carrier");
+        // The server cannot see the client's link; the client tells it on the other path,
+        // and it drops that path's connection rather than wait for its silence.
+        let told = (0..100).find_map(|_| {
+            let heard = lab.log("server").contains("the client's link of this path is gone");
+            std::thread::sleep(Duration::from_millis(10));
+            heard.then(|| t0.elapsed())
+        });
+        let told = told.unwrap_or_else(|| panic!("the server was not told: {}", lab.log("server")));
+        eprintln!("the server dropped c1's connection {told:?} after the carrier loss");
         let (got, want) = download.join().unwrap();
         assert_eq!(got, want, "download corrupted across the carrier loss");
     });

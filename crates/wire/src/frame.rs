@@ -32,6 +32,7 @@ pub enum FrameType {
     Datagram = 16,
     FlowOpen = 17,
     FlowClose = 18,
+    PathGone = 19,
 }
 
 impl FrameType {
@@ -56,6 +57,7 @@ impl FrameType {
             16 => Datagram,
             17 => FlowOpen,
             18 => FlowClose,
+            19 => PathGone,
             _ => return None,
         })
     }
@@ -176,6 +178,16 @@ pub enum Frame {
         flow: u32,
         code: u8,
     },
+    /// (client) Path `path`'s connection of join count `joins` (the `joins`-th time that
+    /// path joined the session) is gone: its link went down, lost its carrier or its
+    /// address. Sent on the other paths, so the server re-sends what it had sent on that
+    /// path at once instead of waiting for the path to fall silent (MPTCP-MA: act on the
+    /// link's own signal). A server that counted another number of joins for the path
+    /// has a newer connection there and ignores it.
+    PathGone {
+        path: u8,
+        joins: u32,
+    },
 }
 
 impl Frame {
@@ -199,6 +211,7 @@ impl Frame {
             Frame::Datagram { .. } => FrameType::Datagram,
             Frame::FlowOpen { .. } => FrameType::FlowOpen,
             Frame::FlowClose { .. } => FrameType::FlowClose,
+            Frame::PathGone { .. } => FrameType::PathGone,
         }
     }
 
@@ -259,6 +272,7 @@ impl Frame {
             | Frame::Stall { .. } => 8,
             Frame::Window { .. } => 4 + 8,
             Frame::Close { .. } | Frame::Tier { .. } => 1,
+            Frame::PathGone { .. } => 1 + 4,
             Frame::Owd { .. } => 1 + 8 + 4 + 4,
             Frame::Datagram { data, .. } => DATAGRAM_HEADER + data.len(),
             Frame::FlowOpen { addr, .. } => 4 + addr.encoded_len(),
@@ -357,6 +371,10 @@ impl Frame {
                 out.put_u32(*flow);
                 out.put_u8(*code);
             }
+            Frame::PathGone { path, joins } => {
+                out.put_u8(*path);
+                out.put_u32(*joins);
+            }
         }
     }
 
@@ -408,6 +426,7 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
         FrameType::Datagram => "Datagram",
         FrameType::FlowOpen => "FlowOpen",
         FrameType::FlowClose => "FlowClose",
+        FrameType::PathGone => "PathGone",
     };
     let exact = |n: usize| {
         if body.len() == n {
@@ -600,6 +619,13 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
                 code: b.get_u8(),
             }
         }
+        FrameType::PathGone => {
+            exact(5)?;
+            Frame::PathGone {
+                path: b.get_u8(),
+                joins: b.get_u32(),
+            }
+        }
     })
 }
 
@@ -691,6 +717,7 @@ mod tests {
             }),
             (any::<u32>(), arb_addr()).prop_map(|(flow, addr)| Frame::FlowOpen { flow, addr }),
             (any::<u32>(), any::<u8>()).prop_map(|(flow, code)| Frame::FlowClose { flow, code }),
+            (any::<u8>(), any::<u32>()).prop_map(|(path, joins)| Frame::PathGone { path, joins }),
         ]
     }
 

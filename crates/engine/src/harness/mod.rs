@@ -139,6 +139,15 @@ impl Pair {
         self.server.path_down(path);
     }
 
+    /// The client's link of the path goes (carrier lost, address gone): nothing crosses
+    /// it any more, and only the client knows (its link watcher tells it).
+    pub fn link_lost(&mut self, path: usize) {
+        for d in &mut self.dirs[path] {
+            d.sock.dark = true;
+        }
+        self.client.path_down(path);
+    }
+
     /// The path stops delivering anything, but neither side is told (a link that went
     /// dark without a reset).
     pub fn blackhole(&mut self, path: usize) {

@@ -53,6 +53,9 @@ pub enum Event {
     WakePaths,
     /// The path has been silent for too long; the driver should drop its connection.
     PathTimedOut(usize),
+    /// (server) The client says the path's link is gone (its connection cannot carry
+    /// anything any more); the driver should drop its connection.
+    PathGone(usize),
     /// The path is suspect (silent while holding data): the driver should probe it with a
     /// fresh connection now, whose joining replaces the silent one — its kernel socket
     /// will not try again before its backed-off retransmission timer (MPTCP-MA's point:
@@ -261,10 +264,39 @@ impl Session {
         }
         // Datagrams it took are not sent again (see `crate::datagram`).
         self.dgrams.path_gone(path);
+        self.tell_path_gone(path);
         self.send.lost_on(path);
         // Acks and window updates handed to the dead path may never arrive.
         self.restate_control();
         self.wake();
+    }
+
+    /// (client) Tells the server on every other path that `path`'s connection is gone, so
+    /// that it re-sends what it had sent there now rather than after the path falls silent
+    /// (the server cannot see the client's link go; MPTCP-MA acts on the link's signal).
+    fn tell_path_gone(&mut self, path: usize) {
+        if self.cfg.role != Role::Client {
+            return;
+        }
+        let (Ok(id), Some(joins)) = (u8::try_from(path), self.paths.get(path).map(|p| p.joins)) else {
+            return;
+        };
+        for i in (0..self.paths.len()).filter(|&i| i != path) {
+            let p = self.paths.entry(i);
+            if p.is_up() {
+                p.ctrl.push_back(mpflex_wire::Frame::PathGone { path: id, joins });
+            }
+        }
+    }
+
+    /// (server) The client's word that `path`'s connection of join count `joins` is gone:
+    /// taken down as if it had timed out, unless a newer connection of the path joined.
+    fn on_path_gone(&mut self, path: usize, joins: u32) {
+        let current = self.paths.get(path).filter(|p| p.is_up()).map(|p| p.joins);
+        if current == Some(joins) {
+            self.events.push_back(Event::PathGone(path));
+            self.path_down(path);
+        }
     }
 
     fn restate_control(&mut self) {
@@ -990,5 +1022,93 @@ mod tests {
         assert!(!s.backlog_gap(t0 + ms(580)));
         assert!(s.backlog_gap(t0 + ms(620)), "a building backlog ends after 100 ms");
         assert!(!s.backpressure_engaged(t0 + ms(1000)));
+    }
+
+    /// The longest wait between deliveries of a stream of 2 KB every 10 ms when the link
+    /// of the path carrying it goes at 305 ms (`told`: the client's link watcher sees it; else it goes dark
+    /// unseen), when the server heard of it, and which path it was.
+    fn stream_across_a_lost_link(told: bool) -> (Pair, Duration, Option<Duration>, usize) {
+        let mut pair = Pair::new("minrtt", &[(10, 1000), (10, 1000)]);
+        let id = pair.open(b"get");
+        for _ in 0..50 {
+            pair.step();
+        }
+        let (chunk, chunks) = (2000, 100);
+        let mut gone = None;
+        let mut lost_at = None;
+        let mut lost = 0;
+        let mut last = None;
+        let mut longest = Duration::ZERO;
+        for ms in 0..3000 {
+            if ms % 10 == 0 && ms / 10 < chunks {
+                assert_eq!(pair.server.stream_send(id, Bytes::from(vec![7u8; chunk])), chunk);
+            }
+            if ms == 305 {
+                // The path that carries the stream now (the server's scheduler's choice).
+                let p = (0..2).max_by_key(|&p| pair.server.paths.get(p).unwrap().held).unwrap();
+                assert!(pair.server.paths.get(p).unwrap().held > 0, "a path carries the stream");
+                if told {
+                    pair.link_lost(p);
+                } else {
+                    pair.blackhole(p);
+                }
+                lost = p;
+                lost_at = Some(pair.now);
+            }
+            pair.tick();
+            while let Some(e) = pair.server.poll_event() {
+                if e == Event::PathGone(lost) {
+                    gone.get_or_insert(pair.now - lost_at.unwrap());
+                }
+            }
+            pair.drain_apps();
+            let got = pair.client_rx.get(&id).map_or(0, |b| b.len());
+            if last.is_none_or(|(_, n)| got > n) {
+                if let Some((t, _)) = last {
+                    longest = longest.max(pair.now - t);
+                }
+                last = Some((pair.now, got));
+            }
+            if got == chunk * chunks {
+                break;
+            }
+        }
+        assert_eq!(pair.client_rx[&id].len(), chunk * chunks, "nothing lost");
+        (pair, longest, gone, lost)
+    }
+
+    /// A client whose link goes tells the server on the other path: the server takes the
+    /// path down and re-sends what it held one path delay later instead of after the
+    /// path's silence; a word about an older connection of the path is ignored.
+    #[test]
+    fn the_server_hears_of_a_lost_link_on_the_other_path() {
+        let (_, unseen, _, _) = stream_across_a_lost_link(false);
+        let (mut pair, longest, gone, p) = stream_across_a_lost_link(true);
+        let gone = gone.expect("the server heard of it");
+        eprintln!("longest gap: told {longest:?}, found from the silence {unseen:?}; heard after {gone:?}");
+        assert!(
+            gone <= Duration::from_millis(15),
+            "one path delay (10 ms) and a turn: {gone:?}"
+        );
+        assert_eq!(pair.server.path_status(p), PathStatus::Down);
+        assert!(
+            longest + Duration::from_millis(80) < unseen,
+            "told: {longest:?}, found from the silence: {unseen:?}"
+        );
+
+        // A new connection of the path; a late word about the old one changes nothing.
+        pair.revive(p);
+        for _ in 0..20 {
+            pair.step();
+        }
+        let joins = pair.server.paths.get(p).unwrap().joins;
+        assert_eq!(
+            joins,
+            pair.client.paths.get(p).unwrap().joins,
+            "both ends count the joins"
+        );
+        pair.server.on_path_gone(p, joins - 1);
+        assert_eq!(pair.server.path_status(p), PathStatus::Up);
+        assert_eq!(pair.server.poll_event(), None);
     }
 }

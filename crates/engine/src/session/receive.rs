@@ -53,6 +53,10 @@ impl Session {
                 self.wake();
             }
             Frame::Tier { .. } => return Err(ProtocolError::Unexpected("Tier")),
+            Frame::PathGone { path, joins } if self.cfg.role == Role::Server => {
+                self.on_path_gone(path as usize, joins);
+            }
+            Frame::PathGone { .. } => return Err(ProtocolError::Unexpected("PathGone")),
             Frame::Window { stream, max } => self.on_window(stream, max),
             Frame::MaxData { max } => {
                 if self.flow.raise(max) {

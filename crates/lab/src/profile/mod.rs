@@ -116,13 +116,19 @@ fn constant(kbit: u64, rtt_ms: u64, queue_ms: u64) -> LinkParams {
 /// A "wifi" path (RTT 50 ms, 50 ms droptail buffer) and an "lte" path (RTT `lte_rtt` ms,
 /// 500 ms buffer) with the given rates in kbit/s.
 fn wifi_lte(name: String, wifi: (u64, u64), lte: (u64, u64), lte_rtt: u64) -> Profile {
+    wifi_lte_rtts(name, wifi, lte, (50, lte_rtt))
+}
+
+/// [`wifi_lte`] with both RTTs given, ms: (WiFi, LTE).
+fn wifi_lte_rtts(name: String, wifi: (u64, u64), lte: (u64, u64), rtts: (u64, u64)) -> Profile {
+    let (wifi_rtt, lte_rtt) = rtts;
     Profile {
         name,
         paths: vec![
             PathSpec {
                 name: "wifi".into(),
-                down: constant(wifi.0, 50, 50),
-                up: constant(wifi.1, 50, 50),
+                down: constant(wifi.0, wifi_rtt, 50),
+                up: constant(wifi.1, wifi_rtt, 50),
             },
             PathSpec {
                 name: "lte".into(),
@@ -143,6 +149,13 @@ pub fn seed_default(lte_rtt: u64) -> Profile {
         format!("seed-default-{lte_rtt}")
     };
     wifi_lte(name, (7040, 2020), (9185, 2286), lte_rtt)
+}
+
+/// `seed-default-wifi20`: seed-default's rates and buffers with WiFi's RTT 20 ms and LTE's
+/// 70 ms, the RTTs of MPFlex's TxDelay experiment (Nikravesh et al., "20 ms vs 70 ms";
+/// the paper gives no rates, so the rates of its default profile).
+pub fn seed_default_wifi20() -> Profile {
+    wifi_lte_rtts("seed-default-wifi20".into(), (7040, 2020), (9185, 2286), (20, 70))
 }
 
 /// DEMS's bandwidth grid, in kbit/s: each of WiFi and LTE takes every value (6 x 6 profiles).
@@ -443,6 +456,7 @@ impl Profile {
             "seed-default" => return Ok(seed_default(70)),
             "seed-default-270" => return Ok(seed_default(270)),
             "seed-default-470" => return Ok(seed_default(470)),
+            "seed-default-wifi20" => return Ok(seed_default_wifi20()),
             _ => {}
         }
         if let Some(rates) = spec.strip_prefix("bw-grid:") {
@@ -474,7 +488,7 @@ impl Profile {
             if FAMILIES.contains(&spec) || spec.starts_with("traces:") {
                 bail!("profile {spec:?} is a family of several profiles; it is accepted where profiles are expanded, or pick one, e.g. bw-grid:2.5x27.5");
             }
-            bail!("unknown profile {spec:?}: not a built-in (seed-default, seed-default-270, seed-default-470, bw-grid:<wifi>x<lte>, ecf-asym:<wifi>x<lte> in Mbit/s, trace:<path-prefix>; families: bw-grid, ecf-asym, ecf-asym-all, seed-default-all, traces:<dir>) and no such file");
+            bail!("unknown profile {spec:?}: not a built-in (seed-default, seed-default-270, seed-default-470, seed-default-wifi20, bw-grid:<wifi>x<lte>, ecf-asym:<wifi>x<lte> in Mbit/s, trace:<path-prefix>; families: bw-grid, ecf-asym, ecf-asym-all, seed-default-all, traces:<dir>) and no such file");
         }
         let text = std::fs::read_to_string(path)?;
         let t: ProfileToml = toml::from_str(&text).with_context(|| format!("profile {}", path.display()))?;

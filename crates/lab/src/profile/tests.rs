@@ -5,6 +5,11 @@ fn builtins() {
     let p = Profile::resolve("seed-default-270").unwrap();
     assert_eq!(p.paths[1].down.delay, Duration::from_millis(135));
     assert_eq!(p.paths[0].down.queue_bytes(), 7040 * 1000 / 8 * 50 / 1000);
+    let p = Profile::resolve("seed-default-wifi20").unwrap();
+    assert_eq!(p.name, "seed-default-wifi20");
+    assert_eq!(p.paths[0].down.delay, Duration::from_millis(10));
+    assert_eq!(p.paths[1].up.delay, Duration::from_millis(35));
+    assert_eq!(p.paths[0].down.rate, Rate::Constant(7040));
     assert!(Profile::resolve("nope").is_err());
 }
 

@@ -14,6 +14,7 @@
 mod charts;
 mod draw;
 mod grid;
+mod settings;
 mod tables;
 #[cfg(test)]
 mod tests;
@@ -89,6 +90,12 @@ fn load_files(paths: &[PathBuf]) -> Result<Vec<Record>> {
         .filter(|(i, r)| newest[&key(r)] == *i)
         .map(|(_, r)| r)
         .collect())
+}
+
+/// The records of results files as the report takes them (a group found in several files
+/// from the last only; the oracle as its best static split).
+pub fn load_results(paths: &[PathBuf]) -> Result<Vec<Record>> {
+    load_files(paths)
 }
 
 /// The files' names, for messages.

@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use super::settings::settings_note;
 use super::{cell_of, chunk_groups, chunk_systems, order_systems, BySize, Cell};
 use crate::record::Record;
 use crate::summary::{dist, median_of, quantile, Column, Dist, Measure, Summary, Table};
 use crate::units::human;
+use crate::workload::chunk::finish_gap_ms;
 use crate::workload::Workload;
 
 /// What chunk records carry besides their completion, per cell.
@@ -20,6 +22,9 @@ struct ChunkExtras {
     dups: BTreeMap<Cell, Vec<f64>>,
     /// Warm mode: the warm-up's time, and warm-up + chunk, per record.
     warm_ups: BTreeMap<Cell, (Vec<f64>, Vec<f64>)>,
+    /// The spread of the paths' last-byte arrivals, ms, where two or more paths carried
+    /// some of the chunk.
+    gaps: BTreeMap<Cell, Vec<f64>>,
 }
 
 impl ChunkExtras {
@@ -30,6 +35,13 @@ impl ChunkExtras {
                 x.bounds.insert((r.profile.clone(), r.size), b);
             }
             let key = cell_of(r);
+            let finish: Option<Vec<Option<f64>>> = r
+                .extra
+                .get("path_finish_ms")
+                .and_then(|v| serde_json::from_value(v.clone()).ok());
+            if let Some(g) = finish.as_deref().and_then(finish_gap_ms) {
+                x.gaps.entry(key.clone()).or_default().push(g);
+            }
             if let Some(p) = r.p {
                 x.shares.entry(key.clone()).or_default().push(p);
             }
@@ -65,11 +77,19 @@ pub(super) fn chunk_tables(recs: &[&Record]) -> String {
     for ((profile, cc, mode), sizes) in &chunk_groups(recs) {
         let systems = chunk_systems(sizes);
         md += &chunk_table((profile, cc, mode), sizes, &systems, &extras);
+        let group: Vec<&Record> = recs
+            .iter()
+            .filter(|r| (&r.profile, &r.cc, &r.mode_label()) == (profile, cc, mode))
+            .copied()
+            .collect();
+        md += &settings_note(&group);
         md += &warm_up_table(profile, cc, mode, sizes, &systems, &extras.warm_ups);
     }
     md += "\n[p=…] is the share of bytes on the first path (oracle: the best static split; mpflex: \
            measured at the client, in `warm` mode including the 1 MB warm-up); dup is the share of \
-           bytes the client received twice.\n";
+           bytes the client received twice; gap is the median time between the first and the last \
+           path's last data packet of the chunk, as the links delivered them (where two paths \
+           carried some of it).\n";
     md
 }
 
@@ -126,11 +146,16 @@ fn chunk_cell(v: Option<&Vec<f64>>, key: &Cell, extras: &ChunkExtras) -> String 
         .get(key)
         .map(|x| format!(", dup {:.1}%", 100.0 * quantile(x, 0.5)))
         .unwrap_or_default();
-    let share = extras
-        .shares
-        .get(key)
-        .map(|x| format!(" [p={:.0}%{dup}]", 100.0 * quantile(x, 0.5)))
-        .unwrap_or_default();
+    let gap = extras.gaps.get(key).map(|x| format!("gap {:.0} ms", quantile(x, 0.5)));
+    let share = match (extras.shares.get(key), gap) {
+        (Some(x), gap) => format!(
+            " [p={:.0}%{dup}{}]",
+            100.0 * quantile(x, 0.5),
+            gap.map(|g| format!(", {g}")).unwrap_or_default()
+        ),
+        (None, Some(g)) => format!(" [{g}]"),
+        (None, None) => String::new(),
+    };
     format!(
         " {:.0} ({:.0}–{:.0}){share} |",
         quantile(v, 0.5),
@@ -307,6 +332,7 @@ pub(super) fn workload_table(key: &Key, by: &BySystem) -> String {
     }
     let mut md = String::new();
     table(&mut md, &title, &head, &rows);
+    md += &settings_note(&all(by));
     md
 }
 

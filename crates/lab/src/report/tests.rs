@@ -445,6 +445,7 @@ fn plot_files() {
         "download-ping-two-cubic-fresh-ping",
         "web-under-upload-two-cubic-fresh-bundle",
         "handover-two-cubic-fresh-gap",
+        "handover-two-cubic-appear-fresh-gap",
     ] {
         for ext in ["svg", "png"] {
             assert!(
@@ -453,7 +454,7 @@ fn plot_files() {
             );
         }
     }
-    assert_eq!(files.len(), 18);
+    assert_eq!(files.len(), 20);
     for f in &files {
         let bytes = std::fs::read(f).unwrap();
         assert!(bytes.len() > 1000, "{} is {} bytes", f.display(), bytes.len());
@@ -556,4 +557,48 @@ fn grids_of_a_two_rate_family() {
             assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
         }
     }
+}
+
+#[test]
+fn tables_state_settings_builds_and_the_finish_gap() {
+    let mut s = String::new();
+    for k in 0..3 {
+        let ms = 500.0 + k as f64;
+        s += &chunk_line(
+            "mptcp",
+            1 << 20,
+            ms,
+            r#","commit":"abc","path_finish_ms":[480.0,500.0]"#,
+        );
+        s += "\n";
+        s += &chunk_line(
+            "mpflex:minrtt",
+            1 << 20,
+            ms,
+            r#","commit":"abc","pacing":true,"bytes_per_path":[600,400],"dup_bytes":0,"path_finish_ms":[300.0,450.0]"#,
+        );
+        s += "\n";
+        s += &chunk_line(
+            "tcp-wifi",
+            1 << 20,
+            ms,
+            r#","commit":"abc","path_finish_ms":[490.0,null]"#,
+        );
+        s += "\n";
+    }
+    let md = report(&temp_file("settings", &s)).unwrap();
+    assert!(
+        md.contains("Settings: build abc; congestion control cubic; idle restart on; pacing **differs between systems**: off for tcp-wifi, mptcp; on for mpflex:minrtt."),
+        "{md}"
+    );
+    let r = row(&md, "chunk completion", "1 MB");
+    assert!(r.contains("[gap 20 ms]"), "{r}");
+    assert!(r.contains("[p=60%, dup 0.0%, gap 150 ms]"), "{r}");
+    // tcp-wifi used one path: no gap.
+    assert!(r.matches("gap").count() == 2, "{r}");
+    // Another build in the same table is called out.
+    s += &chunk_line("mptcp", 1 << 20, 510.0, r#","commit":"def""#);
+    s += "\n";
+    let md = report(&temp_file("settings2", &s)).unwrap();
+    assert!(md.contains("**records from 2 builds** (abc, def)"), "{md}");
 }

@@ -8,15 +8,15 @@ use anyhow::{bail, Context, Result};
 use crate::emulator::Emulator;
 use crate::link::{LinkParams, Rate};
 use crate::netns::Topology;
+use crate::workload::chunk::Timed;
 use crate::workload::{Fields, PathEvent};
 
 fn self_exe() -> std::path::PathBuf {
     std::env::current_exe().expect("own path")
 }
 
-/// One chunk-client invocation; returns the times it printed (ms): the chunk's, and in
-/// warm mode the warm-up's.
-pub(super) fn chunk(topo: &Topology, args: &[String]) -> Result<Vec<f64>> {
+/// One chunk-client invocation; returns what it printed.
+pub(super) fn chunk(topo: &Topology, args: &[String]) -> Result<Timed> {
     let out = Command::new("ip")
         .args(["netns", "exec", &topo.client_ns])
         .arg(self_exe())
@@ -30,10 +30,7 @@ pub(super) fn chunk(topo: &Topology, args: &[String]) -> Result<Vec<f64>> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(|v| v.parse::<f64>().context("chunk-client output"))
-        .collect()
+    serde_json::from_slice(&out.stdout).context("chunk-client output")
 }
 
 /// A path failing during a run: which, how, on which emulator.

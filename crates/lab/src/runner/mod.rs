@@ -29,9 +29,10 @@ use crate::emulator::Emulator;
 use crate::link::Rate;
 use crate::netns::Topology;
 use crate::profile::Profile;
-use crate::record::{Build, Record};
+use crate::record::{kernel_paces, Build, Record};
 use crate::units::{human, sanitize};
-use crate::workload::{Fields, Spec, Workload};
+use crate::workload::bulk::{Window, WINDOW};
+use crate::workload::{chunk, Fields, Spec, Workload};
 use mpflex::Procs;
 
 pub const TCP_PORT: u16 = 9000;
@@ -68,6 +69,26 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// Every mpflex system's binary exists.
+    pub fn check_binaries(&self) -> Result<()> {
+        for s in &self.systems {
+            let System::Mpflex { build, .. } = s else {
+                continue;
+            };
+            let bin = self.bin_of(build.as_deref())?;
+            if !bin.exists() {
+                match build {
+                    None => anyhow::bail!(
+                        "{} not found: build it (cargo build --release -p mpflex) or pass --mpflex",
+                        bin.display()
+                    ),
+                    Some(b) => anyhow::bail!("--builds: {b}={} not found", bin.display()),
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The binary of an mpflex system on `build` (none: the default one).
     pub fn bin_of(&self, build: Option<&str>) -> Result<&Path> {
         match build {
@@ -96,6 +117,36 @@ struct Measured {
 const QUIET_WINDOW: Duration = Duration::from_millis(200);
 const QUIET_TRICKLE: u64 = 6000;
 const QUIET_LIMIT: Duration = Duration::from_secs(30);
+
+/// Runs `cfg` on each of `profiles` in turn (a family: their paths must have the same
+/// names); returns how many records it appended.
+pub fn run_profiles(cfg: &mut RunConfig, profiles: Vec<Profile>, stop: &AtomicBool) -> Result<usize> {
+    let Some(first) = profiles.first() else {
+        return Ok(0);
+    };
+    if let Some(q) = profiles
+        .iter()
+        .find(|q| q.paths.iter().map(|x| &x.name).ne(first.paths.iter().map(|x| &x.name)))
+    {
+        anyhow::bail!(
+            "--profile: {} and {} have different paths; run them separately",
+            first.name,
+            q.name
+        );
+    }
+    let mut n = 0;
+    for (i, p) in profiles.into_iter().enumerate() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        if i > 0 {
+            eprintln!("profile {}", p.name);
+        }
+        cfg.profile = p;
+        n += run(cfg, stop)?;
+    }
+    Ok(n)
+}
 
 /// Runs `cfg` on its profile; returns how many records it appended.
 pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
@@ -508,6 +559,7 @@ impl Bench<'_> {
             self.emu.rewind_traces();
             settled.insert("trace_rewound".into(), true.into());
         }
+        self.emu.clear_payload_logs();
         if self.spec().chunks() {
             let mut a = vec![
                 "--size".into(),
@@ -516,13 +568,16 @@ impl Bench<'_> {
                 point.mode.into(),
             ];
             a.extend_from_slice(via);
-            let times = clients::chunk(self.topo, &a)?;
-            let ms = *times.first().context("chunk-client printed no time")?;
-            // Warm mode: the warm-up's time, printed after the chunk's.
-            if let Some(w) = times.get(1) {
-                settled.insert("warmup_ms".into(), (*w).into());
+            let t = clients::chunk(self.topo, &a)?;
+            if let Some(w) = t.warmup_ms {
+                settled.insert("warmup_ms".into(), w.into());
             }
-            return Ok((ms, settled));
+            let down = self.emu.payload_logs(0);
+            if down.iter().all(|l| !l.full) {
+                let finish = chunk::path_finish_ms(&down, &t);
+                settled.insert("path_finish_ms".into(), serde_json::to_value(finish)?);
+            }
+            return Ok((t.ms, settled));
         }
         let mut a = vec![
             "--workload".into(),
@@ -550,6 +605,7 @@ impl Bench<'_> {
         });
         self.emu.clear_run_stats();
         let mut f = clients::workload(self.topo, &a, change, self.cfg.secs)?;
+        self.bound_goodput(point, &mut f)?;
         f.extend(settled);
         f.extend(link_fields(&self.emu.stats()));
         let ms = f
@@ -557,6 +613,29 @@ impl Bench<'_> {
             .and_then(|v| v.as_f64())
             .unwrap_or(self.cfg.secs * 1000.0);
         Ok((ms, f))
+    }
+
+    /// A workload that reports a goodput window (`bulk` and the bulks of the ping
+    /// workloads) gets goodput that cannot exceed what the links carried in it
+    /// ([`Window::bounded_mbit`]); the client's in-order figure is kept as
+    /// `inorder_mbit`, and the payload the links had delivered when the window opened as
+    /// `arrived_at_window_bytes`.
+    fn bound_goodput(&self, point: &Point, f: &mut Fields) -> Result<()> {
+        let Some(w) = f.get(WINDOW) else {
+            return Ok(());
+        };
+        let w: Window = serde_json::from_value(w.clone())?;
+        let logs = self.emu.payload_logs(self.spec().upload(point.variant) as usize);
+        if logs.iter().any(|l| l.full) {
+            return Ok(());
+        }
+        let arrived: u64 = logs.iter().map(|l| l.delivered_by(w.from_us)).sum();
+        if let (Some(inorder), Some(bounded)) = (w.inorder_mbit(), w.bounded_mbit(arrived)) {
+            f.insert("inorder_mbit".into(), inorder.into());
+            f.insert("arrived_at_window_bytes".into(), arrived.into());
+            f.insert("goodput_mbit".into(), bounded.into());
+        }
+        Ok(())
     }
 
     /// The record of one measurement.
@@ -611,7 +690,8 @@ impl Bench<'_> {
             idle_restart: cfg.idle_restart,
             mpflex_per_run: on_mpflex.is_some().then_some(!cfg.keep_mpflex),
             build: on_mpflex.as_ref().and_then(|o| o.0.clone()),
-            pacing: on_mpflex.map(|o| o.1),
+            pacing: Some(on_mpflex.map_or(kernel_paces(point.cc), |o| o.1)),
+            commit: Some(crate::COMMIT.into()),
             bound_ms: spec
                 .chunks()
                 .then(|| size as f64 / links.down * 1000.0 + links.min_rtt_ms),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::bulk::{download_for, upload_for};
+use super::bulk::{download_for, upload_for, WINDOW};
 use super::{connect, fields, percentile, request, ClientRun, Fields, Spec, Via};
 use crate::record::Record;
 use crate::summary::{
@@ -197,12 +197,12 @@ pub fn run(server: SocketAddr, via: &Via, secs: f64, direction: Direction, idle:
     let start = Instant::now();
     let end = start + Duration::from_secs_f64(secs);
     let bulk = std::thread::spawn(move || match direction {
-        Direction::Up => upload_for(bulk, secs).map(|(u, stop)| u.rates(stop)),
-        Direction::Down => download_for(bulk, secs).map(|d| d.rates()),
+        Direction::Up => upload_for(bulk, secs).map(|(u, stop)| (u.rates(stop), u.window(stop))),
+        Direction::Down => download_for(bulk, secs).map(|d| (d.rates(), Some(d.window()))),
     });
     let rtts = p.every_100ms(start, start + LOADED_SKIP, |t| t < end)?;
-    let (steady, avg) = bulk.join().map_err(|_| anyhow::anyhow!("bulk panicked"))??;
-    Ok(fields(vec![
+    let ((steady, avg), window) = bulk.join().map_err(|_| anyhow::anyhow!("bulk panicked"))??;
+    let mut f = fields(vec![
         ("idle_ping_p50_ms", percentile(&idle_rtts, 0.5).into()),
         ("idle_ping_p99_ms", percentile(&idle_rtts, 0.99).into()),
         ("idle_pings", (idle_rtts.len() as u64).into()),
@@ -214,5 +214,9 @@ pub fn run(server: SocketAddr, via: &Via, secs: f64, direction: Direction, idle:
         ("ping_failures", p.failures.into()),
         ("goodput_mbit", steady.into()),
         ("average_mbit", avg.into()),
-    ]))
+    ]);
+    if let Some(w) = window {
+        f.insert(WINDOW.into(), serde_json::to_value(w)?);
+    }
+    Ok(f)
 }

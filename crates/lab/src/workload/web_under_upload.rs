@@ -104,7 +104,7 @@ pub fn run(server: SocketAddr, via: &Via, pairs: usize, lead: Duration) -> Resul
         });
         loaded.push(b?.ms);
         let u = u.map_err(|_| anyhow::anyhow!("uploader panicked"))??;
-        uploads.push(u.rates(Instant::now()).1);
+        uploads.push(u.rates(crate::units::unix_us()).1);
         std::thread::sleep(PAUSE);
     }
     let (idle_ms, loaded_ms) = (percentile(&idle, 0.5), percentile(&loaded, 0.5));

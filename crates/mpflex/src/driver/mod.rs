@@ -265,6 +265,10 @@ impl SessionHandle {
                     warn!(path = %sh.paths[p].name, "path silent for too long; dropping it");
                     sh.paths[p].kill.cancel();
                 }
+                Event::PathGone(p) => {
+                    info!(path = %sh.paths[p].name, "the client's link of this path is gone; dropping it");
+                    sh.paths[p].kill.cancel();
+                }
                 Event::Closed { code } => {
                     info!(code, "peer closed the session");
                     self.closed.cancel();

@@ -1,0 +1,1096 @@
+//! `reproduce`: each seed claim's experiment as its paper ran it — the paper's baseline,
+//! sizes, paths and repetitions — on current code, side by side in one run, and the table
+//! of claims in `docs/results.md` written from it.
+//!
+//! Rule: a claim's verdict compares the claimed system with the baseline *its paper* used
+//! (DEMS, ECF and TxDelay against MinRTT; MPFlex against the kernel's MPTCP), measured in
+//! the same run on the same build, with kernel MPTCP beside it; the rules for
+//! "reproduced", "partly" and "refuted" are fixed here and printed with the table. The
+//! reason: issue 27 — our docs compared with kernel MPTCP and the oracle, so a reviewer
+//! could not check a paper's number against its own baseline, and tables stitched runs of
+//! different builds.
+//!
+//! This module only plans runs and judges their records: the runs go through
+//! [`crate::runner`], the tables through [`crate::report`], the profiles and workloads are
+//! the lab's own.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{bail, Context, Result};
+
+use crate::profile;
+use crate::record::Record;
+use crate::runner::{self, RunConfig, System};
+use crate::summary::quantile;
+use crate::units::{human, parse_size};
+use crate::workload::Workload;
+
+/// One `mpflex-lab run` a claim reads: (quick, full) where the two differ.
+pub struct Run {
+    /// Its results file's stem.
+    pub name: &'static str,
+    pub profiles: (&'static str, &'static str),
+    pub workload: &'static str,
+    pub systems: &'static str,
+    pub sizes: (&'static str, &'static str),
+    pub modes: (&'static str, &'static str),
+    pub variants: Option<&'static str>,
+    pub secs: Option<(f64, f64)>,
+    pub reps: (usize, usize),
+}
+
+/// The runs, each shared by the claims that read it. Where MinRTT is the paper's
+/// baseline it also runs unpaced (`+pacing=false`): the papers' MinRTT was the kernel's,
+/// which does not pace under CUBIC, and mpflex paces by default (issue 27: a table must
+/// say so or run both). Full mode uses the papers'
+/// repetitions (DEMS 10, ECF's downloads 30 and videos 5, MPFlex 10 where unstated);
+/// `--quick` fewer profiles, sizes and repetitions (under 15 minutes on the 2-core
+/// machine).
+pub const RUNS: &[Run] = &[
+    // DEMS §7.2 (stable emulation, WiFi 7040 kbit/s 50 ms, LTE 9185 kbit/s 70/270/470 ms)
+    // and MPFlex's default tc profile (its 70 ms case): one run serves both.
+    Run {
+        name: "seed-default",
+        profiles: ("seed-default,seed-default-270", "seed-default-all"),
+        workload: "chunk",
+        systems: "mptcp,mpflex:minrtt,mpflex:minrtt+pacing=false,mpflex:dems-f",
+        sizes: ("256K,1M,4M", "64K,256K,1M,4M,8M"),
+        modes: ("fresh", "fresh,warm"),
+        variants: None,
+        secs: None,
+        reps: (2, 10),
+    },
+    // DEMS §7.2 Fig. 13: 6 × 6 bandwidth pairs, 2.5–27.5 Mbit/s, WiFi 50 ms / LTE 70 ms.
+    Run {
+        name: "bw-grid",
+        profiles: ("bw-grid:27.5x2.5,bw-grid:2.5x27.5", "bw-grid"),
+        workload: "chunk",
+        systems: "mptcp,mpflex:minrtt,mpflex:dems-f",
+        sizes: ("256K,1M,4M", "256K,1M,4M"),
+        modes: ("fresh", "fresh"),
+        variants: None,
+        secs: None,
+        reps: (1, 10),
+    },
+    // ECF §5.4.4 (wget): WiFi 1 / LTE 10 Mbit/s (Fig. 5.20), 64 KB–2 MB, 30 runs.
+    Run {
+        name: "ecf-wget",
+        profiles: ("ecf-asym:1x10", "ecf-asym:1x10"),
+        workload: "chunk",
+        systems: "mptcp,mpflex:minrtt,mpflex:minrtt+pacing=false,mpflex:ecf",
+        sizes: ("256K,1M,2M", "64K,128K,256K,512K,1M,2M"),
+        modes: ("fresh", "fresh"),
+        variants: None,
+        secs: None,
+        reps: (2, 30),
+    },
+    // ECF §5.4.2: DASH over WiFi 0.3 / LTE 8.6 Mbit/s, buffer-based ABR, 5 runs.
+    Run {
+        name: "ecf-video",
+        profiles: ("ecf-asym:0.3x8.6", "ecf-asym:0.3x8.6"),
+        workload: "video",
+        systems: "mptcp,mpflex:minrtt,mpflex:ecf",
+        sizes: ("", ""),
+        modes: ("fresh", "fresh"),
+        variants: Some("buffer"),
+        secs: Some((60.0, 300.0)),
+        reps: (1, 5),
+    },
+    // MPFlex §4 (Fig. 15): bundles of short flows, sequential and concurrent, on its
+    // default tc profile, against kernel MPTCP.
+    Run {
+        name: "shortflows",
+        profiles: ("seed-default", "seed-default"),
+        workload: "shortflows",
+        systems: "mptcp,mpflex:minrtt",
+        sizes: ("", ""),
+        modes: ("fresh", "fresh,warm"),
+        variants: Some("seq,par"),
+        secs: None,
+        reps: (2, 10),
+    },
+    // MPFlex Fig. 17 (TxDelay): WiFi RTT 20 ms vs LTE 70 ms, against min-RTT.
+    Run {
+        name: "txdelay",
+        profiles: ("seed-default-wifi20", "seed-default-wifi20"),
+        workload: "chunk",
+        systems: "mptcp,mpflex:minrtt,mpflex:minrtt+pacing=false,mpflex:txdelay",
+        sizes: ("64K,256K,1M", "64K,256K,1M,4M"),
+        modes: ("fresh", "fresh"),
+        variants: None,
+        secs: None,
+        reps: (2, 10),
+    },
+];
+
+/// What a claim's judge found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub vs_baseline: String,
+    pub vs_mptcp: String,
+    pub verdict: Verdict,
+    /// The measured numbers the verdict rests on, and the rule it met.
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Reproduced,
+    Partly,
+    Refuted,
+    /// The run has no records for it.
+    NotMeasured,
+}
+
+impl Verdict {
+    fn word(self) -> &'static str {
+        match self {
+            Verdict::Reproduced => "**reproduced**",
+            Verdict::Partly => "**partly**",
+            Verdict::Refuted => "**refuted**",
+            Verdict::NotMeasured => "not measured",
+        }
+    }
+}
+
+/// How a claim is judged.
+pub enum Rule {
+    /// The claimed system's time is `lo`…`hi` % below the baseline's: reproduced when the
+    /// median of our reductions over the points reaches `lo` − [`NOISE`]; partly when
+    /// some point is more than [`NOISE`] % faster; refuted otherwise.
+    Range { lo: f64, hi: f64 },
+    /// "Up to" these reductions, one per size (bytes, %): reproduced when every size's
+    /// best reduction over the points reaches the figure − [`NOISE`]; partly when some
+    /// point is more than [`NOISE`] % faster; refuted otherwise.
+    UpTo(&'static [(u64, f64)]),
+    /// DEMS: paths finish together where MinRTT's finish 100–450 ms apart: reproduced
+    /// when the claimed system's median finish gap is at most half the baseline's at every
+    /// point where the baseline's is ≥ 50 ms; partly when it is smaller at most points;
+    /// refuted otherwise.
+    FinishTogether,
+    /// ECF's video: the baseline reached 25 % of the ideal bit rate, ECF the closest to
+    /// it: reproduced when the claimed system's bit rate is ≥ 1.5 × the baseline's and
+    /// ≥ 80 % of the ideal; partly when it is more than [`NOISE`] % above the baseline's;
+    /// refuted otherwise.
+    Video,
+}
+
+/// Differences within this many percent are taken as noise (the lab's medians over a few
+/// repetitions move by a few percent from run to run on the shared machine).
+pub const NOISE: f64 = 5.0;
+
+/// A seed's claim and how it is checked.
+pub struct Claim {
+    pub id: &'static str,
+    /// The paper and what it claims, with its numbers.
+    pub claim: &'static str,
+    pub figure: &'static str,
+    /// The paper's baseline, as it names it.
+    pub baseline: &'static str,
+    /// The claimed system and its baseline, as systems of the run.
+    pub system: &'static str,
+    pub baseline_system: &'static str,
+    /// The run it reads, and its profiles' names the claim covers (all when empty).
+    pub run: &'static str,
+    pub profiles: &'static [&'static str],
+    pub rule: Rule,
+    /// How the experiment here differs from the paper's, and what explains a miss.
+    pub note: &'static str,
+}
+
+pub const CLAIMS: &[Claim] = &[
+    Claim {
+        id: "dems",
+        claim: "DEMS (MobiCom'17): DEMS-F's median download time 33–48 % below MinRTT's",
+        figure: "−33…−48 % (field tests §7.4; stable emulation §7.2: DEMS-S −15…−38 % at 128 KB–1 MB)",
+        baseline: "MinRTT",
+        system: "mpflex:dems-f",
+        baseline_system: "mpflex:minrtt",
+        run: "seed-default",
+        profiles: &[],
+        rule: Rule::Range { lo: 33.0, hi: 48.0 },
+        note: "The paper's −33…−48 % comes from real WiFi/LTE at five locations; here the \
+               stable emulation of its §7.2 (WiFi 7040 kbit/s 50 ms, LTE 9185 kbit/s at RTT 70, \
+               270 and 470 ms), where the paper itself reports smaller gains. Our MinRTT sends on \
+               mpflex's paths with pacing and frames cut to the window, a stronger baseline than \
+               the kernel's MinRTT the paper ran; the kernel's default scheduler is the mptcp \
+               column.",
+    },
+    Claim {
+        id: "dems-grid",
+        claim: "DEMS: DEMS-F up to 74 % (256 KB), 57 % (1 MB), 21 % (4 MB) faster than MinRTT over 36 bandwidth pairs",
+        figure: "up to −74 / −57 / −21 % (Fig. 13)",
+        baseline: "MinRTT",
+        system: "mpflex:dems-f",
+        baseline_system: "mpflex:minrtt",
+        run: "bw-grid",
+        profiles: &[],
+        rule: Rule::UpTo(&[(256 << 10, 74.0), (1 << 20, 57.0), (4 << 20, 21.0)]),
+        note: "Fig. 13's grid, 2.5–27.5 Mbit/s per path in 5 Mbit/s steps (the steps are our \
+               reading; the paper gives only the range), WiFi 50 ms / LTE 70 ms. `--quick` runs \
+               two corners only, where the paper finds the largest and a small gain.",
+    },
+    Claim {
+        id: "dems-finish",
+        claim: "DEMS: subflows finish together at the receiver; MinRTT's finish 100–450 ms apart",
+        figure: "MinRTT 100–450 ms apart, DEMS ≈ 0 (§3.2, Fig. 12)",
+        baseline: "MinRTT",
+        system: "mpflex:dems-f",
+        baseline_system: "mpflex:minrtt",
+        run: "seed-default",
+        profiles: &[],
+        rule: Rule::FinishTogether,
+        note: "The gap is the time between the first and the last path's last data packet of \
+               the chunk as the emulated links delivered them (`path_finish_ms`), for every \
+               system alike.",
+    },
+    Claim {
+        id: "ecf",
+        claim: "ECF (Lim's dissertation ch. 5): up to 20 % shorter downloads than the default (MinRTT) scheduler at ≥ 256 KB on asymmetric paths",
+        figure: "up to −20 % at ≥ 256 KB, WiFi 1 / LTE 10 Mbit/s (Figs. 5.19–5.20)",
+        baseline: "MinRTT (MPTCP's default)",
+        system: "mpflex:ecf",
+        baseline_system: "mpflex:minrtt",
+        run: "ecf-wget",
+        profiles: &[],
+        rule: Rule::UpTo(&[(256 << 10, 20.0)]),
+        note: "ECF's testbed shape (`ecf-asym`: base RTT 20 ms WiFi, 70 ms LTE, 36 KB droptail \
+               buffers) at Fig. 5.20's pair; the paper's \"up to 20 %\" is over sizes ≥ 256 KB, \
+               so the best reduction over those sizes is compared with 20 %.",
+    },
+    Claim {
+        id: "ecf-video",
+        claim: "ECF: streaming over WiFi 0.3 / LTE 8.6 Mbit/s, the default scheduler reaches 25 % of the ideal bit rate, ECF the closest to ideal",
+        figure: "default 25 % of ideal; ECF closest (Figs. 5.2, 5.8)",
+        baseline: "MinRTT (MPTCP's default)",
+        system: "mpflex:ecf",
+        baseline_system: "mpflex:minrtt",
+        run: "ecf-video",
+        profiles: &[],
+        rule: Rule::Video,
+        note: "A DASH-like player with a buffer-based ABR (BBA-0, as in ECF's evaluation), \
+               ladder up to 8.47 Mbit/s, ideal 8.47. The paper's \"default\" is the kernel's \
+               MinRTT: the mptcp column is that scheduler; mpflex:minrtt is MinRTT on mpflex.",
+    },
+    Claim {
+        id: "mpflex-file",
+        claim: "MPFlex (IMC'16): single-file downloads 11–49 % faster than MPTCP",
+        figure: "−11…−49 % (Fig. 14)",
+        baseline: "kernel MPTCP (min-RTT, CUBIC)",
+        system: "mpflex:minrtt",
+        baseline_system: "mptcp",
+        run: "seed-default",
+        profiles: &["seed-default"],
+        rule: Rule::Range { lo: 11.0, hi: 49.0 },
+        note: "MPFlex's default tc profile, min-RTT on both sides as in the paper. The paper's \
+               baseline is the better of cell-primary and WiFi-primary MPTCP; ours is the \
+               kernel's MPTCP with the server announcing its second address (both subflows from \
+               the start). The gain is attributed to the simplified handshake, so it shows in \
+               `fresh` downloads.",
+    },
+    Claim {
+        id: "mpflex-shortflows",
+        claim: "MPFlex: bundles of short flows 13–63 % faster than MPTCP",
+        figure: "−13…−63 % (Fig. 15, 8 patterns)",
+        baseline: "kernel MPTCP",
+        system: "mpflex:minrtt",
+        baseline_system: "mptcp",
+        run: "shortflows",
+        profiles: &[],
+        rule: Rule::Range { lo: 13.0, hi: 63.0 },
+        note: "The paper's 8 patterns are in its figures only; here 10 objects of 10–100 KB, \
+               one after another (`seq`) or all at once (`par`), each on its own connection.",
+    },
+    Claim {
+        id: "txdelay",
+        claim: "MPFlex: TxDelay 21–54 % faster than min-RTT when WiFi RTT ≪ LTE RTT (20 vs 70 ms)",
+        figure: "−21…−54 % (Fig. 17)",
+        baseline: "min-RTT",
+        system: "mpflex:txdelay",
+        baseline_system: "mpflex:minrtt",
+        run: "txdelay",
+        profiles: &[],
+        rule: Rule::Range { lo: 21.0, hi: 54.0 },
+        note: "The paper gives the RTTs only; rates and buffers are its default tc profile's \
+               (`seed-default-wifi20`). Sizes are ours (the paper's are in its figure only).",
+    },
+];
+
+/// What `reproduce` was asked.
+pub struct Options {
+    pub quick: bool,
+    /// Where the runs' results files go (one per run, written anew).
+    pub out_dir: PathBuf,
+    /// The Markdown file whose generated section is (re)written.
+    pub doc: PathBuf,
+    pub mpflex_bin: PathBuf,
+    /// Judge the results files already in `out_dir` instead of running.
+    pub report_only: bool,
+}
+
+/// The claims `which` names: one id, or `all`.
+pub fn select(which: &str) -> Result<Vec<&'static Claim>> {
+    if which == "all" {
+        return Ok(CLAIMS.iter().collect());
+    }
+    match CLAIMS.iter().find(|c| c.id == which) {
+        Some(c) => Ok(vec![c]),
+        None => bail!(
+            "unknown claim {which:?}: all, {}",
+            CLAIMS.iter().map(|c| c.id).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// The runs `claims` read, each once, in [`RUNS`] order.
+pub fn runs_for(claims: &[&Claim]) -> Vec<&'static Run> {
+    RUNS.iter().filter(|r| claims.iter().any(|c| c.run == r.name)).collect()
+}
+
+fn pick<T: Copy>(quick: bool, v: (T, T)) -> T {
+    if quick {
+        v.0
+    } else {
+        v.1
+    }
+}
+
+/// The results file of `run`.
+pub fn results_file(opts: &Options, run: &Run) -> PathBuf {
+    opts.out_dir.join(format!("{}.jsonl", run.name))
+}
+
+/// The `run` configuration of `run`, on its first profile, and all its profiles.
+fn config(run: &Run, opts: &Options) -> Result<(RunConfig, Vec<profile::Profile>)> {
+    let q = opts.quick;
+    let profiles = profile::expand(pick(q, run.profiles))?;
+    let first = profiles[0].clone();
+    let workload = Workload::parse(run.workload).context("a known workload")?;
+    let list = |s: &str| -> Vec<String> {
+        s.split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let cfg = RunConfig {
+        systems: run
+            .systems
+            .split(',')
+            .map(|s| System::parse(s, &first))
+            .collect::<Result<_>>()?,
+        workload,
+        variants: workload.variants(run.variants)?,
+        secs: run.secs.map_or(workload.spec().default_secs(), |s| pick(q, s)),
+        rate_kbit: 2000,
+        handover_path: 0,
+        sizes: list(pick(q, run.sizes))
+            .iter()
+            .map(|s| parse_size(s))
+            .collect::<Result<_>>()?,
+        modes: list(pick(q, run.modes)),
+        // The seeds ran CUBIC (MPFlex: "min-RTT + decoupled Cubic"), with the kernel's
+        // slow start after idle kept (MPFlex says so; DEMS and ECF ran stock kernels).
+        ccs: vec!["cubic".into()],
+        reps: pick(q, run.reps),
+        oracle_step: 0.05,
+        out: results_file(opts, run),
+        mpflex_bin: opts.mpflex_bin.clone(),
+        builds: Vec::new(),
+        idle_restart: true,
+        keep_mpflex: false,
+        profile: first,
+    };
+    cfg.check_binaries()?;
+    Ok((cfg, profiles))
+}
+
+/// Runs what `claims` need (unless `report_only`) and writes the doc's section.
+pub fn reproduce(claims: &[&Claim], which: &str, opts: &Options, stop: &AtomicBool) -> Result<String> {
+    let runs = runs_for(claims);
+    if !opts.report_only {
+        std::fs::create_dir_all(&opts.out_dir)?;
+        // Every configuration is checked before the first run starts.
+        let configs = runs.iter().map(|r| config(r, opts)).collect::<Result<Vec<_>>>()?;
+        for (run, (mut cfg, profiles)) in runs.iter().zip(configs) {
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                bail!("interrupted");
+            }
+            // One run, one file: what the doc is made of comes from this run alone.
+            let f = results_file(opts, run);
+            if f.exists() {
+                std::fs::remove_file(&f)?;
+            }
+            eprintln!("reproduce: run {} ({})", run.name, pick(opts.quick, run.profiles));
+            runner::run_profiles(&mut cfg, profiles, stop)?;
+        }
+    }
+    let files: Vec<PathBuf> = runs.iter().map(|r| results_file(opts, r)).collect();
+    let section = section(claims, which, opts, &runs, &files)?;
+    write_section(&opts.doc, &section)?;
+    Ok(section)
+}
+
+/// Start and end of the generated section in the doc.
+pub const BEGIN: &str = "<!-- reproduce:begin — written by `mpflex-lab reproduce`; edits inside are overwritten -->";
+pub const END: &str = "<!-- reproduce:end -->";
+
+/// Puts `section` between [`BEGIN`] and [`END`] in `doc` (replacing what was there), or,
+/// without the markers, before the doc's first `## ` heading.
+pub fn write_section(doc: &Path, section: &str) -> Result<()> {
+    let text = std::fs::read_to_string(doc).unwrap_or_default();
+    let block = format!("{BEGIN}\n{section}{END}\n");
+    let out = match (text.find(BEGIN), text.find(END)) {
+        (Some(a), Some(b)) if b > a => {
+            let rest = &text[b + END.len()..];
+            format!("{}{block}{}", &text[..a], rest.strip_prefix('\n').unwrap_or(rest))
+        }
+        _ => match text.find("\n## ") {
+            Some(i) => format!("{}{block}\n{}", &text[..i + 1], &text[i + 1..]),
+            None => format!("{text}\n{block}"),
+        },
+    };
+    if let Some(d) = doc.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d)?;
+    }
+    std::fs::write(doc, out)?;
+    Ok(())
+}
+
+/// A point of a run: (profile, variant, mode, size).
+type PointKey = (String, Option<String>, String, u64);
+
+/// Medians of `measure` per point for `system`.
+fn medians(
+    recs: &[Record],
+    system: &str,
+    measure: impl Fn(&Record) -> Option<f64>,
+) -> std::collections::BTreeMap<PointKey, f64> {
+    let mut by: std::collections::BTreeMap<PointKey, Vec<f64>> = Default::default();
+    for r in recs.iter().filter(|r| r.system == system) {
+        if let Some(v) = measure(r) {
+            by.entry((r.profile.clone(), r.variant.clone(), r.mode_label(), r.size))
+                .or_default()
+                .push(v);
+        }
+    }
+    by.into_iter().map(|(k, v)| (k, quantile(&v, 0.5))).collect()
+}
+
+/// A point's label: the parts that vary in `keys`.
+fn labeller(keys: &[PointKey]) -> impl Fn(&PointKey) -> String {
+    let varies =
+        |f: &dyn Fn(&PointKey) -> String| keys.iter().map(f).collect::<std::collections::BTreeSet<_>>().len() > 1;
+    let (p, v, m, s) = (
+        varies(&|k| k.0.clone()),
+        varies(&|k| format!("{:?}", k.1)),
+        varies(&|k| k.2.clone()),
+        varies(&|k| k.3.to_string()),
+    );
+    move |k: &PointKey| {
+        let mut parts = Vec::new();
+        if p {
+            parts.push(k.0.clone());
+        }
+        if v {
+            parts.extend(k.1.clone());
+        }
+        if m {
+            parts.push(k.2.clone());
+        }
+        if s && k.3 > 0 {
+            parts.push(human(k.3));
+        }
+        parts.join(" ")
+    }
+}
+
+/// (point, ours, baseline's, change %) for every point both have; change < 0 is less
+/// time (or, for `higher_better`, more of the measure).
+fn compare(
+    recs: &[Record],
+    system: &str,
+    baseline: &str,
+    measure: impl Fn(&Record) -> Option<f64> + Copy,
+) -> Vec<(PointKey, f64, f64, f64)> {
+    let ours = medians(recs, system, measure);
+    let base = medians(recs, baseline, measure);
+    ours.into_iter()
+        .filter_map(|(k, o)| {
+            let b = *base.get(&k)?;
+            (b > 0.0).then(|| (k, o, b, (o / b - 1.0) * 100.0))
+        })
+        .collect()
+}
+
+fn pct(x: f64) -> String {
+    format!("{}{:.0} %", if x < 0.0 { "−" } else { "+" }, x.abs())
+}
+
+/// "256 KB −29 %, 1 MB −6 %"; a summary when there are many points.
+fn changes_text(c: &[(PointKey, f64, f64, f64)]) -> String {
+    if c.is_empty() {
+        return "–".into();
+    }
+    let keys: Vec<PointKey> = c.iter().map(|x| x.0.clone()).collect();
+    let label = labeller(&keys);
+    if c.len() <= 9 {
+        return c
+            .iter()
+            .map(|(k, _, _, d)| {
+                let l = label(k);
+                if l.is_empty() {
+                    pct(*d)
+                } else {
+                    format!("{l} {}", pct(*d))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    let d: Vec<f64> = c.iter().map(|x| x.3).collect();
+    let best = c.iter().min_by(|a, b| a.3.total_cmp(&b.3)).expect("some");
+    let faster = d.iter().filter(|x| **x < -NOISE).count();
+    format!(
+        "median {} over {} points, best {} ({}), {} of {} faster by > {NOISE:.0} %",
+        pct(quantile(&d, 0.5)),
+        d.len(),
+        pct(best.3),
+        label(&best.0),
+        faster,
+        d.len()
+    )
+}
+
+fn completion(r: &Record) -> Option<f64> {
+    r.completion_ms
+}
+
+fn bitrate(r: &Record) -> Option<f64> {
+    r.field("bitrate_mbit")
+}
+
+/// The finish gap of a chunk record, ms.
+fn gap(r: &Record) -> Option<f64> {
+    let f: Vec<Option<f64>> = serde_json::from_value(r.extra.get("path_finish_ms")?.clone()).ok()?;
+    crate::workload::chunk::finish_gap_ms(&f)
+}
+
+/// Judges `claim` on the records of its run.
+pub fn judge(claim: &Claim, recs: &[Record]) -> Finding {
+    let recs: Vec<Record> = recs
+        .iter()
+        .filter(|r| claim.profiles.is_empty() || claim.profiles.contains(&r.profile.as_str()))
+        .cloned()
+        .collect();
+    let measure = match claim.rule {
+        Rule::Video => bitrate,
+        _ => completion,
+    };
+    let vs_base = compare(&recs, claim.system, claim.baseline_system, measure);
+    let vs_mptcp = if claim.baseline_system == "mptcp" {
+        Vec::new()
+    } else {
+        compare(&recs, claim.system, "mptcp", measure)
+    };
+    let mptcp_text = if claim.baseline_system == "mptcp" {
+        "(the baseline)".to_string()
+    } else {
+        changes_text(&vs_mptcp)
+    };
+    let mut f = Finding {
+        vs_baseline: changes_text(&vs_base),
+        vs_mptcp: mptcp_text,
+        verdict: Verdict::NotMeasured,
+        why: String::new(),
+    };
+    if vs_base.is_empty() {
+        f.why = format!(
+            "no records of {} and {} in this run",
+            claim.system, claim.baseline_system
+        );
+        return f;
+    }
+    let reductions: Vec<f64> = vs_base.iter().map(|x| -x.3).collect();
+    let beyond_noise = reductions.iter().any(|r| *r > NOISE);
+    let unpaced = format!("{}+pacing=false", claim.baseline_system);
+    let vs_unpaced = compare(&recs, claim.system, &unpaced, measure);
+    let unpaced_text = if vs_unpaced.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; against {unpaced} (unpaced, as the kernel's MinRTT the paper ran): {}",
+            changes_text(&vs_unpaced)
+        )
+    };
+    match claim.rule {
+        Rule::Range { lo, hi } => {
+            let med = quantile(&reductions, 0.5);
+            f.verdict = if med >= lo - NOISE {
+                Verdict::Reproduced
+            } else if beyond_noise {
+                Verdict::Partly
+            } else {
+                Verdict::Refuted
+            };
+            f.why = format!(
+                "median change over {} points {} (paper −{lo:.0}…−{hi:.0} %); best {}{unpaced_text}",
+                reductions.len(),
+                pct(-med),
+                pct(-reductions.iter().copied().fold(f64::MIN, f64::max))
+            );
+        }
+        Rule::UpTo(figures) => {
+            let mut all_met = true;
+            let mut parts = Vec::new();
+            for &(size, paper) in figures {
+                // A figure for a size covers the sizes from it up to the next figure's.
+                let next = figures
+                    .iter()
+                    .map(|x| x.0)
+                    .filter(|&s| s > size)
+                    .min()
+                    .unwrap_or(u64::MAX);
+                let best = vs_base
+                    .iter()
+                    .filter(|x| x.0 .3 >= size && x.0 .3 < next)
+                    .map(|x| -x.3)
+                    .fold(f64::NAN, f64::max);
+                if best.is_nan() || best < paper - NOISE {
+                    all_met = false;
+                }
+                let at = if next == u64::MAX {
+                    format!("≥ {}", human(size))
+                } else {
+                    human(size)
+                };
+                parts.push(format!("{at}: best {} (paper up to −{paper:.0} %)", pct(-best)));
+            }
+            f.verdict = if all_met {
+                Verdict::Reproduced
+            } else if beyond_noise {
+                Verdict::Partly
+            } else {
+                Verdict::Refuted
+            };
+            f.why = parts.join("; ") + &unpaced_text;
+        }
+        Rule::FinishTogether => {
+            let ours = medians(&recs, claim.system, gap);
+            let base = medians(&recs, claim.baseline_system, gap);
+            let both: Vec<(PointKey, f64, f64)> = base
+                .iter()
+                .filter_map(|(k, b)| Some((k.clone(), *ours.get(k)?, *b)))
+                .collect();
+            let keys: Vec<PointKey> = both.iter().map(|x| x.0.clone()).collect();
+            let label = labeller(&keys);
+            f.vs_baseline = both
+                .iter()
+                .map(|(k, o, b)| format!("{} {o:.0} vs {b:.0} ms", label(k)).trim().to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let m = medians(&recs, "mptcp", gap);
+            f.vs_mptcp = if m.is_empty() {
+                "–".into()
+            } else {
+                let v: Vec<f64> = m.values().copied().collect();
+                format!(
+                    "mptcp's gap {:.0}–{:.0} ms",
+                    v.iter().copied().fold(f64::MAX, f64::min),
+                    v.iter().copied().fold(f64::MIN, f64::max)
+                )
+            };
+            let considered: Vec<&(PointKey, f64, f64)> = both.iter().filter(|x| x.2 >= 50.0).collect();
+            let halved = considered.iter().filter(|x| x.1 <= 0.5 * x.2).count();
+            let smaller = both.iter().filter(|x| x.1 < x.2).count();
+            let base_range = if both.is_empty() {
+                "–".to_string()
+            } else {
+                format!(
+                    "{:.0}–{:.0} ms",
+                    both.iter().map(|x| x.2).fold(f64::MAX, f64::min),
+                    both.iter().map(|x| x.2).fold(f64::MIN, f64::max)
+                )
+            };
+            f.verdict = if both.is_empty() {
+                Verdict::NotMeasured
+            } else if !considered.is_empty() && halved == considered.len() {
+                Verdict::Reproduced
+            } else if smaller * 2 > both.len() {
+                Verdict::Partly
+            } else {
+                Verdict::Refuted
+            };
+            f.why = format!(
+                "median gap {} vs {} (shown as ours vs baseline); the baseline's gaps {base_range} (paper 100–450 ms); \
+                 at most half the baseline's at {halved} of {} points where it is ≥ 50 ms; smaller at {smaller} of {}",
+                claim.system,
+                claim.baseline_system,
+                considered.len(),
+                both.len()
+            );
+        }
+        Rule::Video => {
+            let ideal = recs.iter().find_map(|r| r.ideal_mbit).unwrap_or(f64::NAN);
+            let share = |s: &str| {
+                let m = medians(&recs, s, bitrate);
+                let v: Vec<f64> = m.values().copied().collect();
+                (!v.is_empty()).then(|| quantile(&v, 0.5) / ideal * 100.0)
+            };
+            let (ours, base, mptcp) = (share(claim.system), share(claim.baseline_system), share("mptcp"));
+            let gain = vs_base.first().map_or(f64::NAN, |x| x.3);
+            f.vs_baseline = format!(
+                "{} of ideal vs {} ({} bit rate)",
+                ours.map_or("–".into(), |x| format!("{x:.0} %")),
+                base.map_or("–".into(), |x| format!("{x:.0} %")),
+                pct(gain)
+            );
+            f.vs_mptcp = format!(
+                "mptcp {} of ideal; {}",
+                mptcp.map_or("–".into(), |x| format!("{x:.0} %")),
+                changes_text(&vs_mptcp)
+            );
+            f.verdict = match (ours, base) {
+                (Some(o), Some(b)) if o >= 1.5 * b && o >= 80.0 => Verdict::Reproduced,
+                (Some(_), Some(_)) if gain > NOISE => Verdict::Partly,
+                (Some(_), Some(_)) => Verdict::Refuted,
+                _ => Verdict::NotMeasured,
+            };
+            f.why = format!(
+                "average bit rate / ideal {ideal:.2} Mbit/s: {} {}, {} {}, mptcp {} (paper: default 25 %, ECF closest to ideal)",
+                claim.system,
+                ours.map_or("–".into(), |x| format!("{x:.0} %")),
+                claim.baseline_system,
+                base.map_or("–".into(), |x| format!("{x:.0} %")),
+                mptcp.map_or("–".into(), |x| format!("{x:.0} %")),
+            );
+        }
+    }
+    f
+}
+
+/// The generated section: the table of claims, the rules, the runs, and their tables.
+fn section(claims: &[&Claim], which: &str, opts: &Options, runs: &[&Run], files: &[PathBuf]) -> Result<String> {
+    let quick = if opts.quick { " --quick" } else { "" };
+    let mut all: Vec<Record> = Vec::new();
+    let mut per_run: Vec<(&Run, Vec<Record>)> = Vec::new();
+    for (run, f) in runs.iter().zip(files) {
+        let recs = if f.exists() {
+            crate::report::load_results(std::slice::from_ref(f))?
+        } else {
+            Vec::new()
+        };
+        all.extend(recs.iter().cloned());
+        per_run.push((run, recs));
+    }
+    let commits: std::collections::BTreeSet<String> = all
+        .iter()
+        .map(|r| r.commit.clone().unwrap_or_else(|| "not recorded".into()))
+        .collect();
+    let mpflex_ids: std::collections::BTreeSet<String> = all
+        .iter()
+        .filter_map(|r| r.build.as_ref())
+        .map(|b| {
+            format!(
+                "{} ({})",
+                b.version.clone().unwrap_or_default(),
+                b.id.clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    let mut md = String::from("## The seeds' claims against the seeds' baselines\n\n");
+    md += &format!(
+        "Generated by `sudo mpflex-lab reproduce {which}{quick}` from one run of one build: \
+         `mpflex-lab` commit {} (every record), mpflex binary {}. Congestion control CUBIC and the kernel's slow \
+         start after idle on, as the seeds ran; mpflex paces its paths (its default) and the \
+         kernel's TCP and MPTCP do not (the kernel paces only BBR here). {}\n\n",
+        commits.iter().cloned().collect::<Vec<_>>().join(", "),
+        mpflex_ids.iter().cloned().collect::<Vec<_>>().join(", "),
+        if opts.quick {
+            "Where MinRTT is the paper's baseline it also ran unpaced (`+pacing=false`), as the \
+             kernel's MinRTT the papers ran. **`--quick`: a reduced set** (fewer profiles, sizes \
+             and repetitions; see Runs) — verdicts on few repetitions are indicative only; the \
+             full run uses the papers' repetitions."
+        } else {
+            "Where MinRTT is the paper's baseline it also ran unpaced (`+pacing=false`), as the \
+             kernel's MinRTT the papers ran. Full run: the papers' repetitions."
+        }
+    );
+    if commits.len() > 1 {
+        md += "**These runs come from more than one build**: rerun `reproduce` to make them one.\n\n";
+    }
+    md += "| claim | paper's figure | paper's baseline | ours vs that baseline | ours vs kernel MPTCP | verdict | command |\n";
+    md += "|---|---|---|---|---|---|---|\n";
+    let mut notes = String::new();
+    for c in claims {
+        let recs = per_run
+            .iter()
+            .find(|(r, _)| r.name == c.run)
+            .map(|(_, v)| v.as_slice())
+            .unwrap_or(&[]);
+        let f = judge(c, recs);
+        md += &format!(
+            "| {} | {} | {} ({}) | {} | {} | {} | `sudo mpflex-lab reproduce {}{quick}` |\n",
+            c.claim,
+            c.figure,
+            c.baseline,
+            c.baseline_system,
+            f.vs_baseline,
+            f.vs_mptcp,
+            f.verdict.word(),
+            c.id
+        );
+        notes += &format!(
+            "* **{}** ({} vs {}): {}. {}\n",
+            c.id, c.system, c.baseline_system, f.why, c.note
+        );
+    }
+    md += &format!(
+        "\nChanges are of the median over the repetitions, per point (profile, mode, size), \
+         ours against the baseline: − is less time (video: − is a lower bit rate). Verdicts: \
+         a range claim is *reproduced* when the median of our reductions over its points \
+         reaches the paper's lower figure within {NOISE:.0} points, an \"up to\" claim when \
+         the best reduction at each size does; *partly* when some point is more than \
+         {NOISE:.0} % faster but the figure is not reached; *refuted* when no point is. The \
+         finish claim is reproduced when the claimed system's gap is at most half MinRTT's \
+         wherever MinRTT's is ≥ 50 ms; the video claim when ECF streams at ≥ 1.5 × the \
+         baseline's bit rate and ≥ 80 % of the ideal.\n\n"
+    );
+    md += "### What each verdict rests on\n\n";
+    md += &notes;
+    md += "\n### Runs\n\n| run | profiles | workload | systems | sizes / variants | modes | repetitions | results |\n|---|---|---|---|---|---|---|---|\n";
+    for (run, f) in runs.iter().zip(files) {
+        let q = opts.quick;
+        let what = match run.variants {
+            Some(v) => {
+                let secs = run.secs.map(|s| format!(", {} s", pick(q, s))).unwrap_or_default();
+                format!("{v}{secs}")
+            }
+            None => pick(q, run.sizes).to_string(),
+        };
+        md += &format!(
+            "| {} | {} | {} | {} | {} | {} | {} | `{}` |\n",
+            run.name,
+            pick(q, run.profiles),
+            run.workload,
+            run.systems,
+            what,
+            pick(q, run.modes),
+            pick(q, run.reps),
+            f.display()
+        );
+    }
+    md += "\n### The tables behind the verdicts\n";
+    let existing: Vec<PathBuf> = files.iter().filter(|f| f.exists()).cloned().collect();
+    if !existing.is_empty() {
+        let tables = crate::report::report_files(&existing)?;
+        // One level below this section's headings.
+        md += &tables.replace("\n### ", "\n#### ");
+    }
+    md += "\n";
+    Ok(md)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(system: &str, profile: &str, size: u64, ms: f64, extra: &str) -> Record {
+        serde_json::from_str(&format!(
+            r#"{{"system":"{system}","profile":"{profile}","workload":"chunk","mode":"fresh","cc":"cubic","size":{size},"rep":0,"completion_ms":{ms}{extra}}}"#
+        ))
+        .unwrap()
+    }
+
+    fn run_of(name: &str) -> &'static Run {
+        RUNS.iter().find(|r| r.name == name).expect("claims name known runs")
+    }
+
+    fn claim(id: &str) -> &'static Claim {
+        select(id).unwrap()[0]
+    }
+
+    #[test]
+    fn every_claim_names_a_run_and_all_selects_them() {
+        for c in CLAIMS {
+            let _ = run_of(c.run);
+        }
+        assert_eq!(select("all").unwrap().len(), CLAIMS.len());
+        let Err(e) = select("nope") else {
+            panic!("nope selected")
+        };
+        assert!(e.to_string().contains("dems-grid"), "{e}");
+        let r = runs_for(&[claim("dems"), claim("mpflex-file")]);
+        assert_eq!(r.iter().map(|r| r.name).collect::<Vec<_>>(), ["seed-default"]);
+    }
+
+    #[test]
+    fn every_run_is_a_valid_configuration_quick_and_full() {
+        for quick in [true, false] {
+            let opts = Options {
+                quick,
+                out_dir: "x".into(),
+                doc: "x.md".into(),
+                // Any file that exists stands for the mpflex binary here.
+                mpflex_bin: std::env::current_exe().unwrap(),
+                report_only: true,
+            };
+            for run in RUNS {
+                let (cfg, profiles) = config(run, &opts).unwrap_or_else(|e| panic!("{}: {e:#}", run.name));
+                assert!(!profiles.is_empty() && cfg.reps > 0, "{}", run.name);
+                assert_eq!(cfg.out, PathBuf::from("x").join(format!("{}.jsonl", run.name)));
+            }
+        }
+        let full = |n: &str| profile::expand(RUNS.iter().find(|r| r.name == n).unwrap().profiles.1).unwrap();
+        assert_eq!(full("bw-grid").len(), 36);
+        assert_eq!(full("seed-default").len(), 3);
+    }
+
+    #[test]
+    fn range_claims_are_judged_by_the_median_reduction() {
+        let mut recs = Vec::new();
+        for (size, dems, minrtt) in [
+            (1u64 << 18, 300.0, 500.0),
+            (1 << 20, 700.0, 1000.0),
+            (4 << 20, 2300.0, 2400.0),
+        ] {
+            recs.push(rec("mpflex:dems-f", "seed-default", size, dems, ""));
+            recs.push(rec("mpflex:minrtt", "seed-default", size, minrtt, ""));
+            recs.push(rec("mptcp", "seed-default", size, minrtt * 1.1, ""));
+            recs.push(rec(
+                "mpflex:minrtt+pacing=false",
+                "seed-default",
+                size,
+                minrtt * 1.25,
+                "",
+            ));
+        }
+        // Reductions 40, 30, 4 %: median 30 ≥ 33 − 5.
+        let f = judge(claim("dems"), &recs);
+        assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
+        assert!(
+            f.why.starts_with("median change over 3 points −30 % (paper −33…−48 %); best −40 %; against mpflex:minrtt+pacing=false (unpaced, as the kernel's MinRTT the paper ran): 256 KB −52 %"),
+            "{}",
+            f.why
+        );
+        assert_eq!(f.vs_baseline, "256 KB −40 %, 1 MB −30 %, 4 MB −4 %");
+        assert!(f.vs_mptcp.starts_with("256 KB −45 %"), "{f:?}");
+        // TxDelay's 21–54 % against the same numbers as txdelay/minrtt.
+        let tx: Vec<Record> = recs
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.system = r.system.replace("dems-f", "txdelay");
+                r
+            })
+            .collect();
+        assert_eq!(judge(claim("txdelay"), &tx).verdict, Verdict::Reproduced);
+        // MPFlex against mptcp: 9 % everywhere reaches 11 − 5, reproduced; 3 % is within the
+        // noise: refuted.
+        let mk = |k: f64| -> Vec<Record> {
+            [1u64 << 18, 1 << 20]
+                .iter()
+                .flat_map(|&s| {
+                    [
+                        rec("mpflex:minrtt", "seed-default", s, 100.0 * k, ""),
+                        rec("mptcp", "seed-default", s, 100.0, ""),
+                    ]
+                })
+                .collect()
+        };
+        assert_eq!(judge(claim("mpflex-file"), &mk(0.91)).verdict, Verdict::Reproduced);
+        assert_eq!(judge(claim("mpflex-file"), &mk(0.97)).verdict, Verdict::Refuted);
+        assert_eq!(judge(claim("mpflex-file"), &mk(0.97)).vs_mptcp, "(the baseline)");
+        // Another profile than the claim's is left out.
+        let other: Vec<Record> = mk(0.5)
+            .into_iter()
+            .map(|mut r| {
+                r.profile = "seed-default-270".into();
+                r
+            })
+            .collect();
+        assert_eq!(judge(claim("mpflex-file"), &other).verdict, Verdict::NotMeasured);
+    }
+
+    #[test]
+    fn up_to_claims_take_the_best_point_per_size() {
+        let mut recs = Vec::new();
+        for (p, k256, k1m, k4m) in [
+            ("bw-grid:27.5x2.5", 0.3, 0.5, 0.95),
+            ("bw-grid:2.5x27.5", 0.9, 0.9, 0.9),
+        ] {
+            for (size, k) in [(1u64 << 18, k256), (1 << 20, k1m), (4 << 20, k4m)] {
+                recs.push(rec("mpflex:dems-f", p, size, 1000.0 * k, ""));
+                recs.push(rec("mpflex:minrtt", p, size, 1000.0, ""));
+            }
+        }
+        // Best 70 / 50 / 10 % against 74 / 57 / 21: 4 MB misses by more than 5 points.
+        let f = judge(claim("dems-grid"), &recs);
+        assert_eq!(f.verdict, Verdict::Partly, "{f:?}");
+        assert!(f.why.contains("4 MB: best −10 % (paper up to −21 %)"), "{}", f.why);
+        // ECF's one figure covers every size from 256 KB up.
+        let e: Vec<Record> = recs
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.system = r.system.replace("dems-f", "ecf");
+                r
+            })
+            .collect();
+        let f = judge(claim("ecf"), &e);
+        assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
+        assert!(f.why.contains("≥ 256 KB: best −70 %"), "{}", f.why);
+    }
+
+    #[test]
+    fn finish_and_video_claims() {
+        let gap = |a: f64, b: f64| format!(r#","path_finish_ms":[{a},{b}]"#);
+        let recs = vec![
+            rec("mpflex:dems-f", "seed-default", 1 << 20, 700.0, &gap(690.0, 700.0)),
+            rec("mpflex:minrtt", "seed-default", 1 << 20, 750.0, &gap(500.0, 750.0)),
+            rec("mptcp", "seed-default", 1 << 20, 900.0, &gap(895.0, 900.0)),
+        ];
+        let f = judge(claim("dems-finish"), &recs);
+        assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
+        assert_eq!(f.vs_baseline, "10 vs 250 ms");
+        assert_eq!(f.vs_mptcp, "mptcp's gap 5–5 ms");
+        let video = |s: &str, mbit: f64| -> Record {
+            serde_json::from_str(&format!(
+                r#"{{"system":"{s}","profile":"ecf-asym:0.3x8.6","workload":"video","variant":"buffer","mode":"fresh","cc":"cubic","completion_ms":1.0,"ideal_mbit":8.47,"bitrate_mbit":{mbit}}}"#
+            ))
+            .unwrap()
+        };
+        let recs = vec![
+            video("mpflex:ecf", 7.7),
+            video("mpflex:minrtt", 4.0),
+            video("mptcp", 1.8),
+        ];
+        let f = judge(claim("ecf-video"), &recs);
+        assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
+        assert!(f.vs_baseline.starts_with("91 % of ideal vs 47 %"), "{f:?}");
+        let recs = vec![video("mpflex:ecf", 7.7), video("mpflex:minrtt", 7.0)];
+        assert_eq!(judge(claim("ecf-video"), &recs).verdict, Verdict::Partly);
+    }
+
+    #[test]
+    fn the_section_replaces_its_old_self_or_goes_before_the_first_heading() {
+        let dir = std::env::temp_dir().join(format!("mpfl-repro-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let doc = dir.join("results.md");
+        std::fs::write(&doc, "# Results\n\nIntro.\n\n## The lab\n\nText.\n").unwrap();
+        write_section(&doc, "one\n").unwrap();
+        let t = std::fs::read_to_string(&doc).unwrap();
+        assert_eq!(
+            t,
+            format!("# Results\n\nIntro.\n\n{BEGIN}\none\n{END}\n\n## The lab\n\nText.\n")
+        );
+        write_section(&doc, "two\n").unwrap();
+        let t = std::fs::read_to_string(&doc).unwrap();
+        assert_eq!(
+            t,
+            format!("# Results\n\nIntro.\n\n{BEGIN}\ntwo\n{END}\n\n## The lab\n\nText.\n")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
