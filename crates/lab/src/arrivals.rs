@@ -17,9 +17,10 @@ pub struct PayloadLog {
 }
 
 impl PayloadLog {
-    /// At most this many entries (16 B each) between two clears: a 20 s run at the lab's
-    /// rates logs tens of thousands; an unlimited link at 1 Gbit/s fills it in seconds.
-    pub const LIMIT: usize = 4 << 20;
+    /// At most this many entries (16 B each, 16 MB) between two clears: a 20 s run at the
+    /// lab's rates logs tens of thousands; an unlimited link at 1 Gbit/s fills it in about
+    /// 12 s, and `emu`, which never clears, stops logging there.
+    pub const LIMIT: usize = 1 << 20;
 
     pub fn push(&mut self, at_us: u64, payload: u32) {
         if self.entries.len() < Self::LIMIT {

@@ -70,9 +70,14 @@ enum Cmd {
         /// lab-results/reproduce, or lab-results/reproduce-quick with --quick.
         #[arg(long)]
         out_dir: Option<std::path::PathBuf>,
-        /// The Markdown file to write the section into.
-        #[arg(long, default_value = "docs/results.md")]
-        doc: std::path::PathBuf,
+        /// The Markdown file to write the section into (default with `all`:
+        /// docs/results.md; with one claim the section is only printed).
+        #[arg(long)]
+        doc: Option<std::path::PathBuf>,
+        /// The README whose summary markers get the claims' verdicts (default with
+        /// `all`: README.md).
+        #[arg(long)]
+        readme: Option<std::path::PathBuf>,
         /// The mpflex binary (default: next to this one).
         #[arg(long)]
         mpflex: Option<std::path::PathBuf>,
@@ -262,6 +267,7 @@ fn real_main() -> Result<()> {
             doc,
             mpflex,
             report_only,
+            readme,
         } => {
             use mpflex_lab::reproduce;
             let claims = reproduce::select(&claim)?;
@@ -274,13 +280,13 @@ fn real_main() -> Result<()> {
                         "lab-results/reproduce".into()
                     }
                 }),
-                doc,
+                doc: doc.or_else(|| (claim == "all").then(|| "docs/results.md".into())),
+                readme: readme.or_else(|| (claim == "all").then(|| "README.md".into())),
                 mpflex_bin: mpflex.unwrap_or_else(|| std::env::current_exe().unwrap().with_file_name("mpflex")),
                 report_only,
             };
             let md = reproduce::reproduce(&claims, &claim, &opts, &stop)?;
             print!("{md}");
-            eprintln!("wrote {}", opts.doc.display());
             Ok(())
         }
         _ => unreachable!("handled above"),

@@ -183,6 +183,8 @@ pub const NOISE: f64 = 5.0;
 /// A seed's claim and how it is checked.
 pub struct Claim {
     pub id: &'static str,
+    /// A few words for the README's summary.
+    pub short: &'static str,
     /// The paper and what it claims, with its numbers.
     pub claim: &'static str,
     pub figure: &'static str,
@@ -202,6 +204,7 @@ pub struct Claim {
 pub const CLAIMS: &[Claim] = &[
     Claim {
         id: "dems",
+        short: "DEMS-F vs MinRTT, median download time",
         claim: "DEMS (MobiCom'17): DEMS-F's median download time 33–48 % below MinRTT's",
         figure: "−33…−48 % (field tests §7.4; stable emulation §7.2: DEMS-S −15…−38 % at 128 KB–1 MB)",
         baseline: "MinRTT",
@@ -219,6 +222,7 @@ pub const CLAIMS: &[Claim] = &[
     },
     Claim {
         id: "dems-grid",
+        short: "DEMS-F vs MinRTT over the bandwidth grid",
         claim: "DEMS: DEMS-F up to 74 % (256 KB), 57 % (1 MB), 21 % (4 MB) faster than MinRTT over 36 bandwidth pairs",
         figure: "up to −74 / −57 / −21 % (Fig. 13)",
         baseline: "MinRTT",
@@ -233,6 +237,7 @@ pub const CLAIMS: &[Claim] = &[
     },
     Claim {
         id: "dems-finish",
+        short: "DEMS: paths finish together",
         claim: "DEMS: subflows finish together at the receiver; MinRTT's finish 100–450 ms apart",
         figure: "MinRTT 100–450 ms apart, DEMS ≈ 0 (§3.2, Fig. 12)",
         baseline: "MinRTT",
@@ -247,6 +252,7 @@ pub const CLAIMS: &[Claim] = &[
     },
     Claim {
         id: "ecf",
+        short: "ECF vs MinRTT, downloads ≥ 256 KB",
         claim: "ECF (Lim's dissertation ch. 5): up to 20 % shorter downloads than the default (MinRTT) scheduler at ≥ 256 KB on asymmetric paths",
         figure: "up to −20 % at ≥ 256 KB, WiFi 1 / LTE 10 Mbit/s (Figs. 5.19–5.20)",
         baseline: "MinRTT (MPTCP's default)",
@@ -261,6 +267,7 @@ pub const CLAIMS: &[Claim] = &[
     },
     Claim {
         id: "ecf-video",
+        short: "ECF vs MinRTT, video at 0.3 / 8.6 Mbit/s",
         claim: "ECF: streaming over WiFi 0.3 / LTE 8.6 Mbit/s, the default scheduler reaches 25 % of the ideal bit rate, ECF the closest to ideal",
         figure: "default 25 % of ideal; ECF closest (Figs. 5.2, 5.8)",
         baseline: "MinRTT (MPTCP's default)",
@@ -275,6 +282,7 @@ pub const CLAIMS: &[Claim] = &[
     },
     Claim {
         id: "mpflex-file",
+        short: "MPFlex vs MPTCP, single files",
         claim: "MPFlex (IMC'16): single-file downloads 11–49 % faster than MPTCP",
         figure: "−11…−49 % (Fig. 14)",
         baseline: "kernel MPTCP (min-RTT, CUBIC)",
@@ -291,6 +299,7 @@ pub const CLAIMS: &[Claim] = &[
     },
     Claim {
         id: "mpflex-shortflows",
+        short: "MPFlex vs MPTCP, short-flow bundles",
         claim: "MPFlex: bundles of short flows 13–63 % faster than MPTCP",
         figure: "−13…−63 % (Fig. 15, 8 patterns)",
         baseline: "kernel MPTCP",
@@ -304,6 +313,7 @@ pub const CLAIMS: &[Claim] = &[
     },
     Claim {
         id: "txdelay",
+        short: "TxDelay vs MinRTT, WiFi 20 / LTE 70 ms",
         claim: "MPFlex: TxDelay 21–54 % faster than min-RTT when WiFi RTT ≪ LTE RTT (20 vs 70 ms)",
         figure: "−21…−54 % (Fig. 17)",
         baseline: "min-RTT",
@@ -322,8 +332,10 @@ pub struct Options {
     pub quick: bool,
     /// Where the runs' results files go (one per run, written anew).
     pub out_dir: PathBuf,
-    /// The Markdown file whose generated section is (re)written.
-    pub doc: PathBuf,
+    /// The Markdown file whose generated section is (re)written (none: print only).
+    pub doc: Option<PathBuf>,
+    /// The README whose summary (between its markers) is rewritten (none: left alone).
+    pub readme: Option<PathBuf>,
     pub mpflex_bin: PathBuf,
     /// Judge the results files already in `out_dir` instead of running.
     pub report_only: bool,
@@ -406,7 +418,8 @@ fn config(run: &Run, opts: &Options) -> Result<(RunConfig, Vec<profile::Profile>
     Ok((cfg, profiles))
 }
 
-/// Runs what `claims` need (unless `report_only`) and writes the doc's section.
+/// Runs what `claims` need (unless `report_only`), writes the doc's section and the
+/// README's summary, and returns the section.
 pub fn reproduce(claims: &[&Claim], which: &str, opts: &Options, stop: &AtomicBool) -> Result<String> {
     let runs = runs_for(claims);
     if !opts.report_only {
@@ -427,8 +440,18 @@ pub fn reproduce(claims: &[&Claim], which: &str, opts: &Options, stop: &AtomicBo
         }
     }
     let files: Vec<PathBuf> = runs.iter().map(|r| results_file(opts, r)).collect();
-    let section = section(claims, which, opts, &runs, &files)?;
-    write_section(&opts.doc, &section)?;
+    let (section, summary) = section(claims, which, opts, &runs, &files)?;
+    if let Some(doc) = &opts.doc {
+        write_section(doc, &section)?;
+        eprintln!("wrote {}", doc.display());
+    }
+    if let Some(readme) = &opts.readme {
+        if write_summary(readme, &summary)? {
+            eprintln!("wrote the summary in {}", readme.display());
+        } else {
+            eprintln!("{}: no summary markers, left alone", readme.display());
+        }
+    }
     Ok(section)
 }
 
@@ -436,26 +459,53 @@ pub fn reproduce(claims: &[&Claim], which: &str, opts: &Options, stop: &AtomicBo
 pub const BEGIN: &str = "<!-- reproduce:begin — written by `mpflex-lab reproduce`; edits inside are overwritten -->";
 pub const END: &str = "<!-- reproduce:end -->";
 
+/// Start and end of the summary in the README.
+pub const SUMMARY_BEGIN: &str =
+    "<!-- reproduce:summary:begin — written by `mpflex-lab reproduce` from docs/results.md's run -->";
+pub const SUMMARY_END: &str = "<!-- reproduce:summary:end -->";
+
 /// Puts `section` between [`BEGIN`] and [`END`] in `doc` (replacing what was there), or,
 /// without the markers, before the doc's first `## ` heading.
 pub fn write_section(doc: &Path, section: &str) -> Result<()> {
     let text = std::fs::read_to_string(doc).unwrap_or_default();
-    let block = format!("{BEGIN}\n{section}{END}\n");
-    let out = match (text.find(BEGIN), text.find(END)) {
-        (Some(a), Some(b)) if b > a => {
-            let rest = &text[b + END.len()..];
-            format!("{}{block}{}", &text[..a], rest.strip_prefix('\n').unwrap_or(rest))
+    let out = match between(&text, BEGIN, END, section) {
+        Some(t) => t,
+        None => {
+            let block = format!("{BEGIN}\n{section}{END}\n");
+            match text.find("\n## ") {
+                Some(i) => format!("{}{block}\n{}", &text[..i + 1], &text[i + 1..]),
+                None => format!("{text}\n{block}"),
+            }
         }
-        _ => match text.find("\n## ") {
-            Some(i) => format!("{}{block}\n{}", &text[..i + 1], &text[i + 1..]),
-            None => format!("{text}\n{block}"),
-        },
     };
     if let Some(d) = doc.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d)?;
     }
     std::fs::write(doc, out)?;
     Ok(())
+}
+
+/// `text` with what lies between `begin` and `end` replaced by `inner`; none without
+/// both markers in that order.
+fn between(text: &str, begin: &str, end: &str, inner: &str) -> Option<String> {
+    let a = text.find(begin)?;
+    let b = a + text[a..].find(end)?;
+    Some(format!("{}{begin}\n{inner}{}", &text[..a], &text[b..]))
+}
+
+/// Puts `summary` between the README's summary markers; a README without them is left
+/// alone (returns false).
+pub fn write_summary(readme: &Path, summary: &str) -> Result<bool> {
+    let Ok(text) = std::fs::read_to_string(readme) else {
+        return Ok(false);
+    };
+    match between(&text, SUMMARY_BEGIN, SUMMARY_END, summary) {
+        Some(t) => {
+            std::fs::write(readme, t)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
 }
 
 /// A point of a run: (profile, variant, mode, size).
@@ -687,7 +737,7 @@ pub fn judge(claim: &Claim, recs: &[Record]) -> Finding {
             let label = labeller(&keys);
             f.vs_baseline = both
                 .iter()
-                .map(|(k, o, b)| format!("{} {o:.0} vs {b:.0} ms", label(k)).trim().to_string())
+                .map(|(k, o, b)| format!("{} gap {o:.0} vs {b:.0} ms", label(k)).trim().to_string())
                 .collect::<Vec<_>>()
                 .join(", ");
             let m = medians(&recs, "mptcp", gap);
@@ -771,7 +821,15 @@ pub fn judge(claim: &Claim, recs: &[Record]) -> Finding {
 }
 
 /// The generated section: the table of claims, the rules, the runs, and their tables.
-fn section(claims: &[&Claim], which: &str, opts: &Options, runs: &[&Run], files: &[PathBuf]) -> Result<String> {
+/// The generated section (the table of claims, the rules, the runs, and their tables) and
+/// the README's summary of it.
+fn section(
+    claims: &[&Claim],
+    which: &str,
+    opts: &Options,
+    runs: &[&Run],
+    files: &[PathBuf],
+) -> Result<(String, String)> {
     let quick = if opts.quick { " --quick" } else { "" };
     let mut all: Vec<Record> = Vec::new();
     let mut per_run: Vec<(&Run, Vec<Record>)> = Vec::new();
@@ -793,8 +851,8 @@ fn section(claims: &[&Claim], which: &str, opts: &Options, runs: &[&Run], files:
         .filter_map(|r| r.build.as_ref())
         .map(|b| {
             format!(
-                "{} ({})",
-                b.version.clone().unwrap_or_default(),
+                "`{}` (size and hash {})",
+                b.version.clone().unwrap_or_else(|| "mpflex".into()),
                 b.id.clone().unwrap_or_default()
             )
         })
@@ -823,6 +881,19 @@ fn section(claims: &[&Claim], which: &str, opts: &Options, runs: &[&Run], files:
     md += "| claim | paper's figure | paper's baseline | ours vs that baseline | ours vs kernel MPTCP | verdict | command |\n";
     md += "|---|---|---|---|---|---|---|\n";
     let mut notes = String::new();
+    let mut summary = format!(
+        "Each seed's claim against the seed's own baseline, from `sudo mpflex-lab reproduce {which}{quick}` \
+         (one run of `mpflex-lab` {}{}; emulated links); the table with kernel MPTCP beside \
+         it, the verdict rules and the data are in \
+         [docs/results.md](docs/results.md#the-seeds-claims-against-the-seeds-baselines).\n\n\
+         | claim | paper | ours vs the paper's baseline | verdict |\n|---|---|---|---|\n",
+        commits.iter().cloned().collect::<Vec<_>>().join(", "),
+        if opts.quick {
+            ", `--quick`: few repetitions, indicative"
+        } else {
+            ""
+        }
+    );
     for c in claims {
         let recs = per_run
             .iter()
@@ -844,6 +915,13 @@ fn section(claims: &[&Claim], which: &str, opts: &Options, runs: &[&Run], files:
         notes += &format!(
             "* **{}** ({} vs {}): {}. {}\n",
             c.id, c.system, c.baseline_system, f.why, c.note
+        );
+        summary += &format!(
+            "| {} | {} | {} | {} |\n",
+            c.short,
+            c.figure,
+            f.vs_baseline,
+            f.verdict.word()
         );
     }
     md += &format!(
@@ -889,7 +967,7 @@ fn section(claims: &[&Claim], which: &str, opts: &Options, runs: &[&Run], files:
         md += &tables.replace("\n### ", "\n#### ");
     }
     md += "\n";
-    Ok(md)
+    Ok((md, summary))
 }
 
 #[cfg(test)]
@@ -931,7 +1009,8 @@ mod tests {
             let opts = Options {
                 quick,
                 out_dir: "x".into(),
-                doc: "x.md".into(),
+                doc: None,
+                readme: None,
                 // Any file that exists stands for the mpflex binary here.
                 mpflex_bin: std::env::current_exe().unwrap(),
                 report_only: true,
@@ -1053,7 +1132,7 @@ mod tests {
         ];
         let f = judge(claim("dems-finish"), &recs);
         assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
-        assert_eq!(f.vs_baseline, "10 vs 250 ms");
+        assert_eq!(f.vs_baseline, "gap 10 vs 250 ms");
         assert_eq!(f.vs_mptcp, "mptcp's gap 5–5 ms");
         let video = |s: &str, mbit: f64| -> Record {
             serde_json::from_str(&format!(
@@ -1090,6 +1169,15 @@ mod tests {
         assert_eq!(
             t,
             format!("# Results\n\nIntro.\n\n{BEGIN}\ntwo\n{END}\n\n## The lab\n\nText.\n")
+        );
+        let readme = dir.join("README.md");
+        std::fs::write(&readme, "# x\n").unwrap();
+        assert!(!write_summary(&readme, "s\n").unwrap());
+        std::fs::write(&readme, format!("# x\n{SUMMARY_BEGIN}\nold\n{SUMMARY_END}\nrest\n")).unwrap();
+        assert!(write_summary(&readme, "new\n").unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&readme).unwrap(),
+            format!("# x\n{SUMMARY_BEGIN}\nnew\n{SUMMARY_END}\nrest\n")
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

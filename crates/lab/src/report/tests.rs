@@ -305,11 +305,11 @@ fn workload_tables() {
     let h = "### two, cubic, bulk down, fresh, capacity 80.0 Mbit/s";
     assert_eq!(
         row(&md, h, "mptcp"),
-        "| mptcp | 41.0 (40.0–42.0) | 51 (50–52) | **1.00** | 36.0 (35.0–37.0) | – |"
+        "| mptcp | 41.0 (40.0–42.0) | 51 (50–52) | **1.00** | – | 36.0 (35.0–37.0) | – |"
     );
     assert_eq!(
         row(&md, h, "mpflex:minrtt"),
-        "| mpflex:minrtt | 61.0 (60.0–62.0) | 76 (75–78) | **1.49** | 56.0 (55.0–57.0) | 70% / 30% |"
+        "| mpflex:minrtt | 61.0 (60.0–62.0) | 76 (75–78) | **1.49** | – | 56.0 (55.0–57.0) | 70% / 30% |"
     );
     assert!(row(&md, h, "tcp-wifi").contains("**0.51**"));
 
@@ -422,7 +422,7 @@ fn unknown_workload_and_missing_variant_tolerated() {
     let md = report(&temp_file("novariant", &text)).unwrap();
     assert_eq!(
         row(&md, "### two, cubic, bulk, fresh", "mptcp"),
-        "| mptcp | 7.0 (7.0–7.0) | – | **1.00** | – | – |"
+        "| mptcp | 7.0 (7.0–7.0) | – | **1.00** | – | – | – |"
     );
 }
 

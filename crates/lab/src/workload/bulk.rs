@@ -56,6 +56,7 @@ impl Spec for Bulk {
                 ("goodput, Mbit/s", Column::Dist(goodput, 1)),
                 ("% of capacity", Column::Dist(pct_of_capacity, 0)),
                 ("goodput / mptcp", Column::VsMptcp(goodput)),
+                ("in-order over the window, Mbit/s", Column::Dist(inorder, 1)),
                 ("whole-run average, Mbit/s", Column::Dist(average, 1)),
                 ("bytes per path", Column::PathShares),
             ],
@@ -69,6 +70,12 @@ impl Spec for Bulk {
         };
         Summary::BySystem(table, chart)
     }
+}
+
+/// The receiver's in-order bytes over goodput's window, unbounded ([`Window::inorder_mbit`]):
+/// beside the bounded goodput, so that a reader sees what the bound took off.
+fn inorder(r: &crate::record::Record) -> Option<f64> {
+    r.field("inorder_mbit")
 }
 
 /// Goodput is measured after this much of a bulk transfer (slow start and the first
