@@ -301,6 +301,8 @@ struct Bin {
     /// A reading in the bin had a delivery-rate sample not limited by the application:
     /// the path carried all it could, so a queue or a loss may be of its own making.
     saturated: bool,
+    /// Our data filled the path (see [`Quality::read`]).
+    busy: bool,
     readings: u32,
 }
 
@@ -422,6 +424,14 @@ impl Quality {
         }
         b.rate = b.rate.max(info.delivery_rate);
         b.saturated |= info.delivery_rate > 0 && !info.delivery_rate_app_limited();
+        // Busy with our data: our bytes in flight and unsent are at least half of what the
+        // path delivers in a smoothed RTT. Its RTT may then be our own queue — a path held
+        // back by queue control is application-limited by design, so the kernel's flag
+        // does not say so, and a bulk upload through a deep buffer inflated both paths'
+        // RTT fifty-fold and demoted both (half the upload's rate). The schedulers weigh
+        // that queue already; the RTT signal is read only on a path that is not busy.
+        let ours = (info.in_flight_bytes() + info.notsent_bytes as u64) as f64;
+        b.busy |= info.delivery_rate > 0 && ours >= 0.5 * info.delivery_rate as f64 * srtt.as_secs_f64();
         b.acked |= acked;
         b.readings += 1;
         if now.saturating_duration_since(start) < BIN {
@@ -458,6 +468,7 @@ impl Quality {
         let rising = bin.srtt.as_secs_f64() >= 0.95 * prev_srtt.as_secs_f64();
         let inflated = fresh
             && !bin.saturated
+            && !bin.busy
             && rising
             && bin.srtt.as_secs_f64() >= RTT_DEMOTE * min.as_secs_f64()
             && bin.srtt >= min + RTT_DEMOTE_ABS;

@@ -252,7 +252,7 @@ fn a_degrading_path_is_left_before_it_fails() {
 #[test]
 fn steady_random_loss_never_demotes_a_path() {
     let lossy = PathSpec { loss: 0.01, ..wifi() };
-    let s = stream(&[lossy, lte()], |_| {}, 300, |_, _| {});
+    let s = stream(&[lossy, lte()], |c| c.proactive = true, 300, |_, _| {});
     assert_eq!(s.lost(), 0);
     for (side, sess) in [("server", &s.sim.server), ("client", &s.sim.client)] {
         let (c, _) = sess.path_counters(0).unwrap();
@@ -331,7 +331,11 @@ fn a_bulk_transfer_filling_its_queues_is_not_degradation() {
         cwnd: Some(4 * 70 * 1150 / 1448),
         ..lte()
     };
-    let mut sim = Sim::custom(|| mpflex_sched::by_name("minrtt").unwrap(), &[lossy, bloated], |_| {});
+    let mut sim = Sim::custom(
+        || mpflex_sched::by_name("minrtt").unwrap(),
+        &[lossy, bloated],
+        |c| c.proactive = true,
+    );
     let id = sim.client.open_stream(placeholder_addr());
     sim.client.stream_send(id, Bytes::from_static(b"GET"));
     for _ in 0..60_000 {

@@ -67,7 +67,8 @@ pub struct Tuning {
     pub queue_target_ms: u64,
     /// Proactive handover (WearMan): a path whose retransmissions, RTT or delivery rate
     /// trend towards failure takes no new data, and what it holds is copied to a healthy
-    /// path before it fails. `false`: paths leave only when they fall silent or die.
+    /// path before it fails. `false` (the default; docs/paths.md has the measurements):
+    /// paths leave only when they fall silent or die.
     pub proactive: bool,
 }
 
@@ -87,7 +88,7 @@ impl Default for Tuning {
             pacing: true,
             fresh_ssthresh: true,
             queue_target_ms: 20,
-            proactive: true,
+            proactive: false,
         }
     }
 }

@@ -124,6 +124,9 @@ fn upload(queue_target_ms: u64) -> Upload {
     });
     let _ = server.kill();
     let _ = server.wait();
+    if std::env::var_os("MPFLEX_TEST_SHOW_LOGS").is_some() {
+        eprintln!("client log:\n{}\nserver log:\n{}", lab.log("client"), lab.log("server"));
+    }
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("iperf3 printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
     let rate = |k: &str| report["end"][k]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6;
