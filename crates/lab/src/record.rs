@@ -56,12 +56,12 @@ pub struct Record {
     /// Whether the system's sender paced: mpflex, `[tuning] pacing` as the system ran it
     /// (its `+pacing=` setting, else mpflex's default); the kernel's TCP and MPTCP (and the
     /// oracle's connections), whether the congestion control asks the kernel to pace, as
-    /// BBR does and CUBIC does not (no `fq` qdisc in the namespaces). Records before
-    /// 2026-11-26 have it for mpflex only.
+    /// BBR does and CUBIC does not (no `fq` qdisc in the namespaces). Older records
+    /// have it for mpflex only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing: Option<bool>,
     /// The commit `mpflex-lab` was built from (`git describe --always --dirty`, else the
-    /// build's `MPFLEX_BUILD_COMMIT`, else `unknown`). Records before 2026-11-26 have none.
+    /// build's `MPFLEX_BUILD_COMMIT`, else `unknown`). Older records have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
     /// Chunk workloads: fluid lower bound for this size: S / Σ down rates + smallest RTT.
