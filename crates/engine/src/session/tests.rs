@@ -1,0 +1,195 @@
+use super::*;
+use crate::harness::Pair;
+use std::time::Duration;
+
+/// The metrics' counts: each stream's bytes per path add up to what it carried on both
+/// sides, scheduler decisions are counted, and a dead path's frames count as re-sent.
+#[test]
+fn streams_count_their_bytes_per_path_and_the_scheduler_its_decisions() {
+    let mut pair = Pair::new("roundrobin", &[(10, 1000), (20, 1000)]);
+    let id = pair.open(&[1u8; 1000]);
+    assert_eq!(pair.client.stream_send(id, Bytes::from(vec![2u8; 400_000])), 400_000);
+    for _ in 0..400 {
+        pair.step();
+    }
+    assert_eq!(pair.server_rx[&id].len(), 401_000);
+    let sent = pair.client.stream_paths(id).expect("open stream").to_vec();
+    let got = pair.server.stream_paths(id).expect("open stream").to_vec();
+    assert_eq!(sent.iter().sum::<u64>(), 401_000, "{sent:?}");
+    assert_eq!(got, sent, "each frame arrives on the path it went on");
+    assert!(sent.iter().all(|&b| b > 0), "round robin uses both paths: {sent:?}");
+    let c = pair.client.counters();
+    assert!(c.decisions_send > 0, "{c:?}");
+    assert_eq!(c.resent_lost, 0, "{c:?}");
+
+    assert_eq!(pair.client.stream_send(id, Bytes::from(vec![3u8; 400_000])), 400_000);
+    for _ in 0..3 {
+        pair.step();
+    }
+    pair.kill(0);
+    for _ in 0..2000 {
+        pair.step();
+        if pair.server_rx[&id].len() == 801_000 {
+            break;
+        }
+    }
+    assert_eq!(pair.server_rx[&id].len(), 801_000);
+    assert!(pair.client.counters().resent_lost > 0, "{:?}", pair.client.counters());
+}
+
+/// A server that restarted knows nothing of the session: the client resets every
+/// stream, forgets every frame (held bytes, per-path counts, ACK state) and the next
+/// stream works with the new server from sequence zero.
+#[test]
+fn a_peer_that_lost_the_session_starts_everything_over() {
+    let mut pair = Pair::new("minrtt", &[(10, 1000), (20, 1000)]);
+    let old = pair.open(&[1u8; 1000]);
+    assert_eq!(pair.client.stream_send(old, Bytes::from(vec![2u8; 300_000])), 300_000);
+    for _ in 0..30 {
+        pair.step();
+    }
+    assert!(pair.client.held_bytes().0 > 0, "the upload is under way");
+    // The server restarts: a new session there, and the client hears `fresh`.
+    let now = pair.now;
+    pair.server = Session::new(
+        EngineConfig::new(Role::Server),
+        mpflex_sched::by_name("minrtt").unwrap(),
+        now,
+    );
+    for p in 0..2 {
+        pair.server.path_up(p, now);
+    }
+    assert!(pair.client.joined(true));
+    let mut resets = Vec::new();
+    while let Some(e) = pair.client.poll_event() {
+        if let Event::StreamReset { stream, code } = e {
+            resets.push((stream, code));
+        }
+    }
+    assert_eq!(resets, vec![(old, reset::PEER_LOST_STATE)]);
+    assert_eq!(pair.client.held_bytes(), (0, 0));
+    assert!(!pair.client.has_history());
+    assert!(pair.client.paths.iter().all(|p| p.held == 0 && p.dup.is_empty()));
+    let new = pair.open(b"hello after the restart");
+    for _ in 0..200 {
+        pair.step();
+    }
+    assert_eq!(pair.server_rx[&new], b"hello after the restart");
+    assert!(pair.client.has_history());
+}
+
+/// The bound on bytes ahead engages after a second of backlog and, once engaged, holds
+/// through a pause shorter than a second; a backlog still building ends after 100 ms.
+#[test]
+fn a_sustained_backlog_survives_a_short_pause() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut s = Session::new(
+        EngineConfig::new(Role::Client),
+        mpflex_sched::by_name("minrtt").unwrap(),
+        t0,
+    );
+    s.backlog_since = Some(t0);
+    s.backlog_seen = Some(t0 + ms(1200));
+    assert!(s.backpressure_engaged(t0 + ms(1200)));
+    assert!(
+        s.backpressure_engaged(t0 + ms(1900)),
+        "a 700 ms pause after a sustained backlog"
+    );
+    assert!(
+        !s.backpressure_engaged(t0 + ms(2300)),
+        "a pause of over a second ends it"
+    );
+    s.backlog_seen = Some(t0 + ms(500));
+    assert!(!s.backlog_gap(t0 + ms(580)));
+    assert!(s.backlog_gap(t0 + ms(620)), "a building backlog ends after 100 ms");
+    assert!(!s.backpressure_engaged(t0 + ms(1000)));
+}
+
+/// The longest wait between deliveries of a stream of 2 KB every 10 ms when the link
+/// of the path carrying it goes at 305 ms (`told`: the client's link watcher sees it; else it goes dark
+/// unseen), when the server heard of it, and which path it was.
+fn stream_across_a_lost_link(told: bool) -> (Pair, Duration, Option<Duration>, usize) {
+    let mut pair = Pair::new("minrtt", &[(10, 1000), (10, 1000)]);
+    let id = pair.open(b"get");
+    for _ in 0..50 {
+        pair.step();
+    }
+    let (chunk, chunks) = (2000, 100);
+    let mut gone = None;
+    let mut lost_at = None;
+    let mut lost = 0;
+    let mut last = None;
+    let mut longest = Duration::ZERO;
+    for ms in 0..3000 {
+        if ms % 10 == 0 && ms / 10 < chunks {
+            assert_eq!(pair.server.stream_send(id, Bytes::from(vec![7u8; chunk])), chunk);
+        }
+        if ms == 305 {
+            // The path that carries the stream now (the server's scheduler's choice).
+            let p = (0..2).max_by_key(|&p| pair.server.paths.get(p).unwrap().held).unwrap();
+            assert!(pair.server.paths.get(p).unwrap().held > 0, "a path carries the stream");
+            if told {
+                pair.link_lost(p);
+            } else {
+                pair.blackhole(p);
+            }
+            lost = p;
+            lost_at = Some(pair.now);
+        }
+        pair.tick();
+        while let Some(e) = pair.server.poll_event() {
+            if e == Event::PathGone(lost) {
+                gone.get_or_insert(pair.now - lost_at.unwrap());
+            }
+        }
+        pair.drain_apps();
+        let got = pair.client_rx.get(&id).map_or(0, |b| b.len());
+        if last.is_none_or(|(_, n)| got > n) {
+            if let Some((t, _)) = last {
+                longest = longest.max(pair.now - t);
+            }
+            last = Some((pair.now, got));
+        }
+        if got == chunk * chunks {
+            break;
+        }
+    }
+    assert_eq!(pair.client_rx[&id].len(), chunk * chunks, "nothing lost");
+    (pair, longest, gone, lost)
+}
+
+/// A client whose link goes tells the server on the other path: the server takes the
+/// path down and re-sends what it held one path delay later instead of after the
+/// path's silence; a word about an older connection of the path is ignored.
+#[test]
+fn the_server_hears_of_a_lost_link_on_the_other_path() {
+    let (_, unseen, _, _) = stream_across_a_lost_link(false);
+    let (mut pair, longest, gone, p) = stream_across_a_lost_link(true);
+    let gone = gone.expect("the server heard of it");
+    eprintln!("longest gap: told {longest:?}, found from the silence {unseen:?}; heard after {gone:?}");
+    assert!(
+        gone <= Duration::from_millis(15),
+        "one path delay (10 ms) and a turn: {gone:?}"
+    );
+    assert_eq!(pair.server.path_status(p), PathStatus::Down);
+    assert!(
+        longest + Duration::from_millis(80) < unseen,
+        "told: {longest:?}, found from the silence: {unseen:?}"
+    );
+
+    // A new connection of the path; a late word about the old one changes nothing.
+    pair.revive(p);
+    for _ in 0..20 {
+        pair.step();
+    }
+    let joins = pair.server.paths.get(p).unwrap().joins;
+    assert_eq!(
+        joins,
+        pair.client.paths.get(p).unwrap().joins,
+        "both ends count the joins"
+    );
+    pair.server.on_path_gone(p, joins - 1);
+    assert_eq!(pair.server.path_status(p), PathStatus::Up);
+    assert_eq!(pair.server.poll_event(), None);
+}
