@@ -129,6 +129,17 @@ impl Pool {
                 }
             }
         }
+        // The balancer host's setting (docs/balancer.md): HAProxy's sockets towards the
+        // clients hold little unsent data, so the servers' late binding sees the links.
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &pool.topo.server_ns,
+            "sysctl",
+            "-qw",
+            "net.ipv4.tcp_notsent_lowat=131072",
+        ]);
         let origin = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/origin.py");
         pool.origin = Some(pool.spawn(
             &pool.topo.server_ns.clone(),
@@ -361,7 +372,7 @@ pub fn http_json(ns: &str, port: u16) -> serde_json::Value {
         let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
             return serde_json::Value::Null;
         };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
         let _ = s.write_all(b"GET /status HTTP/1.0\r\nHost: x\r\n\r\n");
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out);
