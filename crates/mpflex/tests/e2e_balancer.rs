@@ -368,3 +368,51 @@ fn bad_preambles_are_closed_and_counted_and_a_route_reaches_no_other_clients_ses
     pool.wait_placed(9301, Duration::from_secs(10));
     assert_eq!(fetch(&ns, 1301, 1 << 20, Duration::from_secs(10)), Ok(1 << 20));
 }
+
+/// Servers with join addresses: the session's first path comes through the balancer, the
+/// second goes straight to the server's join address; a path `server` listing a dead
+/// address first still gets through on the next.
+#[test]
+fn later_paths_go_to_the_join_address_and_a_dead_first_address_is_passed_over() {
+    let test = "later_paths_go_to_the_join_address_and_a_dead_first_address_is_passed_over";
+    if !ready(test) {
+        return;
+    }
+    let mut pool = Pool::new(0, "join_addr = \"{addr0}:{port}\"");
+    let lbs: Vec<String> = (0..2)
+        .map(|p| format!("{}:{BALANCER_PORT}", pool.topo.server_addr(p)))
+        .collect();
+    let lb = |p: usize| lbs[p].clone();
+    // Port 9 on the server: nothing listens, the connection is refused.
+    let dead = format!("{}:9", pool.topo.server_addr(0));
+    let mut t = format!(
+        "private_key = \"{}\"\nserver_public_key = \"{}\"\nsocks_listen = \"127.0.0.1:1501\"\n\
+         status_listen = \"127.0.0.1:9501\"\n",
+        pool.client_key.private, pool.server_key.public
+    );
+    for p in 0..2 {
+        t += &format!(
+            "[[paths]]\nname = \"p{p}\"\nserver = [\"{dead}\", \"{}\"]\nsource = \"{}\"\n",
+            lb(p),
+            pool.topo.client_addr(p)
+        );
+    }
+    pool.spawn_client("client", &t);
+    let id = pool.wait_placed(9501, Duration::from_secs(10));
+    assert_eq!(
+        fetch(&pool.topo.client_ns, 1501, 1 << 20, Duration::from_secs(10)),
+        Ok(1 << 20)
+    );
+    let join = format!("{}:{}", pool.topo.server_addr(0), server_port(id));
+    let log = pool.log("client");
+    let ups: Vec<&str> = log.lines().filter(|l| l.contains("path up")).collect();
+    assert!(
+        ups.iter().any(|l| l.contains(&format!("server={join}"))),
+        "no path went to the join address {join}: {ups:?}"
+    );
+    assert!(
+        ups.iter()
+            .any(|l| l.contains(&format!("server={}", lb(0))) || l.contains(&format!("server={}", lb(1)))),
+        "no path came through the balancer: {ups:?}"
+    );
+}

@@ -72,7 +72,18 @@ fn one_server_holding_2000_idle_sessions() {
         return;
     }
     const N: usize = 2000;
-    let mut pool = Pool::new(0, "");
+    // MPFLEX_KEEPALIVE_MS sets tuning.keepalive_ms on both ends (path timeout 3 × that),
+    // to see what the keepalives cost; unset, the defaults (1 s).
+    let tuning = std::env::var("MPFLEX_KEEPALIVE_MS")
+        .ok()
+        .map(|ms| {
+            format!(
+                "[tuning]\nkeepalive_ms = {ms}\npath_timeout_ms = {}\n",
+                3 * ms.parse::<u64>().unwrap()
+            )
+        })
+        .unwrap_or_default();
+    let mut pool = Pool::new(0, &tuning);
     for id in [2, 3] {
         let mut c = pool.signal_server(id, libc::SIGKILL);
         let _ = c.wait();
@@ -82,7 +93,8 @@ fn one_server_holding_2000_idle_sessions() {
     let pid = pool.servers[0].as_ref().unwrap().id();
     let rss_before = support::rss_kib_of(pid);
     let t0 = Instant::now();
-    let sessions = run_sessions(&pool.topo.client_ns, &pool.client_toml(Via::Balancer, 0, 0), N);
+    let client = pool.client_toml(Via::Balancer, 0, 0) + &tuning;
+    let sessions = run_sessions(&pool.topo.client_ns, &client, N);
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let p = pool.placement();

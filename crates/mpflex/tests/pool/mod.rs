@@ -78,7 +78,8 @@ pub struct Pool {
 
 impl Pool {
     /// `rate_mbit`: a rate limit on each link and direction (0: none); `server_toml`:
-    /// lines added to every server's configuration (top level).
+    /// lines added to every server's configuration (top level), `{port}` replaced by the
+    /// server's port and `{addr0}` by the server namespace's address on the first link.
     pub fn new(rate_mbit: u32, server_toml: &str) -> Pool {
         let layout = Layout {
             kind: "bal",
@@ -151,11 +152,14 @@ impl Pool {
                 pool.dir.join(format!("server{id}.toml")),
                 format!(
                     "listen = [\"0.0.0.0:{port}\"]\nprivate_key = \"{key}\"\nstatus_listen = \"127.0.0.1:{status}\"\n\
-                     server_id = {id}\n{server_toml}\n\
+                     server_id = {id}\n{extra}\n\
                      [[clients]]\nname = \"test\"\npublic_key = \"{c}\"\n\
                      [[clients]]\nname = \"other\"\npublic_key = \"{o}\"\n\
                      [acl]\nallow_loopback = true\n",
                     port = server_port(id),
+                    extra = server_toml
+                        .replace("{port}", &server_port(id).to_string())
+                        .replace("{addr0}", &pool.topo.server_addr(0)),
                     key = pool.server_key.private,
                     status = status_port(id),
                     c = pool.client_key.public,
