@@ -3,8 +3,11 @@
 //! Behind a balancer every path connection of a session must reach the same server. The
 //! first path of a session names no server in its routing preamble ([`Route::Any`]); the
 //! balancer picks one, and that server's join answer names its id, which every later path
-//! connection names. While the server is unknown only one path dials at a time, so two
-//! paths cannot land a session on two servers.
+//! connection names. While the server is unknown one path dials and the others wait for
+//! its answer, at most [`FIRST_WAIT`] (a first path over a dark link must not hold the
+//! others back for its whole connect timeout). Paths that stop waiting dial "any" too;
+//! one that lands on another server than the first answer named is dropped
+//! ([`Placement::joined`]) and re-dials that server, so a session never spans two.
 //!
 //! A server that is gone (crashed, or its balancer route is down) shows as refusals: the
 //! connection is refused, or closed before the handshake is answered. When no path of the
@@ -17,6 +20,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use mpflex_engine::join::ServerInfo;
 use mpflex_wire::Route;
@@ -26,6 +30,10 @@ use tokio::sync::OwnedMutexGuard;
 /// server. Two: one refusal can be a server restarting its listener; the paths re-dial
 /// within a few hundred milliseconds, so two cost little time.
 pub const REFUSALS_TO_MOVE: u32 = 2;
+
+/// How long a path waits for another path's first join before it dials "any" itself:
+/// about three round trips (connect, handshake, join) of a slow link.
+pub const FIRST_WAIT: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 pub struct Placement {
@@ -53,20 +61,23 @@ pub struct Ticket {
 }
 
 impl Placement {
-    /// The route for the next dial. While the server is unknown this waits for any other
-    /// path's dial to finish, and the ticket holds the others back until this one is done.
+    /// The route for the next dial. While the server is unknown this waits (at most
+    /// [`FIRST_WAIT`]) for another path's dial to finish, and the ticket holds the others
+    /// back until this one is done.
     pub async fn ticket(&self) -> Ticket {
         if let Some(s) = self.server() {
             return Ticket::to(s);
         }
-        let guard = self.first.clone().lock_owned().await;
+        let guard = tokio::time::timeout(FIRST_WAIT, self.first.clone().lock_owned())
+            .await
+            .ok();
         match self.server() {
             // Another path found the server meanwhile.
             Some(s) => Ticket::to(s),
             None => Ticket {
                 route: Route::Any,
                 join: None,
-                _first: Some(guard),
+                _first: guard,
             },
         }
     }
@@ -150,6 +161,21 @@ mod tests {
         assert!(p.joined(t.route, srv(3)));
         drop(t);
         assert_eq!(second.await.unwrap(), Route::from_id(3));
+    }
+
+    #[tokio::test]
+    async fn a_path_waits_for_a_slow_first_join_only_so_long_and_a_second_server_is_refused() {
+        let p = Arc::new(Placement::default());
+        let slow = p.ticket().await;
+        let started = std::time::Instant::now();
+        let t = p.ticket().await;
+        assert_eq!(t.route, Route::Any);
+        assert!(started.elapsed() >= FIRST_WAIT);
+        // The second path's join answers first: its server is the session's.
+        assert!(p.joined(t.route, srv(2)));
+        // The slow one landed elsewhere: it must not carry the session.
+        assert!(!p.joined(slow.route, srv(3)));
+        assert_eq!(p.ticket().await.route, Route::from_id(2));
     }
 
     #[tokio::test]
