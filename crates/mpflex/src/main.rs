@@ -36,6 +36,7 @@ enum Cmd {
     Server {
         /// TOML configuration file (keys: listen, private_key | private_key_file,
         /// [[clients]] name/public_key, status_listen, scheduler, session_linger_secs,
+        /// server_id, join_addr, drain_grace_secs,
         /// [acl] allow/deny/allow_ports/deny_ports/allow_loopback/allow_private,
         /// [[classes]] class/ports/cidrs/hosts, [tuning]).
         #[arg(short, long)]

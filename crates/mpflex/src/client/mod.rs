@@ -18,6 +18,7 @@ use crate::driver::{run_stream, SessionHandle};
 use crate::listen::{accept_each, bind};
 
 mod paths;
+mod placement;
 mod udp;
 
 /// How long the client waits for an application's first bytes so they can ride in the
@@ -43,10 +44,14 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     for w in cfg.warnings() {
         warn!("{w}");
     }
+    let placement = std::sync::Arc::new(placement::Placement::default());
+    let p = placement.clone();
+    h.on_server_gone = Some(std::sync::Arc::new(move || p.forget()));
     let keys = paths::Keys {
         private,
         server_public,
         token,
+        placement,
     };
     paths::start(&cfg, &h, keys, shutdown.clone()).await?;
     if let Some(addr) = cfg.status_listen {
