@@ -233,9 +233,15 @@ impl<'a> Plan<'a> {
             .systems
             .iter()
             .filter(|s| spec.chunks() || **s != System::Oracle)
+            .filter(|s| !spec.datagrams() || **s != System::Mptcp)
             .collect();
-        if systems.len() < cfg.systems.len() {
-            eprintln!("oracle is a chunk baseline; left out of {}", spec.name());
+        for (s, why) in [
+            (System::Oracle, "oracle is a chunk baseline"),
+            (System::Mptcp, "kernel MPTCP carries no UDP"),
+        ] {
+            if cfg.systems.contains(&s) && !systems.contains(&&s) {
+                eprintln!("{why}; left out of {}", spec.name());
+            }
         }
         Plan { items, modes, systems }
     }
