@@ -14,6 +14,7 @@ pub mod chunk;
 pub mod download_ping;
 pub mod handover;
 mod net;
+pub mod quic;
 pub mod shortflows;
 pub mod upload_ping;
 pub mod video;
@@ -61,6 +62,7 @@ workloads! {
     WebUnderUpload => web_under_upload::WebUnderUpload,
     Handover => handover::Handover,
     Voip => voip::Voip,
+    Quic => quic::Quic,
 }
 
 impl Workload {
@@ -160,6 +162,11 @@ pub trait Spec: Sync {
         false
     }
 
+    /// Whether the runner starts the HTTP/3 server (`quic`) in the server namespace.
+    fn h3_server(&self) -> bool {
+        false
+    }
+
     /// Whether this variant's payload goes up (client to server).
     fn upload(&self, _variant: Option<&str>) -> bool {
         false
@@ -203,7 +210,7 @@ mod tests {
         assert_eq!(Workload::parse("teleport"), None);
         assert_eq!(
             Workload::names(),
-            "chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload, handover, voip"
+            "chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload, handover, voip, quic"
         );
     }
 
