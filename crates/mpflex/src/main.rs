@@ -165,11 +165,13 @@ fn real_main() -> Result<()> {
             }
             Cmd::Server { config, set } => {
                 let cfg: ServerConfig = load(config.as_deref(), &set)?;
+                open_file_limit();
                 let stop = shutdown_signal();
                 mpflex::server::run(cfg, stop).await
             }
             Cmd::Client { config, set } => {
                 let cfg: ClientConfig = load(config.as_deref(), &set)?;
+                open_file_limit();
                 let stop = shutdown_signal();
                 mpflex::client::run(cfg, stop).await
             }
@@ -193,6 +195,20 @@ async fn fetch_local() -> Result<serde_json::Value> {
             e.root_cause()
         )
     })
+}
+
+/// Raises the open-file limit to the hard one ([`mpflex::runtime::raise_nofile_limit`]),
+/// and says so when it stays low: every connection and UDP flow is a descriptor.
+fn open_file_limit() {
+    match mpflex::runtime::raise_nofile_limit() {
+        Ok((_, now)) if now < 4096 => tracing::warn!(
+            limit = now,
+            "open-file limit is low: connections and UDP flows beyond it will fail (raise the hard limit: LimitNOFILE= or ulimit -Hn)"
+        ),
+        Ok((before, now)) if before != now => tracing::debug!(before, now, "open-file limit raised"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!("cannot read or raise the open-file limit: {e}"),
+    }
 }
 
 /// Cancelled on SIGINT or SIGTERM.
