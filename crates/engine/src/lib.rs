@@ -23,6 +23,8 @@ mod class;
 mod config;
 mod control;
 mod datagram;
+pub mod emptcp;
+pub mod energy;
 mod flow;
 pub mod harness;
 pub mod join;
