@@ -185,6 +185,10 @@ pub struct PathConfig {
     /// Deprecated: `priority = "backup"`.
     #[serde(default)]
     pub backup: bool,
+    /// "wifi", "cellular" or "wired", for the energy model and the energy-aware mode;
+    /// by default guessed from the interface's name ([`crate::energy::guess_kind`]).
+    #[serde(default)]
+    pub kind: Option<String>,
 }
 
 /// A path's tier (`priority`): lower tiers carry data only while every higher tier is
@@ -227,6 +231,14 @@ impl PathConfig {
             (None, Some(d)) => d.clone(),
             (None, None) if self.auto => "auto".into(),
             (None, None) => format!("path{i}"),
+        }
+    }
+
+    /// The kind of link the entry's path `device` is; the error names the key.
+    pub fn kind(&self, i: usize, device: Option<&str>) -> Result<mpflex_engine::energy::LinkKind> {
+        match &self.kind {
+            Some(k) => crate::energy::parse_kind(k, &format!("paths[{i}].kind")),
+            None => Ok(device.map_or(mpflex_engine::energy::LinkKind::Wired, crate::energy::guess_kind)),
         }
     }
 
@@ -314,6 +326,14 @@ pub struct ClientConfig {
     /// Class overrides for streams by destination (`[[classes]]`, first match wins).
     #[serde(default)]
     pub classes: Vec<ClassRuleConfig>,
+    /// "aware" holds cellular paths back while WiFi suffices (eMPTCP; docs/energy.md);
+    /// "off" (default).
+    #[serde(default)]
+    pub energy_mode: Option<String>,
+    /// The device model energy is priced with: a built-in name or a TOML file
+    /// (docs/energy.md); by default the thesis' Galaxy S3 with LTE.
+    #[serde(default)]
+    pub energy_profile: Option<String>,
     #[serde(default)]
     pub tuning: Tuning,
 }
@@ -492,7 +512,10 @@ impl ClientConfig {
             }
             p.selector(i)?;
             p.tier(i)?;
+            p.kind(i, None)?;
         }
+        self.energy_mode()?;
+        self.energy_profile()?;
         if mpflex_sched::by_name(&self.scheduler).is_none() {
             bail!(
                 "scheduler: unknown {:?} (one of {})",
@@ -511,6 +534,18 @@ impl ClientConfig {
 
     pub fn private_key(&self) -> Result<[u8; 32]> {
         private_key(&self.private_key, &self.private_key_file)
+    }
+
+    pub fn energy_mode(&self) -> Result<mpflex_engine::EnergyMode> {
+        self.energy_mode
+            .as_deref()
+            .map_or(Ok(mpflex_engine::EnergyMode::Off), crate::energy::parse_mode)
+    }
+
+    pub fn energy_profile(&self) -> Result<mpflex_engine::energy::EnergyProfile> {
+        self.energy_profile
+            .as_deref()
+            .map_or(Ok(Default::default()), crate::energy::load_profile)
     }
 
     /// The compiled `[[classes]]`.
