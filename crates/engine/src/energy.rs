@@ -290,6 +290,8 @@ pub fn j_per_mb(joules: f64, bytes: u64) -> f64 {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct SlotUse {
+    /// Any packet at all crossed.
+    active: bool,
     bytes: [u64; 2],
     first: u64,
     last: u64,
@@ -344,15 +346,17 @@ impl Meter {
         self.paths.get(path).map_or(LinkKind::Wired, |p| p.kind)
     }
 
-    /// `bytes` crossed `path` in direction `dir` at `t_us`. Times must not go backwards
-    /// by more than a slot (earlier ones count in the current slot).
+    /// `bytes` crossed `path` in direction `dir` at `t_us` (0: a packet without payload,
+    /// which wakes a radio but costs no transfer energy). Times must not go backwards by
+    /// more than a slot (earlier ones count in the current slot).
     pub fn record(&mut self, path: usize, dir: Dir, t_us: u64, bytes: u64) {
-        if bytes == 0 {
-            return;
-        }
         self.ensure(path);
         self.advance(t_us);
         let s = &mut self.paths[path].slot;
+        s.active = true;
+        if bytes == 0 {
+            return;
+        }
         if s.bytes == [0, 0] {
             s.first = t_us;
         }
@@ -373,18 +377,19 @@ impl Meter {
     fn close_slot(&mut self, start: u64) {
         let end = start + SLOT_US;
         let carried = |k: LinkKind| self.paths.iter().any(|p| p.kind == k && p.slot.bytes != [0, 0]);
+        // Slots with only bare packets wake the radio but carry nothing to price.
         let overlap = carried(LinkKind::Wifi) && carried(LinkKind::Cellular);
         let profile = &self.profile;
         for p in &mut self.paths {
             let s = std::mem::take(&mut p.slot);
-            if s.bytes == [0, 0] {
+            if !s.active {
                 continue;
             }
             let Some(radio) = profile.radio(p.kind) else {
                 p.energy.bytes += s.bytes[0] + s.bytes[1];
                 continue;
             };
-            let span_s = (s.last - s.first).max(SLOT_US / 10) as f64 / 1e6;
+            let span_s = s.last.saturating_sub(s.first).max(SLOT_US / 10) as f64 / 1e6;
             let mut j = 0.0;
             for dir in [Dir::Down, Dir::Up] {
                 let b = s.bytes[dir as usize];
