@@ -256,6 +256,10 @@ pub enum Usage {
     CellularOnly,
 }
 
+/// A direction carrying at most 1/this of the other's bytes in a slot is its
+/// acknowledgements and requests, priced within the other's per-byte law.
+const ACK_SHARE_INV: u64 = 10;
+
 /// The meter's slot, µs.
 pub const SLOT_US: u64 = 250_000;
 
@@ -391,9 +395,17 @@ impl Meter {
             };
             let span_s = s.last.saturating_sub(s.first).max(SLOT_US / 10) as f64 / 1e6;
             let mut j = 0.0;
+            // A reverse trickle (acknowledgements, requests) rides with the transfer it
+            // serves: the thesis folds ACK energy into the data direction (§3.3).
+            let [down, up] = s.bytes;
+            let folded = |minor: u64, major: u64| minor * ACK_SHARE_INV <= major;
             for dir in [Dir::Down, Dir::Up] {
                 let b = s.bytes[dir as usize];
-                if b > 0 {
+                let skip = match dir {
+                    Dir::Down => folded(down, up),
+                    Dir::Up => folded(up, down),
+                };
+                if b > 0 && !skip {
                     let mbit = b as f64 * 8.0 / span_s / 1e6;
                     j += radio.law(dir).uj_per_byte(mbit) * b as f64 * 1e-6;
                 }

@@ -70,6 +70,11 @@ pub struct Tuning {
     /// path before it fails. `false` (the default; docs/paths.md has the measurements):
     /// paths leave only when they fall silent or die.
     pub proactive: bool,
+    /// The energy-aware mode's κ: bytes a burst moves over WiFi before cellular may carry
+    /// (eMPTCP's 1 MB; docs/energy.md).
+    pub energy_kappa_bytes: u64,
+    /// Its τ: how long a burst runs before cellular may carry below κ (eMPTCP's 3 s).
+    pub energy_tau_ms: u64,
 }
 
 impl Default for Tuning {
@@ -89,6 +94,8 @@ impl Default for Tuning {
             fresh_ssthresh: true,
             queue_target_ms: 20,
             proactive: false,
+            energy_kappa_bytes: mpflex_engine::emptcp::KAPPA,
+            energy_tau_ms: mpflex_engine::emptcp::TAU_US / 1000,
         }
     }
 }
@@ -534,6 +541,15 @@ impl ClientConfig {
 
     pub fn private_key(&self) -> Result<[u8; 32]> {
         private_key(&self.private_key, &self.private_key_file)
+    }
+
+    /// The energy-aware mode's κ and τ (`[tuning]`).
+    pub fn energy_aware_config(&self) -> mpflex_engine::emptcp::EnergyAwareConfig {
+        mpflex_engine::emptcp::EnergyAwareConfig {
+            kappa: self.tuning.energy_kappa_bytes,
+            tau_us: self.tuning.energy_tau_ms * 1000,
+            ..Default::default()
+        }
     }
 
     pub fn energy_mode(&self) -> Result<mpflex_engine::EnergyMode> {

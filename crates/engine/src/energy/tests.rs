@@ -176,3 +176,31 @@ fn meter_charges_tails_between_uses_and_gamma_on_overlap() {
     assert!((r[0].transfer_j - wifi_alone * s3.gamma).abs() / wifi_alone < 0.02);
     assert_eq!(j_per_mb(2.0, 4_000_000), 0.5);
 }
+
+/// An acknowledgement stream up (a few % of the bytes down) costs nothing of its own:
+/// the download's law includes it (§3.3); a real upload beside it is priced.
+#[test]
+fn acknowledgements_fold_into_the_data_direction() {
+    let s3 = EnergyProfile::galaxy_s3();
+    let mut plain = Meter::new(s3.clone());
+    plain.set_kind(0, LinkKind::Wifi);
+    let end = feed(&mut plain, 0, 0, 4_000_000, 20.0);
+    let (mut a, mut b) = (Meter::new(s3.clone()), Meter::new(s3.clone()));
+    a.set_kind(0, LinkKind::Wifi);
+    b.set_kind(0, LinkKind::Wifi);
+    let per_pkt_us = 1448.0 * 8.0 / 20.0;
+    for i in 0..4_000_000u64.div_ceil(1448) {
+        let t = (i as f64 * per_pkt_us) as u64;
+        for m in [&mut a, &mut b] {
+            m.record(0, Dir::Down, t, 1448);
+        }
+        if i % 10 == 0 {
+            a.record(0, Dir::Up, t, 40);
+        }
+        b.record(0, Dir::Up, t, 500);
+    }
+    let (acked, bulk_up) = (a, b);
+    let base = plain.report(end)[0].transfer_j;
+    assert!((acked.report(end)[0].transfer_j - base).abs() < 1e-9);
+    assert!(bulk_up.report(end)[0].transfer_j > base * 1.1);
+}

@@ -88,6 +88,11 @@ impl Session {
         self.apply_energy(now);
     }
 
+    /// The energy-aware mode's κ and τ, from the next time it is turned on.
+    pub fn set_energy_aware_config(&mut self, cfg: EnergyAwareConfig) {
+        self.aware_cfg = cfg;
+    }
+
     pub fn energy_mode(&self) -> EnergyMode {
         if self.aware.is_some() {
             EnergyMode::Aware

@@ -149,6 +149,8 @@ pub struct Session {
     energy: crate::energy::Meter,
     /// (client) The energy-aware mode, while it is on ([`crate::emptcp`]).
     aware: Option<crate::emptcp::EnergyAware>,
+    /// κ and τ for the energy-aware mode.
+    aware_cfg: crate::emptcp::EnergyAwareConfig,
 }
 
 /// What the session decided and re-sent since it began, for the metrics. Counting costs an
@@ -217,6 +219,7 @@ impl Session {
             realtime_seen: None,
             energy: crate::energy::Meter::new(crate::energy::EnergyProfile::default()),
             aware: None,
+            aware_cfg: Default::default(),
             cfg,
         }
     }
