@@ -47,8 +47,6 @@ pub const BURST_GAP_US: u64 = 1_000_000;
 /// The longest pause between arrivals in a sample that measures the link, µs (a 16 KB
 /// frame takes 160 ms at 0.8 Mbit/s).
 const MAX_GAP_US: u64 = 200_000;
-/// The least "estimated RTT" for the idle test, µs.
-const MIN_IDLE_US: u64 = 50_000;
 /// Valid samples of WiFi a decision needs.
 const MIN_SAMPLES: u32 = 2;
 /// Holt's smoothing constants (level, trend).
@@ -245,7 +243,9 @@ impl EnergyAware {
             self.end_burst();
             return self.state;
         }
-        let idle = since_payload > rtt_us.max(MIN_IDLE_US);
+        // Payload arrives a frame at a time (up to 16 KB: 160 ms at 0.8 Mbit/s), so the
+        // gaps a busy link leaves between arrivals count as activity too.
+        let idle = since_payload > rtt_us.max(MAX_GAP_US);
         let Some(burst) = self.burst else {
             return self.state;
         };

@@ -94,3 +94,41 @@ fn bad_wifi_wakes_cellular_at_tau_and_the_server_follows() {
     assert_eq!(e[1].promotions, 1);
     assert!(e[1].fixed_j > 12.0, "{:?}", e[1]);
 }
+
+/// A shorter τ (500 ms) wakes cellular soon after it on bad WiFi: 16 KB frames arriving
+/// every 160 ms are activity, not idleness.
+#[test]
+fn a_short_tau_wakes_cellular_soon_after_it() {
+    let mut sim = Sim::custom(
+        || mpflex_sched::by_name("minrtt").unwrap(),
+        &[(7, 100).into(), (32, 1125).into()],
+        |_| {},
+    );
+    let now = sim.now;
+    sim.client.set_path_kind(0, LinkKind::Wifi, now);
+    sim.client.set_path_kind(1, LinkKind::Cellular, now);
+    sim.client
+        .set_energy_aware_config(mpflex_engine::emptcp::EnergyAwareConfig {
+            tau_us: 500_000,
+            ..Default::default()
+        });
+    sim.client.set_energy_mode(EnergyMode::Aware, now);
+    for _ in 0..200 {
+        sim.step();
+    }
+    let id = sim.open(b"GET");
+    let mut sent = 0;
+    let mut woke = None;
+    for ms in 0..4000 {
+        if sim.server_rx.contains_key(&id) && sent < 8_000_000 {
+            sent += sim.server.stream_send(id, Bytes::from(vec![7u8; 64 * 1024]));
+        }
+        sim.step();
+        if sim.server.path_tier(1) == TIER_PRIMARY {
+            woke = Some(ms);
+            break;
+        }
+    }
+    let woke = woke.expect("cellular woke");
+    assert!((500..1200).contains(&woke), "woke at {woke} ms");
+}

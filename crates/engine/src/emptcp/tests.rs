@@ -147,8 +147,8 @@ fn idle_and_small_transfers_never_wake_cellular() {
     // A slow transfer that pauses before τ and stays paused past it: nothing wakes until
     // data flows again (within the burst), then cellular does.
     let mut e = new();
-    run(&mut e, 0, 2.9, &[(LinkKind::Wifi, 0.8)], &[]);
-    for t in (2_900_000..3_500_000).step_by(10_000) {
+    run(&mut e, 0, 2.7, &[(LinkKind::Wifi, 0.8)], &[]);
+    for t in (2_700_000..3_500_000).step_by(10_000) {
         assert_eq!(e.tick(t, 20_000), Decision::Standby);
     }
     let (_, woke) = run(

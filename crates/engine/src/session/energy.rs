@@ -80,10 +80,7 @@ impl Session {
         }
         self.aware = match mode {
             EnergyMode::Off => None,
-            EnergyMode::Aware => Some(EnergyAware::new(
-                EnergyAwareConfig::default(),
-                self.energy.profile().clone(),
-            )),
+            EnergyMode::Aware => Some(EnergyAware::new(self.aware_cfg, self.energy.profile().clone())),
         };
         self.apply_energy(now);
     }
