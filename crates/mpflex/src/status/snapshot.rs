@@ -200,6 +200,16 @@ fn datagrams_json(s: &SessionSnapshot) -> serde_json::Value {
     })
 }
 
+/// The path's tier by name; a path the energy-aware mode holds back is "energy standby"
+/// (tier 3, below backup).
+fn tier_name(p: &PathView) -> &'static str {
+    if p.energy_standby {
+        "energy standby"
+    } else {
+        Tier::from_level(p.tier).name()
+    }
+}
+
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
@@ -238,7 +248,7 @@ fn path_json(p: &PathView) -> serde_json::Value {
         "state": p.state_name(),
         "backup": p.backup,
         "tier": p.tier,
-        "tier_name": Tier::from_level(p.tier).name(),
+        "tier_name": tier_name(p),
         "device": p.device,
         "kind": p.kind,
         "energy_standby": p.energy_standby,

@@ -395,6 +395,22 @@ mod tests {
         );
         assert_eq!(kib(20 << 20), "20.0 MiB");
         assert!(!t.contains("stream "), "no stream table without stream_list: {t}");
+        // The modelled energy, and a path in energy standby.
+        let v = serde_json::json!({
+            "role": "client", "scheduler": "minrtt", "streams": 0,
+            "paths": [
+                {"name": "wifi", "up": true, "tier": 0, "tier_name": "primary", "kind": "wifi", "energy_j": 7.0},
+                {"name": "lte", "up": true, "tier": 3, "tier_name": "energy standby", "kind": "cellular",
+                 "energy_j": 0.0, "energy_standby": true},
+            ],
+            "energy": {"mode": "aware", "profile": "galaxy-s3-lte", "joules": 7.0, "j_per_mb": 0.42},
+        });
+        let t = render_table(&v);
+        assert!(t.contains("  lte (energy standby) "), "{t}");
+        assert!(
+            t.contains("  energy (aware mode, galaxy-s3-lte): 7.0 J, 0.42 J/MB; wifi (wifi) 7.0 J; lte (cellular) 0.0 J, energy standby\n"),
+            "{t}"
+        );
     }
 
     #[test]
