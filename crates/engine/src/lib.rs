@@ -23,6 +23,8 @@ mod class;
 mod config;
 mod control;
 mod datagram;
+pub mod emptcp;
+pub mod energy;
 mod flow;
 pub mod harness;
 pub mod join;
@@ -45,8 +47,10 @@ pub use kernel::{RateEstimate, TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
 pub use owd::OwdEstimator;
 pub use paths::{PathCounters, PathStatus};
 pub use send::{MIN_SPLIT, SEQUENCE_AHEAD};
-pub use session::{Event, PollTransmit, ProtocolError, RecvResult, Session, SessionCounters};
-pub use supervisor::{PathState, TIER_BACKUP, TIER_PRIMARY, TIER_SECONDARY};
+pub use session::{
+    EnergyAwareView, EnergyMode, Event, PollTransmit, ProtocolError, RecvResult, Session, SessionCounters,
+};
+pub use supervisor::{PathState, TIER_BACKUP, TIER_ENERGY_STANDBY, TIER_PRIMARY, TIER_SECONDARY};
 pub use writer::{Budget, PathWriter, WriterStep, INITIAL_LOWAT, MIN_LOWAT};
 
 /// Application stream identifier (chosen by the client, which opens all streams).

@@ -18,7 +18,9 @@ use mpflex_wire::Frame;
 use crate::config::EngineConfig;
 use crate::kernel::TcpInfo;
 use crate::owd::{OwdEstimator, QueueDelay};
-use crate::supervisor::{probe_every, KernelView, PathState, Quality, Suspicion, Verdict, BIN, TIER_BACKUP};
+use crate::supervisor::{
+    probe_every, KernelView, PathState, Quality, Suspicion, Verdict, BIN, TIER_BACKUP, TIER_ENERGY_STANDBY,
+};
 use crate::MAX_PATHS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +122,9 @@ pub(crate) struct PathEntry {
     /// Its tier ([`crate::supervisor::TIER_PRIMARY`] …): lower tiers carry only while no
     /// better one can.
     pub tier: u8,
+    /// Held back by the energy-aware mode ([`crate::emptcp`]): a tier below every
+    /// configured one, and quiet (see [`PathEntry::quiet`]).
+    pub energy_standby: bool,
     /// May take new data now (up, not suspect, healthy unless no path is, best tier):
     /// set by [`Paths::refresh`].
     eligible: bool,
@@ -167,6 +172,7 @@ impl PathEntry {
             suspicion: Suspicion::default(),
             quality: Quality::default(),
             tier: 0,
+            energy_standby: false,
             eligible: false,
             kernel: KernelView::new(now),
             hedged: None,
@@ -193,6 +199,24 @@ impl PathEntry {
     /// of the best tier among such paths (see [`Paths::refresh`]).
     pub fn carries(&self) -> bool {
         self.eligible
+    }
+
+    /// The tier it carries in: its own, or [`TIER_ENERGY_STANDBY`] while the
+    /// energy-aware mode holds it back (and the tier its peer announced, on a server).
+    pub fn effective_tier(&self) -> u8 {
+        if self.energy_standby {
+            self.tier.max(TIER_ENERGY_STANDBY)
+        } else {
+            self.tier
+        }
+    }
+
+    /// Sends no keepalives and times out never: an energy standby holding nothing.
+    /// Reason: a keepalive wakes a cellular radio and pays its promotion and tail (Lim,
+    /// seed 003 §3.1.2) — eMPTCP does not even open the subflow; and a path that must not
+    /// talk cannot be expected to answer.
+    pub fn quiet(&self) -> bool {
+        self.effective_tier() >= TIER_ENERGY_STANDBY && !self.eligible && !self.holding()
     }
 
     /// Last sign of life: the session's progress or an ACK its kernel socket received.
@@ -319,8 +343,30 @@ impl Paths {
     /// Sets `path`'s tier.
     pub fn set_tier(&mut self, path: usize, tier: u8, now: Instant) {
         self.ensure(path, now);
-        self.entries[path].tier = tier;
-        self.entries[path].snap.backup = tier >= TIER_BACKUP;
+        let p = &mut self.entries[path];
+        let was_quiet = p.quiet();
+        p.tier = tier;
+        self.woken(path, was_quiet, now);
+    }
+
+    /// Holds `path` back for the energy-aware mode, or lets it carry again.
+    pub fn set_energy_standby(&mut self, path: usize, standby: bool, now: Instant) {
+        self.ensure(path, now);
+        let p = &mut self.entries[path];
+        let was_quiet = p.quiet();
+        p.energy_standby = standby;
+        self.woken(path, was_quiet, now);
+    }
+
+    /// After a tier change: a path that was quiet and no longer is starts its silence
+    /// clocks now (it was not expected to talk), and the carrying set is decided again.
+    fn woken(&mut self, path: usize, was_quiet: bool, now: Instant) {
+        let p = &mut self.entries[path];
+        p.snap.backup = p.effective_tier() >= TIER_BACKUP;
+        if was_quiet && !p.quiet() {
+            p.last_recv = p.last_recv.max(now);
+            p.progress = p.progress.max(now);
+        }
         self.refresh();
     }
 
@@ -332,9 +378,14 @@ impl Paths {
         let candidate = |p: &PathEntry| p.is_up() && !p.suspect();
         let healthy = self.entries.iter().any(|p| candidate(p) && !p.quality.degraded());
         let pool = |p: &PathEntry| candidate(p) && (!healthy || !p.quality.degraded());
-        let best = self.entries.iter().filter(|p| pool(p)).map(|p| p.tier).min();
+        let best = self
+            .entries
+            .iter()
+            .filter(|p| pool(p))
+            .map(|p| p.effective_tier())
+            .min();
         for p in &mut self.entries {
-            p.eligible = pool(p) && Some(p.tier) == best;
+            p.eligible = pool(p) && Some(p.effective_tier()) == best;
             p.snap.alive = p.eligible;
         }
     }
@@ -493,7 +544,7 @@ impl Paths {
     pub fn next_timeout(&self, cfg: &EngineConfig) -> Option<Instant> {
         self.entries
             .iter()
-            .filter(|p| p.is_up())
+            .filter(|p| p.is_up() && !p.quiet())
             .flat_map(|p| {
                 let stuck = (!p.suspect() && p.holding()).then(|| p.last_life() + self.suspect_after(p, p.last_life()));
                 let hedge = (!p.suspect()).then(|| self.hedge_at(p)).flatten();
@@ -512,7 +563,7 @@ impl Paths {
     /// Checks `path`'s liveness at `now`.
     pub fn check(&self, path: usize, now: Instant, cfg: &EngineConfig) -> PathCheck {
         let p = &self.entries[path];
-        if !p.is_up() {
+        if !p.is_up() || p.quiet() {
             return PathCheck::Fine;
         }
         if now.saturating_duration_since(p.last_recv) >= cfg.path_timeout {
@@ -551,7 +602,7 @@ impl Paths {
     pub fn keepalive(&mut self, path: usize, now: Instant, cfg: &EngineConfig) -> bool {
         let p = &mut self.entries[path];
         let every = Self::keepalive_every(p, cfg);
-        if !p.is_up() || now.saturating_duration_since(p.last_send) < every {
+        if !p.is_up() || p.quiet() || now.saturating_duration_since(p.last_send) < every {
             return false;
         }
         p.ping_id += 1;

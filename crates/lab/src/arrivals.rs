@@ -55,6 +55,11 @@ impl PayloadLog {
     }
 }
 
+/// Whether an Ethernet frame carries IPv4/TCP.
+pub fn is_tcp(frame: &[u8]) -> bool {
+    frame.len() >= 14 + 20 && frame[12..14] == [0x08, 0x00] && frame[14 + 9] == 6
+}
+
 /// The TCP payload length of an Ethernet frame carrying IPv4 (0 for anything else): IP
 /// total length minus the IP and TCP headers.
 pub fn tcp_payload(frame: &[u8]) -> u32 {

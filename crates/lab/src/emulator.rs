@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use crate::arrivals::{tcp_payload, PayloadLog};
+use crate::arrivals::{is_tcp, tcp_payload, PayloadLog};
 use crate::link::{Link, LinkStats};
 use crate::netns::Topology;
 use crate::profile::Profile;
@@ -27,6 +27,10 @@ pub struct LinkHandle {
     wake: OwnedFd,
     /// Every delivered packet's TCP payload and delivery time, since the last clear.
     log: Mutex<PayloadLog>,
+    /// When each delivered TCP packet without payload (SYN, ACK, FIN) was delivered, µs
+    /// since the Unix epoch, since the last clear (at most [`PayloadLog::LIMIT`]): a
+    /// cellular radio wakes for those too (the energy model, [`crate::energy`]).
+    bare: Mutex<Vec<u64>>,
 }
 
 impl LinkHandle {
@@ -40,6 +44,7 @@ impl LinkHandle {
             model: Mutex::new(model),
             wake: unsafe { OwnedFd::from_raw_fd(fd) },
             log: Mutex::new(PayloadLog::default()),
+            bare: Mutex::new(Vec::new()),
         })
     }
 
@@ -55,6 +60,11 @@ impl LinkHandle {
 
     pub fn stats(&self) -> LinkStats {
         self.model.lock().unwrap().stats.clone()
+    }
+
+    /// When this direction delivered TCP packets without payload since the last clear.
+    pub fn bare_log(&self) -> Vec<u64> {
+        self.bare.lock().unwrap().clone()
     }
 
     /// What this direction delivered since its log was last cleared.
@@ -286,7 +296,13 @@ impl Emulator {
     pub fn clear_payload_logs(&self) {
         for l in self.links.iter().flatten() {
             l.log.lock().unwrap().clear();
+            l.bare.lock().unwrap().clear();
         }
+    }
+
+    /// Each path's packets without payload in one direction (0 down, 1 up), in path order.
+    pub fn bare_logs(&self, direction: usize) -> Vec<Vec<u64>> {
+        self.links.iter().map(|l| l[direction].bare_log()).collect()
     }
 
     /// Each path's payload log in one direction (0 down, 1 up), in path order.
@@ -368,12 +384,19 @@ fn forward(rx: &OwnedFd, tx: &OwnedFd, link: &LinkHandle, start: Instant, stop: 
         };
         let mut io_drops = 0;
         let payloads: Vec<u32> = due.iter().map(|f| tcp_payload(f)).filter(|&n| n > 0).collect();
+        let bare = due.iter().filter(|f| is_tcp(f) && tcp_payload(f) == 0).count();
         for f in due.drain(..) {
             // SAFETY: sending a complete frame on a bound packet socket.
             let r = unsafe { libc::send(tx.as_raw_fd(), f.as_ptr() as *const libc::c_void, f.len(), 0) };
             if r < 0 {
                 io_drops += 1;
             }
+        }
+        if bare > 0 {
+            let at = crate::units::unix_us();
+            let mut log = link.bare.lock().unwrap();
+            let room = PayloadLog::LIMIT.saturating_sub(log.len()).min(bare);
+            log.extend(std::iter::repeat_n(at, room));
         }
         if !payloads.is_empty() {
             let at = crate::units::unix_us();

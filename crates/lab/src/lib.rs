@@ -13,6 +13,7 @@ pub const COMMIT: &str = env!("MPFLEX_LAB_COMMIT");
 
 pub mod arrivals;
 pub mod emulator;
+pub mod energy;
 pub mod link;
 pub mod netns;
 pub mod profile;

@@ -70,6 +70,11 @@ pub struct Tuning {
     /// path before it fails. `false` (the default; docs/paths.md has the measurements):
     /// paths leave only when they fall silent or die.
     pub proactive: bool,
+    /// The energy-aware mode's κ: bytes a burst moves over WiFi before cellular may carry
+    /// (eMPTCP's 1 MB; docs/energy.md).
+    pub energy_kappa_bytes: u64,
+    /// Its τ: how long a burst runs before cellular may carry below κ (eMPTCP's 3 s).
+    pub energy_tau_ms: u64,
 }
 
 impl Default for Tuning {
@@ -89,6 +94,8 @@ impl Default for Tuning {
             fresh_ssthresh: true,
             queue_target_ms: 20,
             proactive: false,
+            energy_kappa_bytes: mpflex_engine::emptcp::KAPPA,
+            energy_tau_ms: mpflex_engine::emptcp::TAU_US / 1000,
         }
     }
 }
@@ -212,6 +219,10 @@ pub struct PathConfig {
     /// Deprecated: `priority = "backup"`.
     #[serde(default)]
     pub backup: bool,
+    /// "wifi", "cellular" or "wired", for the energy model and the energy-aware mode;
+    /// by default guessed from the interface's name ([`crate::energy::guess_kind`]).
+    #[serde(default)]
+    pub kind: Option<String>,
 }
 
 /// A path's tier (`priority`): lower tiers carry data only while every higher tier is
@@ -254,6 +265,14 @@ impl PathConfig {
             (None, Some(d)) => d.clone(),
             (None, None) if self.auto => "auto".into(),
             (None, None) => format!("path{i}"),
+        }
+    }
+
+    /// The kind of link the entry's path `device` is; the error names the key.
+    pub fn kind(&self, i: usize, device: Option<&str>) -> Result<mpflex_engine::energy::LinkKind> {
+        match &self.kind {
+            Some(k) => crate::energy::parse_kind(k, &format!("paths[{i}].kind")),
+            None => Ok(device.map_or(mpflex_engine::energy::LinkKind::Wired, crate::energy::guess_kind)),
         }
     }
 
@@ -341,6 +360,14 @@ pub struct ClientConfig {
     /// Class overrides for streams by destination (`[[classes]]`, first match wins).
     #[serde(default)]
     pub classes: Vec<ClassRuleConfig>,
+    /// "aware" holds cellular paths back while WiFi suffices (eMPTCP; docs/energy.md);
+    /// "off" (default).
+    #[serde(default)]
+    pub energy_mode: Option<String>,
+    /// The device model energy is priced with: a built-in name or a TOML file
+    /// (docs/energy.md); by default the thesis' Galaxy S3 with LTE.
+    #[serde(default)]
+    pub energy_profile: Option<String>,
     #[serde(default)]
     pub tuning: Tuning,
 }
@@ -535,7 +562,10 @@ impl ClientConfig {
             }
             p.selector(i)?;
             p.tier(i)?;
+            p.kind(i, None)?;
         }
+        self.energy_mode()?;
+        self.energy_profile()?;
         if mpflex_sched::by_name(&self.scheduler).is_none() {
             bail!(
                 "scheduler: unknown {:?} (one of {})",
@@ -554,6 +584,27 @@ impl ClientConfig {
 
     pub fn private_key(&self) -> Result<[u8; 32]> {
         private_key(&self.private_key, &self.private_key_file)
+    }
+
+    /// The energy-aware mode's κ and τ (`[tuning]`).
+    pub fn energy_aware_config(&self) -> mpflex_engine::emptcp::EnergyAwareConfig {
+        mpflex_engine::emptcp::EnergyAwareConfig {
+            kappa: self.tuning.energy_kappa_bytes,
+            tau_us: self.tuning.energy_tau_ms * 1000,
+            ..Default::default()
+        }
+    }
+
+    pub fn energy_mode(&self) -> Result<mpflex_engine::EnergyMode> {
+        self.energy_mode
+            .as_deref()
+            .map_or(Ok(mpflex_engine::EnergyMode::Off), crate::energy::parse_mode)
+    }
+
+    pub fn energy_profile(&self) -> Result<mpflex_engine::energy::EnergyProfile> {
+        self.energy_profile
+            .as_deref()
+            .map_or(Ok(Default::default()), crate::energy::load_profile)
     }
 
     /// The compiled `[[classes]]`.

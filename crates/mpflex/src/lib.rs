@@ -6,6 +6,7 @@ pub mod client;
 pub mod config;
 pub mod crypto;
 pub mod driver;
+pub mod energy;
 pub mod links;
 pub mod listen;
 pub mod pathconn;

@@ -10,6 +10,7 @@
 //! `transmit` builds what a path sends (and runs a path writer's late-binding policy),
 //! `receive` takes what a path delivered, `timers` keeps the clocks.
 
+mod energy;
 mod receive;
 mod timers;
 mod transmit;
@@ -32,6 +33,7 @@ use crate::send::SendQueue;
 use crate::supervisor::{PathState, TIER_BACKUP, TIER_PRIMARY};
 use crate::StreamId;
 
+pub use energy::{EnergyAwareView, EnergyMode};
 pub use transmit::PollTransmit;
 
 /// The least each carrying path counts for in the bound on bytes ahead of the paths
@@ -143,6 +145,12 @@ pub struct Session {
     /// When a realtime datagram last went or came: a call engages queue control as an
     /// interactive stream does.
     realtime_seen: Option<Instant>,
+    /// The modelled energy each path spent ([`crate::energy`]).
+    energy: crate::energy::Meter,
+    /// (client) The energy-aware mode, while it is on ([`crate::emptcp`]).
+    aware: Option<crate::emptcp::EnergyAware>,
+    /// κ and τ for the energy-aware mode.
+    aware_cfg: crate::emptcp::EnergyAwareConfig,
 }
 
 /// What the session decided and re-sent since it began, for the metrics. Counting costs an
@@ -209,6 +217,9 @@ impl Session {
             counters: SessionCounters::default(),
             dgrams: Datagrams::new(cfg.datagram_queue),
             realtime_seen: None,
+            energy: crate::energy::Meter::new(crate::energy::EnergyProfile::default()),
+            aware: None,
+            aware_cfg: Default::default(),
             cfg,
         }
     }
@@ -251,7 +262,7 @@ impl Session {
         }
         let p = self.paths.entry(path);
         if p.is_up() {
-            let tier = p.tier;
+            let tier = p.effective_tier();
             p.ctrl.retain(|f| !matches!(f, mpflex_wire::Frame::Tier { .. }));
             p.ctrl.push_back(mpflex_wire::Frame::Tier { tier });
         }

@@ -20,6 +20,7 @@ impl Session {
         if self.paths.heard(path, now, frame.encoded_len()) {
             self.wake();
         }
+        self.meter_bytes(path, crate::energy::Dir::Down, frame.encoded_len(), now);
         match frame {
             Frame::Hello { .. } => return Err(ProtocolError::Unexpected("Hello")),
             Frame::HelloAck { .. } => return Err(ProtocolError::Unexpected("HelloAck")),
@@ -160,6 +161,7 @@ impl Session {
     fn on_sequenced(&mut self, path: usize, frame: Frame, now: Instant) -> Result<(), ProtocolError> {
         let seq = frame.seq().expect("sequenced");
         let payload = frame.payload_len() as u64;
+        self.note_payload(path, crate::energy::Dir::Down, payload, now);
         if let Some(ts) = frame.ts() {
             // Arrival report: a one-way-delay sample for the sender, and a selective ack.
             self.feedback.report(path, seq, ts, self.ts(now));

@@ -12,6 +12,7 @@ impl Session {
             self.feedback.deadline(),
             self.paths.next_timeout(&self.cfg),
             self.dgrams.release_at(self.reorder_window()),
+            self.energy_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -39,6 +40,7 @@ impl Session {
         if self.feedback.on_timeout(now) {
             self.wake();
         }
+        self.energy_tick(now);
         for i in 0..self.paths.len() {
             match self.paths.check(i, now, &self.cfg) {
                 PathCheck::TimedOut => {

@@ -293,6 +293,7 @@ impl Session {
             self.send.take_urgent();
             let payload = self.put(rec, seq, out);
             self.paths.entry(rec.path).counters.payload_sent += payload;
+            self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
             if tracing::enabled!(tracing::Level::DEBUG) {
                 let eta: Vec<String> = self
                     .paths
@@ -524,6 +525,7 @@ impl Session {
                     }
                     let payload = self.put(rec, seq, out);
                     self.paths.entry(rec.path).counters.payload_resent += payload;
+                    self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
                     self.counters.resent_copies += 1;
                 }
                 _ => {}
@@ -537,6 +539,7 @@ impl Session {
             }
             let payload = self.put(rec, seq, out);
             self.paths.entry(rec.path).counters.payload_resent += payload;
+            self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
             self.counters.resent_lost += 1;
             self.send.retransmitted(seq);
         }
@@ -651,6 +654,7 @@ impl Session {
             self.send.take_unsent(d.end);
             let payload = self.put(rec, seq, out);
             self.paths.entry(rec.path).counters.payload_sent += payload;
+            self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
             if d.duplicate {
                 for other in self.paths.iter_mut() {
                     if other.snap.id != rec.path && other.carries() {
@@ -693,6 +697,7 @@ impl Session {
         for seq in picked.seqs {
             let payload = self.put(rec, seq, out);
             self.paths.entry(rec.path).counters.payload_resent += payload;
+            self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
             self.counters.resent_scheduler += 1;
         }
         self.waiting &= !bit;
@@ -733,6 +738,7 @@ impl Session {
         self.unblock_drained();
         let last_now = self.last_now;
         self.paths.record_closed(rec.path, rec.ts, n + RECORD_OVERHEAD);
+        self.meter_bytes(rec.path, crate::energy::Dir::Up, n + RECORD_OVERHEAD, last_now);
         let p = self.paths.entry(rec.path);
         p.counters.bytes_sent += n as u64;
         p.last_send = p.last_send.max(last_now);

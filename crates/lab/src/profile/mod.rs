@@ -158,6 +158,90 @@ pub fn seed_default_wifi20() -> Profile {
     wifi_lte_rtts("seed-default-wifi20".into(), (7040, 2020), (9185, 2286), (20, 70))
 }
 
+/// WiFi and LTE as eMPTCP's evaluation saw them (Lim, seed 003): RTT 15 ms on WiFi and
+/// 65 ms on LTE (§3.5's measured RTTs), LTE 9 Mbit/s down (the issue's `wifi-good`) and
+/// seed-default's 2286 kbit/s up with a 500 ms buffer; WiFi at `wifi` (kbit/s, both
+/// directions) behind a [`ECF_QUEUE_BYTES`] droptail buffer, as ECF's shapers: a buffer in
+/// bytes stays one a slow WiFi can drain (50 ms at 0.8 Mbit/s would hold three packets).
+fn energy_pair(name: &str, wifi: Rate) -> Profile {
+    let wifi_dir = LinkParams {
+        delay: Duration::from_micros(15 * 500),
+        jitter: Duration::ZERO,
+        rate: wifi,
+        loss: 0.0,
+        queue: QueueLimit::Bytes(ECF_QUEUE_BYTES),
+    };
+    Profile {
+        name: name.into(),
+        paths: vec![
+            PathSpec {
+                name: "wifi".into(),
+                down: wifi_dir.clone(),
+                up: wifi_dir,
+            },
+            PathSpec {
+                name: "lte".into(),
+                down: constant(9000, 65, 500),
+                up: constant(2286, 65, 500),
+            },
+        ],
+        events: Vec::new(),
+    }
+}
+
+/// `wifi-good`: WiFi 20 Mbit/s, LTE 9 Mbit/s ([`energy_pair`]).
+pub fn wifi_good() -> Profile {
+    energy_pair("wifi-good", Rate::Constant(20_000))
+}
+
+/// `wifi-bad`: WiFi 0.8 Mbit/s, LTE 9 Mbit/s ([`energy_pair`]).
+pub fn wifi_bad() -> Profile {
+    energy_pair("wifi-bad", Rate::Constant(800))
+}
+
+/// On-off WiFi's rates, kbit/s: eMPTCP's two states, "<1 Mbps" and ">10 Mbps" (§4.2.3),
+/// as `wifi-bad` and `wifi-good`.
+pub const ONOFF_KBIT: (u64, u64) = (800, 20_000);
+/// How long an on-off trace runs before it repeats, s.
+const ONOFF_SECS: u64 = 1200;
+
+/// `wifi-onoff[:<mean s>]`: [`energy_pair`] with WiFi alternating between 0.8 and
+/// 20 Mbit/s, each state held for an exponentially distributed time of mean `mean_s`
+/// (eMPTCP's evaluation: 40 s), starting slow. A trace from a fixed seed, so every system
+/// and every repetition meets the same pattern from its start (traces are rewound per
+/// transfer).
+pub fn wifi_onoff(mean_s: f64) -> Result<Profile> {
+    if !(mean_s.is_finite() && (0.1..=600.0).contains(&mean_s)) {
+        bail!("wifi-onoff:<mean s>: {mean_s} is not between 0.1 and 600");
+    }
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(25);
+    let mut ms = Vec::new();
+    let (mut t, mut slow, mut carry) = (0u64, true, 0.0f64);
+    while t < ONOFF_SECS * 1000 {
+        let u: f64 = rng.gen_range(f64::EPSILON..1.0);
+        let hold = ((-u.ln() * mean_s * 1000.0) as u64).max(1);
+        let kbit = if slow { ONOFF_KBIT.0 } else { ONOFF_KBIT.1 };
+        // 1500-byte opportunities per ms at `kbit`.
+        let per_ms = kbit as f64 / 12_000.0;
+        for now in t..(t + hold).min(ONOFF_SECS * 1000) {
+            carry += per_ms;
+            while carry >= 1.0 {
+                ms.push(now + 1);
+                carry -= 1.0;
+            }
+        }
+        t += hold;
+        slow = !slow;
+    }
+    let name = if mean_s == 40.0 {
+        "wifi-onoff".to_string()
+    } else {
+        format!("wifi-onoff:{mean_s}")
+    };
+    Ok(energy_pair(&name, Rate::Trace(Trace::from_millis(ms)?)))
+}
+
 /// DEMS's bandwidth grid, in kbit/s: each of WiFi and LTE takes every value (6 x 6 profiles).
 pub const BW_GRID_KBIT: [u64; 6] = [2500, 7500, 12_500, 17_500, 22_500, 27_500];
 
@@ -457,7 +541,16 @@ impl Profile {
             "seed-default-270" => return Ok(seed_default(270)),
             "seed-default-470" => return Ok(seed_default(470)),
             "seed-default-wifi20" => return Ok(seed_default_wifi20()),
+            "wifi-good" => return Ok(wifi_good()),
+            "wifi-bad" => return Ok(wifi_bad()),
+            "wifi-onoff" => return wifi_onoff(40.0),
             _ => {}
+        }
+        if let Some(mean) = spec.strip_prefix("wifi-onoff:") {
+            let mean: f64 = mean
+                .parse()
+                .with_context(|| format!("profile {spec:?}: wifi-onoff:<mean holding time, s>"))?;
+            return wifi_onoff(mean);
         }
         if let Some(rates) = spec.strip_prefix("bw-grid:") {
             let (w, l) = parse_pair(spec, rates)?;
@@ -488,7 +581,7 @@ impl Profile {
             if FAMILIES.contains(&spec) || spec.starts_with("traces:") {
                 bail!("profile {spec:?} is a family of several profiles; it is accepted where profiles are expanded, or pick one, e.g. bw-grid:2.5x27.5");
             }
-            bail!("unknown profile {spec:?}: not a built-in (seed-default, seed-default-270, seed-default-470, seed-default-wifi20, bw-grid:<wifi>x<lte>, ecf-asym:<wifi>x<lte> in Mbit/s, trace:<path-prefix>; families: bw-grid, ecf-asym, ecf-asym-all, seed-default-all, traces:<dir>) and no such file");
+            bail!("unknown profile {spec:?}: not a built-in (seed-default, seed-default-270, seed-default-470, seed-default-wifi20, wifi-good, wifi-bad, wifi-onoff[:<mean s>], bw-grid:<wifi>x<lte>, ecf-asym:<wifi>x<lte> in Mbit/s, trace:<path-prefix>; families: bw-grid, ecf-asym, ecf-asym-all, seed-default-all, traces:<dir>) and no such file");
         }
         let text = std::fs::read_to_string(path)?;
         let t: ProfileToml = toml::from_str(&text).with_context(|| format!("profile {}", path.display()))?;

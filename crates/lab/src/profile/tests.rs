@@ -302,3 +302,29 @@ fn bad_pair_specs_name_the_spec() {
     }
     assert!(bw_grid(0, 5).is_err());
 }
+
+#[test]
+fn energy_profiles() {
+    let g = Profile::resolve("wifi-good").unwrap();
+    assert_eq!((g.paths[0].name.as_str(), g.paths[1].name.as_str()), ("wifi", "lte"));
+    assert!((g.down_capacity_mbit() - 29.0).abs() < 1e-9);
+    assert_eq!(g.paths[0].down.delay, Duration::from_micros(7500));
+    assert_eq!(g.paths[1].down.delay, Duration::from_micros(32_500));
+    let b = Profile::resolve("wifi-bad").unwrap();
+    assert!((b.down_capacity_mbit() - 9.8).abs() < 1e-9);
+    let o = Profile::resolve("wifi-onoff").unwrap();
+    assert_eq!(o.name, "wifi-onoff");
+    let Rate::Trace(t) = &o.paths[0].down.rate else {
+        panic!("a trace")
+    };
+    // Starts slow: 0.8 Mbit/s is one opportunity per 15 ms.
+    let first = t.opportunities_between(Duration::ZERO, Duration::from_millis(151));
+    assert!((9..=10).contains(&first), "{first}");
+    // Over 20 minutes of 40 s holding times the mean lies between the two rates.
+    let per_s = t.opportunities_between(Duration::ZERO, Duration::from_secs(1200)) as f64 / 1200.0;
+    let mbit = per_s * 1500.0 * 8.0 / 1e6;
+    assert!(mbit > 3.0 && mbit < 18.0, "{mbit}");
+    assert_eq!(Profile::resolve("wifi-onoff:4").unwrap().name, "wifi-onoff:4");
+    assert!(Profile::resolve("wifi-onoff:0").is_err());
+    assert!(Profile::resolve("wifi-onoff:x").is_err());
+}

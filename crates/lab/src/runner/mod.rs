@@ -333,6 +333,13 @@ impl Bench<'_> {
             cc,
             k,
             devices: self.spec().path_event(None).is_some(),
+            kinds: self
+                .cfg
+                .profile
+                .paths
+                .iter()
+                .map(|p| crate::energy::kind_of(&p.name).name())
+                .collect(),
         }
     }
 
@@ -607,6 +614,7 @@ impl Bench<'_> {
                 let finish = chunk::path_finish_ms(&down, &t);
                 settled.insert("path_finish_ms".into(), serde_json::to_value(finish)?);
             }
+            self.energy_fields(&mut settled);
             return Ok((t.ms, settled));
         }
         let mut a = vec![
@@ -635,6 +643,7 @@ impl Bench<'_> {
         });
         self.emu.clear_run_stats();
         let mut f = clients::workload(self.topo, &a, change, self.cfg.secs)?;
+        self.energy_fields(&mut f);
         self.bound_goodput(point, &mut f)?;
         f.extend(settled);
         f.extend(link_fields(&self.emu.stats()));
@@ -643,6 +652,38 @@ impl Bench<'_> {
             .and_then(|v| v.as_f64())
             .unwrap_or(self.cfg.secs * 1000.0);
         Ok((ms, f))
+    }
+
+    /// The modelled energy of what the links delivered since the logs were cleared
+    /// ([`crate::energy`]): `energy_j` in all, `energy_path_j` per path; none if a log
+    /// overflowed.
+    fn energy_fields(&self, f: &mut Fields) {
+        let logs = [self.emu.payload_logs(0), self.emu.payload_logs(1)];
+        let bare = [self.emu.bare_logs(0), self.emu.bare_logs(1)];
+        if logs.iter().flatten().any(|l| l.full) {
+            return;
+        }
+        let dir = |d: usize| -> Vec<crate::energy::Delivered<'_>> {
+            logs[d]
+                .iter()
+                .zip(&bare[d])
+                .map(|(payload, bare)| crate::energy::Delivered { payload, bare })
+                .collect()
+        };
+        let kinds: Vec<_> = self
+            .cfg
+            .profile
+            .paths
+            .iter()
+            .map(|p| crate::energy::kind_of(&p.name))
+            .collect();
+        let e = crate::energy::price(&kinds, &dir(0), &dir(1));
+        let round = |x: f64| (x * 1000.0).round() / 1000.0;
+        f.insert("energy_j".into(), round(e.iter().map(|p| p.total_j()).sum()).into());
+        f.insert(
+            "energy_path_j".into(),
+            e.iter().map(|p| round(p.total_j())).collect::<Vec<_>>().into(),
+        );
     }
 
     /// A workload that reports a goodput window (`bulk` and the bulks of the ping

@@ -80,7 +80,15 @@ pub struct Setup<'a> {
     /// user's configuration would; off for the workloads that never touch a link, so a
     /// build from before `device` existed still runs them.
     pub devices: bool,
+    /// Each path's kind for mpflex's energy model (`wifi`, `cellular`, `wired`), by the
+    /// profile's path names ([`crate::energy::kind_of`]); written into the configuration
+    /// only for the energy-aware system, so older builds run the others.
+    pub kinds: Vec<&'static str>,
 }
+
+/// The system that runs mpflex's energy-aware mode (eMPTCP, docs/energy.md): MinRTT with
+/// `energy_mode = "aware"` and each path's `kind`.
+pub const EMPTCP: &str = "emptcp";
 
 /// The server's and the client's configuration for pair `setup.k`.
 fn configs(topo: &Topology, bin: &Path, setup: &Setup<'_>) -> Result<(String, String)> {
@@ -90,6 +98,8 @@ fn configs(topo: &Topology, bin: &Path, setup: &Setup<'_>) -> Result<(String, St
     let mut parts = sched.split('+');
     let sched = parts.next().unwrap_or(sched);
     let tuning: String = parts.map(|kv| format!("{kv}\n")).collect();
+    let energy_aware = sched == EMPTCP;
+    let sched = if energy_aware { "minrtt" } else { sched };
     let (sp, spub) = keygen(bin)?;
     let (cp, cpub) = keygen(bin)?;
     let (mport, sport, stport) = (MPFLEX_PORT + k, SOCKS_PORT + k, STATUS_PORT + k);
@@ -101,6 +111,9 @@ fn configs(topo: &Topology, bin: &Path, setup: &Setup<'_>) -> Result<(String, St
         "private_key = \"{cp}\"\nserver_public_key = \"{spub}\"\nscheduler = \"{sched}\"\n\
          socks_listen = \"127.0.0.1:{sport}\"\nstatus_listen = \"127.0.0.1:{stport}\"\n"
     );
+    if energy_aware {
+        client += "energy_mode = \"aware\"\n";
+    }
     for i in 0..topo.paths {
         client += &format!(
             "[[paths]]\nname = \"p{i}\"\nserver = \"{}:{mport}\"\nsource = \"{}\"\n",
@@ -109,6 +122,9 @@ fn configs(topo: &Topology, bin: &Path, setup: &Setup<'_>) -> Result<(String, St
         );
         if setup.devices {
             client += &format!("device = \"{}\"\n", topo.client_dev(i));
+        }
+        if energy_aware {
+            client += &format!("kind = \"{}\"\n", setup.kinds.get(i).copied().unwrap_or("wired"));
         }
     }
     client += &format!("[tuning]\ncongestion = \"{cc}\"\n{tuning}");

@@ -31,7 +31,10 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     let private = cfg.private_key()?;
     let server_public = decode_key(&cfg.server_public_key, "server_public_key")?;
     let scheduler = mpflex_sched::by_name(&cfg.scheduler).expect("validated");
-    let sess = Session::new(cfg.tuning.engine(Role::Client), scheduler, Instant::now());
+    let mut sess = Session::new(cfg.tuning.engine(Role::Client), scheduler, Instant::now());
+    sess.set_energy_profile(cfg.energy_profile()?);
+    sess.set_energy_aware_config(cfg.energy_aware_config());
+    sess.set_energy_mode(cfg.energy_mode()?, Instant::now());
     let mut h = SessionHandle::new(sess, Vec::new(), None, cfg.tuning.notsent_lowat);
     h.congestion = cfg.tuning.congestion.clone();
     h.pacing = cfg.tuning.pacing;

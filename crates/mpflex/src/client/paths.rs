@@ -2,6 +2,8 @@
 //! it, and the link watcher ([`crate::links`]) adds paths for interfaces that appear and
 //! takes a path down the moment its interface goes, loses carrier or its address.
 
+use crate::energy::guess_kind;
+use mpflex_engine::energy::LinkKind;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,6 +70,12 @@ pub async fn start(cfg: &ClientConfig, h: &SessionHandle, keys: Keys, shutdown: 
         .map(|(i, p)| p.tier(i).map(|t| t.level()))
         .collect::<Result<_>>()?;
     let servers: Vec<ServerList> = cfg.paths.iter().map(|p| p.server.clone()).collect();
+    let kinds: Vec<Option<LinkKind>> = cfg
+        .paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| p.kind.is_some().then(|| p.kind(i, None)).transpose())
+        .collect::<Result<_>>()?;
     let mut table_rx = if planner.watches() {
         let rx = netlink::watch(shutdown.clone()).await?;
         let table = rx.borrow().clone();
@@ -80,6 +88,7 @@ pub async fn start(cfg: &ClientConfig, h: &SessionHandle, keys: Keys, shutdown: 
         h: h.clone(),
         keys,
         tiers,
+        kinds,
         servers,
         paths: Vec::new(),
         shutdown: shutdown.clone(),
@@ -112,6 +121,8 @@ struct Manager {
     keys: Keys,
     /// Per `[[paths]]` entry.
     tiers: Vec<u8>,
+    /// Per `[[paths]]` entry: its `kind`, if set (else guessed from each interface's name).
+    kinds: Vec<Option<LinkKind>>,
     servers: Vec<ServerList>,
     /// Per path: what its task dials.
     paths: Vec<watch::Sender<Slot>>,
@@ -127,8 +138,11 @@ impl Manager {
                 Target::Wait(why) => Some(*why),
                 Target::Dial(_) => None,
             };
+            let kind =
+                self.kinds[slot.rule].unwrap_or_else(|| slot.device.as_deref().map_or(LinkKind::Wired, guess_kind));
             self.h
                 .describe_path(i, &slot.name, slot.device.as_deref(), self.tiers[slot.rule], link);
+            self.h.set_path_kind(i, kind);
             log_change(before.get(i), &slot);
             if let Some(old) = before.get(i) {
                 // The old connection's link, address or interface is gone: take the path

@@ -427,6 +427,17 @@ impl SessionHandle {
         })
     }
 
+    /// (client) What link path `p` runs over (the energy model, the energy-aware mode).
+    pub fn set_path_kind(&self, p: usize, kind: mpflex_engine::energy::LinkKind) {
+        self.with(|sh| sh.sess.set_path_kind(p, kind, Instant::now()))
+    }
+
+    /// (client) Turns the session's energy-aware mode on or off: the configuration's
+    /// `energy_mode`, or a policy rule's action.
+    pub fn set_energy_mode(&self, mode: mpflex_engine::EnergyMode) {
+        self.with(|sh| sh.sess.set_energy_mode(mode, Instant::now()))
+    }
+
     /// (client) Takes path `p` down now: its connection is closed and whatever only it
     /// held is sent again on the others ([`Session::path_down`]). For a link the kernel
     /// reports gone, where waiting for a timeout would only stall the transfer.
@@ -524,6 +535,7 @@ impl SessionHandle {
         let now = Instant::now();
         self.with(|sh| {
             let sess = &sh.sess;
+            let energy = sess.energy(now);
             let paths = (0..sh.paths.len())
                 .map(|p| {
                     let counters = sess.path_counters(p);
@@ -539,6 +551,9 @@ impl SessionHandle {
                         queue_delay: sess.path_queue_delay(p, now),
                         device: sh.paths[p].device.clone(),
                         link: sh.paths[p].link,
+                        kind: sess.path_kind(p).name(),
+                        energy: energy.get(p).copied().unwrap_or_default(),
+                        energy_standby: sess.path_energy_standby(p),
                     }
                 })
                 .collect();
@@ -578,6 +593,9 @@ impl SessionHandle {
                 flows: sess.num_flows(),
                 datagrams: sess.datagram_counters().clone(),
                 udp: sh.udp.clone(),
+                energy_mode: sess.energy_mode().name(),
+                energy_profile: sess.energy_profile().name.clone(),
+                energy_aware: sess.energy_aware(),
             }
         })
     }

@@ -304,6 +304,20 @@ impl Collector for Scrape {
             "Stream bytes held in memory: to send (queued or unacknowledged) and received but unread.",
             rows,
         )?;
+        let rows = self.per_session(|s| ConstGauge::new(s.snap.energy().0));
+        family(
+            e,
+            "mpflex_session_energy_joules",
+            "Modelled energy of the session's paths, J (docs/energy.md).",
+            rows,
+        )?;
+        let rows = self.per_session(|s| ConstGauge::new(s.snap.energy_aware.map_or(0, |a| a.wakes as i64)));
+        family(
+            e,
+            "mpflex_session_energy_wakes",
+            "Times the energy-aware mode let cellular carry (0 while the mode is off).",
+            rows,
+        )?;
         let rows = self.per_session(|s| ConstGauge::new(s.snap.ahead));
         family(
             e,
@@ -406,6 +420,18 @@ impl Collector for Scrape {
             "mpflex_path_tier",
             "The path's tier (priority): 0 primary, 1 secondary, 2 backup.",
             |p| Some(p.tier as i64),
+        )?;
+        self.path_gauge(
+            e,
+            "mpflex_path_energy_joules",
+            "Modelled energy the path's radio spent (transfer, promotions and tails; docs/energy.md).",
+            |p| Some(p.energy.total_j()),
+        )?;
+        self.path_gauge(
+            e,
+            "mpflex_path_energy_standby",
+            "1 while the energy-aware mode holds the path back.",
+            |p| Some(p.energy_standby as i64),
         )?;
         self.path_counter(
             e,
@@ -540,6 +566,13 @@ pub(crate) mod tests {
             queue_delay: (state == PathState::Active).then_some(Duration::from_millis(4)),
             device: None,
             link: None,
+            kind: "wifi",
+            energy: mpflex_engine::energy::PathEnergy {
+                bytes: 2_000_000,
+                transfer_j: 1.5,
+                ..Default::default()
+            },
+            energy_standby: false,
         };
         SessionView {
             client: Some("lap\"top".into()),
@@ -576,6 +609,9 @@ pub(crate) mod tests {
                     dropped_frag: 4,
                     ..Default::default()
                 },
+                energy_mode: "aware",
+                energy_profile: "galaxy-s3-lte".into(),
+                energy_aware: None,
             },
         }
     }

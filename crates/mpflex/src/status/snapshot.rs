@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use mpflex_engine::{ClassLatency, PathCounters, SessionCounters, StreamId, TrafficClass};
+use mpflex_engine::energy::{j_per_mb, PathEnergy};
+use mpflex_engine::{ClassLatency, EnergyAwareView, PathCounters, SessionCounters, StreamId, TrafficClass};
 use mpflex_sched::PathSnapshot;
 
 /// A path's state, as the engine's supervisor names it (active, standby, degraded,
@@ -33,6 +34,12 @@ pub struct PathView {
     /// (client) Why the path's interface cannot carry it now: then the status names this
     /// as its state ("waiting for device", "no carrier", "no address", "no route").
     pub link: Option<Unusable>,
+    /// "wifi", "cellular" or "wired".
+    pub kind: &'static str,
+    /// The modelled energy it spent (docs/energy.md).
+    pub energy: PathEnergy,
+    /// Held back by the energy-aware mode (on a server: the client said so).
+    pub energy_standby: bool,
 }
 
 impl PathView {
@@ -82,6 +89,19 @@ pub struct SessionSnapshot {
     pub flows: usize,
     pub datagrams: mpflex_engine::DatagramCounters,
     pub udp: crate::driver::UdpDrops,
+    /// "aware" or "off" (a server follows the client's word per path).
+    pub energy_mode: &'static str,
+    pub energy_profile: String,
+    pub energy_aware: Option<EnergyAwareView>,
+}
+
+impl SessionSnapshot {
+    /// The session's modelled energy, J, and the bytes it priced.
+    pub fn energy(&self) -> (f64, u64) {
+        self.paths
+            .iter()
+            .fold((0.0, 0), |(j, b), p| (j + p.energy.total_j(), b + p.energy.bytes))
+    }
 }
 
 /// (client) A `[[paths]]` device pattern or `auto` entry that has no path yet.
@@ -145,6 +165,7 @@ impl SessionSnapshot {
             "stream_list": stream_list,
             "class_latency": class_latency_json(&self.class_latency),
             "datagrams": datagrams_json(self),
+            "energy": energy_json(self),
         })
     }
 }
@@ -179,6 +200,41 @@ fn datagrams_json(s: &SessionSnapshot) -> serde_json::Value {
     })
 }
 
+/// The path's tier by name; a path the energy-aware mode holds back is "energy standby"
+/// (tier 3, below backup).
+fn tier_name(p: &PathView) -> &'static str {
+    if p.energy_standby {
+        "energy standby"
+    } else {
+        Tier::from_level(p.tier).name()
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// The session's energy: its mode, profile, total and J/MB, and the energy-aware mode's
+/// view while it is on.
+fn energy_json(s: &SessionSnapshot) -> serde_json::Value {
+    let (j, bytes) = s.energy();
+    let aware = s.energy_aware.map(|a| {
+        serde_json::json!({
+            "cellular_active": a.cellular_active,
+            "wifi_mbit": a.wifi_mbit.map(|x| (x * 100.0).round() / 100.0),
+            "cellular_mbit": (a.cellular_mbit * 100.0).round() / 100.0,
+            "wakes": a.wakes,
+        })
+    });
+    serde_json::json!({
+        "mode": s.energy_mode,
+        "profile": s.energy_profile,
+        "joules": round3(j),
+        "j_per_mb": round3(j_per_mb(j, bytes)),
+        "aware": aware,
+    })
+}
+
 fn path_json(p: &PathView) -> serde_json::Value {
     let Some(c) = &p.counters else {
         return serde_json::json!({"id": p.id, "name": p.name, "up": false, "state": p.state_name(),
@@ -192,8 +248,14 @@ fn path_json(p: &PathView) -> serde_json::Value {
         "state": p.state_name(),
         "backup": p.backup,
         "tier": p.tier,
-        "tier_name": Tier::from_level(p.tier).name(),
+        "tier_name": tier_name(p),
         "device": p.device,
+        "kind": p.kind,
+        "energy_standby": p.energy_standby,
+        "energy_j": round3(p.energy.total_j()),
+        "energy_j_per_mb": round3(j_per_mb(p.energy.total_j(), p.energy.bytes)),
+        "energy_fixed_j": round3(p.energy.fixed_j),
+        "energy_promotions": p.energy.promotions,
         "bytes_sent": c.bytes_sent,
         "bytes_received": c.bytes_received,
         "payload_sent": c.payload_sent,

@@ -66,8 +66,38 @@ pub fn render_table(v: &serde_json::Value) -> String {
         out += &streams_table(s);
         out += &latency_table(s);
         out += &datagram_line(s);
+        out += &energy_line(s);
     }
     out
+}
+
+/// The modelled energy (docs/energy.md): the session's J and J/MB, each path's, and
+/// which paths the energy-aware mode holds back.
+fn energy_line(s: &serde_json::Value) -> String {
+    let e = &s["energy"];
+    let Some(j) = e["joules"].as_f64() else {
+        return String::new();
+    };
+    let mut out = format!(
+        "  energy ({} mode, {}): {j:.1} J, {:.2} J/MB",
+        e["mode"].as_str().unwrap_or("?"),
+        e["profile"].as_str().unwrap_or("?"),
+        e["j_per_mb"].as_f64().unwrap_or(0.0)
+    );
+    for p in s["paths"].as_array().into_iter().flatten() {
+        let Some(pj) = p["energy_j"].as_f64() else { continue };
+        out += &format!(
+            "; {} ({}) {pj:.1} J{}",
+            p["name"].as_str().unwrap_or("?"),
+            p["kind"].as_str().unwrap_or("?"),
+            if p["energy_standby"].as_bool() == Some(true) {
+                ", energy standby"
+            } else {
+                ""
+            }
+        );
+    }
+    out + "\n"
 }
 
 /// One line of datagram counts, once the session has carried any: flows, each way,
@@ -365,6 +395,22 @@ mod tests {
         );
         assert_eq!(kib(20 << 20), "20.0 MiB");
         assert!(!t.contains("stream "), "no stream table without stream_list: {t}");
+        // The modelled energy, and a path in energy standby.
+        let v = serde_json::json!({
+            "role": "client", "scheduler": "minrtt", "streams": 0,
+            "paths": [
+                {"name": "wifi", "up": true, "tier": 0, "tier_name": "primary", "kind": "wifi", "energy_j": 7.0},
+                {"name": "lte", "up": true, "tier": 3, "tier_name": "energy standby", "kind": "cellular",
+                 "energy_j": 0.0, "energy_standby": true},
+            ],
+            "energy": {"mode": "aware", "profile": "galaxy-s3-lte", "joules": 7.0, "j_per_mb": 0.42},
+        });
+        let t = render_table(&v);
+        assert!(t.contains("  lte (energy standby) "), "{t}");
+        assert!(
+            t.contains("  energy (aware mode, galaxy-s3-lte): 7.0 J, 0.42 J/MB; wifi (wifi) 7.0 J; lte (cellular) 0.0 J, energy standby\n"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -1,0 +1,318 @@
+//! Energy-aware path use (eMPTCP, Lim, seed 003 ch. 4): WiFi first; cellular carries only
+//! once a burst has moved κ bytes or lasted τ, while data is flowing, and while the
+//! Energy Information Base says both links together cost less per byte than WiFi alone
+//! at the predicted rates; it stands by again when that stops being true (with the
+//! thesis' 10 % hysteresis) or the burst ends.
+//!
+//! Clock-free: times are microseconds on the caller's clock. The session feeds it the
+//! payload each path carries and asks [`EnergyAware::tick`] whether cellular should carry.
+//!
+//! Rules and reasons:
+//! - κ = 1 MB, τ = 3 s (§4.1.4): "MPTCP is rarely more energy efficient than single path
+//!   TCP when downloading a smaller sized file", and τ ≥ 2.67 s gives ten bandwidth samples
+//!   on slow WiFi, where κ may never be reached.
+//! - Idle never wakes cellular (§4.1.4): a burst must have carried payload within the last
+//!   estimated RTT, even after τ.
+//! - The EIB assumes a large transfer (§4.1.2): it compares per-byte energies, never the
+//!   remaining size, which nobody knows.
+//! - Hysteresis (§4.1.3): WiFi-only takes over from both at 1.1 × the WiFi-only threshold,
+//!   both from WiFi-only below 0.9 × it; with the threshold monotone, that is the EIB
+//!   read at the predicted WiFi rate divided by 1.1 (resp. 0.9).
+//! - Cellular-only is never chosen (§4.1.3: "the expected gain is not much more than using
+//!   both"): where the EIB says it, both carry.
+//! - Bandwidth prediction (§4.1.1): Holt's double exponential smoothing per interface kind
+//!   (the thesis names Holt-Winters without constants; these are ours), sampled every
+//!   [`SAMPLE_US`] from slots in which the interface was busy for at least half the slot
+//!   (an app-limited or half-empty slot says nothing of the link's rate). An interface
+//!   never sampled is assumed at [`PRIOR_MBIT`] so that it can be probed; one suspended
+//!   keeps its old prediction.
+//! - A session outlives the thesis' connections, so κ and τ count per burst: a burst ends
+//!   after [`BURST_GAP_US`] without payload, and cellular stands by again then (its radio's
+//!   tail runs out meanwhile; a later burst starts WiFi first like a new connection).
+
+use crate::energy::{Dir, EnergyProfile, LinkKind, Usage};
+
+/// κ: bytes a burst moves over WiFi before cellular may carry (§4.1.4).
+pub const KAPPA: u64 = 1_000_000;
+/// τ: how long a burst runs before cellular may carry even below κ, µs (§4.1.4).
+pub const TAU_US: u64 = 3_000_000;
+/// The thesis' 10 % safety factor on the EIB's thresholds (§4.1.3).
+pub const HYSTERESIS: f64 = 0.1;
+/// Throughput assumed for an interface never sampled, Mbit/s (§4.1.1: "e.g., 5 Mbps").
+pub const PRIOR_MBIT: f64 = 5.0;
+/// The predictor's sampling interval, µs.
+pub const SAMPLE_US: u64 = 250_000;
+/// A burst ends after this long without payload, µs.
+pub const BURST_GAP_US: u64 = 1_000_000;
+/// The longest pause between arrivals in a sample that measures the link, µs (a 16 KB
+/// frame takes 160 ms at 0.8 Mbit/s).
+const MAX_GAP_US: u64 = 200_000;
+/// Valid samples of WiFi a decision needs.
+const MIN_SAMPLES: u32 = 2;
+/// Holt's smoothing constants (level, trend).
+const HOLT_LEVEL: f64 = 0.5;
+const HOLT_TREND: f64 = 0.2;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EnergyAwareConfig {
+    pub kappa: u64,
+    pub tau_us: u64,
+    pub hysteresis: f64,
+    pub prior_mbit: f64,
+}
+
+impl Default for EnergyAwareConfig {
+    fn default() -> Self {
+        EnergyAwareConfig {
+            kappa: KAPPA,
+            tau_us: TAU_US,
+            hysteresis: HYSTERESIS,
+            prior_mbit: PRIOR_MBIT,
+        }
+    }
+}
+
+/// Holt's linear (double exponential) smoothing of throughput samples, Mbit/s.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Holt {
+    level: f64,
+    trend: f64,
+    samples: u32,
+}
+
+impl Holt {
+    pub fn update(&mut self, x: f64) {
+        if self.samples == 0 {
+            self.level = x;
+            self.trend = 0.0;
+        } else {
+            let prev = self.level;
+            self.level = HOLT_LEVEL * x + (1.0 - HOLT_LEVEL) * (self.level + self.trend);
+            self.trend = HOLT_TREND * (self.level - prev) + (1.0 - HOLT_TREND) * self.trend;
+        }
+        self.samples += 1;
+    }
+
+    /// The next sample's forecast; `None` before any sample.
+    pub fn forecast(&self) -> Option<f64> {
+        (self.samples > 0).then(|| (self.level + self.trend).max(0.0))
+    }
+
+    pub fn samples(&self) -> u32 {
+        self.samples
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Sample {
+    bytes: u64,
+    /// Bytes of the first arrival: they came over the time before `first`.
+    first_bytes: u64,
+    first: u64,
+    last: u64,
+    max_gap: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Burst {
+    start: u64,
+    wifi_bytes: u64,
+    bytes: [u64; 2],
+}
+
+/// Whether cellular carries, and why it changed last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Cellular stands by: WiFi carries alone.
+    Standby,
+    /// Both carry.
+    Both,
+}
+
+/// The controller of one session (all its paths: promotion and tail are paid per radio,
+/// not per connection).
+#[derive(Debug, Clone)]
+pub struct EnergyAware {
+    cfg: EnergyAwareConfig,
+    profile: EnergyProfile,
+    state: Decision,
+    burst: Option<Burst>,
+    last_payload: Option<u64>,
+    sample_start: Option<u64>,
+    /// This sample's bytes, per interface kind (WiFi, cellular).
+    sample: [Sample; 2],
+    predict: [Holt; 2],
+    /// Times cellular was woken.
+    pub wakes: u64,
+}
+
+fn slot(kind: LinkKind) -> Option<usize> {
+    match kind {
+        LinkKind::Wifi => Some(0),
+        LinkKind::Cellular => Some(1),
+        LinkKind::Wired => None,
+    }
+}
+
+impl EnergyAware {
+    pub fn new(cfg: EnergyAwareConfig, profile: EnergyProfile) -> EnergyAware {
+        EnergyAware {
+            cfg,
+            profile,
+            state: Decision::Standby,
+            burst: None,
+            last_payload: None,
+            sample_start: None,
+            sample: [Sample::default(); 2],
+            predict: [Holt::default(); 2],
+            wakes: 0,
+        }
+    }
+
+    pub fn state(&self) -> Decision {
+        self.state
+    }
+
+    /// Predicted throughput of WiFi and cellular, Mbit/s (cellular's prior if never
+    /// sampled).
+    pub fn predicted(&self) -> (Option<f64>, f64) {
+        (
+            self.predict[0].forecast(),
+            self.predict[1].forecast().unwrap_or(self.cfg.prior_mbit),
+        )
+    }
+
+    /// `bytes` of payload crossed a path of `kind` in `dir` at `t_us`.
+    pub fn payload(&mut self, kind: LinkKind, dir: Dir, t_us: u64, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        self.roll(t_us);
+        if self
+            .last_payload
+            .is_some_and(|t| t_us.saturating_sub(t) >= BURST_GAP_US)
+        {
+            self.end_burst();
+        }
+        let b = self.burst.get_or_insert(Burst {
+            start: t_us,
+            wifi_bytes: 0,
+            bytes: [0, 0],
+        });
+        b.bytes[dir as usize] += bytes;
+        if kind == LinkKind::Wifi {
+            b.wifi_bytes += bytes;
+        }
+        self.last_payload = Some(t_us);
+        if let Some(i) = slot(kind) {
+            let s = &mut self.sample[i];
+            if s.bytes == 0 {
+                s.first = t_us;
+                s.first_bytes = bytes;
+            } else {
+                s.max_gap = s.max_gap.max(t_us.saturating_sub(s.last));
+            }
+            s.bytes += bytes;
+            s.last = s.last.max(t_us);
+        }
+    }
+
+    /// Closes the sampling interval if it ended by `t_us`, feeding the predictors.
+    fn roll(&mut self, t_us: u64) {
+        let start = *self.sample_start.get_or_insert(t_us);
+        if t_us < start + SAMPLE_US {
+            return;
+        }
+        for i in 0..2 {
+            let s = std::mem::take(&mut self.sample[i]);
+            let span = s.last.saturating_sub(s.first);
+            // Busy for at least half the interval without a pause: the rate is the link's,
+            // not the app's.
+            if s.bytes > s.first_bytes && span >= SAMPLE_US / 2 && s.max_gap <= MAX_GAP_US {
+                self.predict[i].update((s.bytes - s.first_bytes) as f64 * 8.0 / span as f64);
+            }
+        }
+        self.sample_start = Some(t_us - (t_us - start) % SAMPLE_US);
+    }
+
+    /// The decision at `t_us`; `rtt_us` is the WiFi path's smoothed RTT (the idle test).
+    pub fn tick(&mut self, t_us: u64, rtt_us: u64) -> Decision {
+        self.roll(t_us);
+        let since_payload = self.last_payload.map_or(u64::MAX, |t| t_us.saturating_sub(t));
+        if since_payload >= BURST_GAP_US {
+            self.end_burst();
+            return self.state;
+        }
+        // Payload arrives a frame at a time (up to 16 KB: 160 ms at 0.8 Mbit/s), so the
+        // gaps a busy link leaves between arrivals count as activity too.
+        let idle = since_payload > rtt_us.max(MAX_GAP_US);
+        let Some(burst) = self.burst else {
+            return self.state;
+        };
+        let (Some(b_w), b_c) = self.predicted() else {
+            return self.state;
+        };
+        if self.predict[0].samples() < MIN_SAMPLES {
+            return self.state;
+        }
+        let dir = if burst.bytes[1] > burst.bytes[0] {
+            Dir::Up
+        } else {
+            Dir::Down
+        };
+        let due = burst.wifi_bytes >= self.cfg.kappa || t_us.saturating_sub(burst.start) >= self.cfg.tau_us;
+        // Standing by, cellular wakes only when due and not idle.
+        if self.state == Decision::Standby && (!due || idle) {
+            return self.state;
+        }
+        let next = self.decide(self.state, dir, b_w, b_c);
+        if next == Decision::Both && self.state == Decision::Standby {
+            self.wakes += 1;
+        }
+        self.state = next;
+        self.state
+    }
+
+    fn end_burst(&mut self) {
+        self.burst = None;
+        self.state = Decision::Standby;
+    }
+
+    /// The EIB's word with the hysteresis, from `state`, at predicted WiFi `b_w` and
+    /// cellular `b_c` Mbit/s.
+    pub fn decide(&self, state: Decision, dir: Dir, b_w: f64, b_c: f64) -> Decision {
+        let factor = match state {
+            Decision::Standby => 1.0 - self.cfg.hysteresis,
+            Decision::Both => 1.0 + self.cfg.hysteresis,
+        };
+        if self.wifi_only(dir, b_w / factor, b_c) {
+            Decision::Standby
+        } else {
+            Decision::Both
+        }
+    }
+
+    fn wifi_only(&self, dir: Dir, b_w: f64, b_c: f64) -> bool {
+        self.profile_cheapest(dir, b_w, b_c) == Usage::WifiOnly
+    }
+
+    fn profile_cheapest(&self, dir: Dir, b_w: f64, b_c: f64) -> Usage {
+        self.profile.cheapest(dir, b_w, b_c)
+    }
+
+    /// The model the EIB is read from (the session's energy profile).
+    pub fn set_profile(&mut self, profile: &EnergyProfile) {
+        self.profile = profile.clone();
+    }
+
+    /// When [`EnergyAware::tick`] next has something to decide: the end of the sampling
+    /// interval, or the burst's τ and end.
+    pub fn next_tick(&self) -> Option<u64> {
+        let burst = self.burst?;
+        let start = self.sample_start?;
+        Some((start + SAMPLE_US).min(burst.start + self.cfg.tau_us).max(start))
+    }
+}
+
+#[cfg(test)]
+mod tests;
