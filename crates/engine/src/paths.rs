@@ -18,7 +18,7 @@ use mpflex_wire::Frame;
 use crate::config::EngineConfig;
 use crate::kernel::TcpInfo;
 use crate::owd::{OwdEstimator, QueueDelay};
-use crate::supervisor::{probe_every, KernelView, PathState, Quality, Suspicion, Verdict, BIN, TIER_BACKUP};
+use crate::supervisor::{probe_every, KernelView, PathState, Quality, Suspicion, Verdict, BIN, TIER_BACKUP, TIER_OFF};
 use crate::MAX_PATHS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +120,10 @@ pub(crate) struct PathEntry {
     /// Its tier ([`crate::supervisor::TIER_PRIMARY`] …): lower tiers carry only while no
     /// better one can.
     pub tier: u8,
+    /// Frame bytes (as `bytes_sent` counts them) the path may still be handed before
+    /// its data cap, and the tier it drops to there; `None`: no cap (see
+    /// [`crate::Session::set_path_allowance`]).
+    pub allowance: Option<(u64, u8)>,
     /// May take new data now (up, not suspect, healthy unless no path is, best tier):
     /// set by [`Paths::refresh`].
     eligible: bool,
@@ -167,6 +171,7 @@ impl PathEntry {
             suspicion: Suspicion::default(),
             quality: Quality::default(),
             tier: 0,
+            allowance: None,
             eligible: false,
             kernel: KernelView::new(now),
             hedged: None,
@@ -329,7 +334,7 @@ impl Paths {
     /// WearMan never withdraws one before a replacement exists), and of those the best
     /// tier. The schedulers see only these as alive.
     pub fn refresh(&mut self) {
-        let candidate = |p: &PathEntry| p.is_up() && !p.suspect();
+        let candidate = |p: &PathEntry| p.is_up() && !p.suspect() && p.tier < TIER_OFF;
         let healthy = self.entries.iter().any(|p| candidate(p) && !p.quality.degraded());
         let pool = |p: &PathEntry| candidate(p) && (!healthy || !p.quality.degraded());
         let best = self.entries.iter().filter(|p| pool(p)).map(|p| p.tier).min();

@@ -47,6 +47,9 @@ pub const TIER_PRIMARY: u8 = 0;
 pub const TIER_SECONDARY: u8 = 1;
 /// Tier of a path that carries data only while no primary or secondary path can.
 pub const TIER_BACKUP: u8 = 2;
+/// Tier of a path that carries no data at all (a data cap reached with `at_cap = "off"`):
+/// it stays connected for control frames, so lifting the cap needs no handshake.
+pub const TIER_OFF: u8 = 3;
 
 /// A path's state, as status output shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

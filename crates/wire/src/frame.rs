@@ -79,10 +79,15 @@ pub enum Frame {
         fresh: bool,
     },
     /// Opens `stream` towards `addr`, carrying the first bytes the application sent.
+    /// `paths` (a bit per path index) are the paths the stream's bytes may use in both
+    /// directions, its policy rule's choice; `scheduler` the scheduler the client asks
+    /// for (1 + its index in the scheduler list; 0: the peer's default).
     Open {
         seq: u64,
         stream: u32,
         ts: u32,
+        paths: u64,
+        scheduler: u8,
         addr: TargetAddr,
         data: Bytes,
     },
@@ -191,6 +196,17 @@ pub enum Frame {
 }
 
 impl Frame {
+    /// The stream a stream frame belongs to.
+    pub fn stream(&self) -> Option<u32> {
+        match self {
+            Frame::Open { stream, .. }
+            | Frame::Data { stream, .. }
+            | Frame::Fin { stream, .. }
+            | Frame::Reset { stream, .. } => Some(*stream),
+            _ => None,
+        }
+    }
+
     pub fn frame_type(&self) -> FrameType {
         match self {
             Frame::Hello { .. } => FrameType::Hello,
@@ -261,7 +277,7 @@ impl Frame {
         match self {
             Frame::Hello { .. } => 1 + 16 + 1,
             Frame::HelloAck { .. } => 16 + 1,
-            Frame::Open { addr, data, .. } => 8 + 4 + 4 + addr.encoded_len() + data.len(),
+            Frame::Open { addr, data, .. } => 8 + 4 + 4 + 8 + 1 + addr.encoded_len() + data.len(),
             Frame::Data { data, .. } => 8 + 4 + 8 + 4 + data.len(),
             Frame::Fin { .. } => 8 + 4 + 8,
             Frame::Reset { .. } => 8 + 4 + 1,
@@ -303,12 +319,16 @@ impl Frame {
                 seq,
                 stream,
                 ts,
+                paths,
+                scheduler,
                 addr,
                 data,
             } => {
                 out.put_u64(*seq);
                 out.put_u32(*stream);
                 out.put_u32(*ts);
+                out.put_u64(*paths);
+                out.put_u8(*scheduler);
                 addr.encode(out);
                 out.put_slice(data);
             }
@@ -478,16 +498,20 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
             Frame::HelloAck { session, fresh }
         }
         FrameType::Open => {
-            at_least(16 + 1)?;
+            at_least(16 + 9 + 1)?;
             let seq = b.get_u64();
             let stream = b.get_u32();
             let ts = b.get_u32();
+            let paths = b.get_u64();
+            let scheduler = b.get_u8();
             let addr = TargetAddr::decode(&mut b)?;
             let used = body.len() - b.len();
             Frame::Open {
                 seq,
                 stream,
                 ts,
+                paths,
+                scheduler,
                 addr,
                 data: body.slice(used..),
             }
@@ -663,17 +687,25 @@ mod tests {
                 path
             }),
             (any::<[u8; 16]>(), any::<bool>()).prop_map(|(session, fresh)| Frame::HelloAck { session, fresh }),
-            (any::<u64>(), any::<u32>(), any::<u32>(), arb_addr(), arb_data()).prop_map(
-                |(seq, stream, ts, addr, data)| {
+            (
+                any::<u64>(),
+                any::<u32>(),
+                any::<u32>(),
+                any::<(u64, u8)>(),
+                arb_addr(),
+                arb_data()
+            )
+                .prop_map(|(seq, stream, ts, (paths, scheduler), addr, data)| {
                     Frame::Open {
                         seq,
                         stream,
                         ts,
+                        paths,
+                        scheduler,
                         addr,
                         data,
                     }
-                }
-            ),
+                }),
             (any::<u64>(), any::<u32>(), 0..u64::MAX / 2, any::<u32>(), arb_data()).prop_map(
                 |(seq, stream, offset, ts, data)| Frame::Data {
                     seq,

@@ -23,8 +23,10 @@ pub use frame::{decode_all, Frame, FrameType, DATAGRAM_HEADER, HEADER_LEN};
 /// Protocol version carried in `Hello`; a peer of another version is refused at the join
 /// (peers of different versions would misread each other's frames). 2: sequence numbers
 /// count payload bytes (1 counted frames). 3: `Data` and `Fin` frames carry their stream
-/// offset. 4: `Tier`. 5: `Datagram`, `FlowOpen`, `FlowClose`, `PathGone`.
-pub const VERSION: u8 = 5;
+/// offset. 4: `Tier`. 5: `Datagram`, `FlowOpen`, `FlowClose`, `PathGone`. 6: `Open`
+/// carries the stream's allowed paths and the scheduler the client asks for; `Tier` 3
+/// (off: a path at its data cap).
+pub const VERSION: u8 = 6;
 /// Largest payload of a `Datagram`: the largest UDP payload over IPv4 (65535 − 20-byte IP
 /// header − 8-byte UDP header; RFC 768, RFC 791).
 pub const MAX_DATAGRAM: usize = 65_507;

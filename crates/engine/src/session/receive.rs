@@ -253,7 +253,14 @@ impl Session {
 
     fn deliver(&mut self, frame: Frame) -> Result<(), ProtocolError> {
         match frame {
-            Frame::Open { stream, addr, data, .. } => {
+            Frame::Open {
+                stream,
+                addr,
+                data,
+                paths,
+                scheduler,
+                ..
+            } => {
                 if self.cfg.role == Role::Client {
                     return Err(ProtocolError::UnexpectedOpen);
                 }
@@ -265,7 +272,13 @@ impl Session {
                 }
                 self.streams.insert(stream, Stream::new(self.cfg.stream_window));
                 self.send.set_class(stream, TrafficClass::Interactive);
-                self.events.push_back(Event::StreamOpened { stream, addr });
+                // The client's rule restricts the stream's downloads to its paths too.
+                self.send.set_allowed(stream, paths);
+                self.events.push_back(Event::StreamOpened {
+                    stream,
+                    addr,
+                    scheduler,
+                });
                 self.deliver_data(stream, data)?;
             }
             Frame::Data {

@@ -33,6 +33,20 @@ pub struct PathView {
     /// (client) Why the path's interface cannot carry it now: then the status names this
     /// as its state ("waiting for device", "no carrier", "no address", "no route").
     pub link: Option<Unusable>,
+    /// (client) Its data cap, if it has one.
+    pub cap: Option<CapView>,
+}
+
+/// A metered path's data cap as the status shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CapView {
+    pub limit: u64,
+    /// Bytes counted this period (both directions, frame bytes; docs/policy.md).
+    pub used: u64,
+    pub period: String,
+    /// Reached: the path now runs `at_cap` (`backup` or `off`).
+    pub capped: bool,
+    pub at_cap: &'static str,
 }
 
 impl PathView {
@@ -59,6 +73,14 @@ pub struct StreamView {
     pub pinned: bool,
     /// Stream bytes per path (index = path id), both directions.
     pub paths: Vec<u64>,
+    /// (client) The policy rule it matched and the paths that allows.
+    pub rule: Option<String>,
+    pub allowed: Option<String>,
+    /// The scheduler of each direction (client to server, server to client).
+    pub scheduler_up: &'static str,
+    pub scheduler_down: &'static str,
+    /// The engine's mask of allowed paths (a bit per path id).
+    pub mask: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -77,6 +99,8 @@ pub struct SessionSnapshot {
     /// (client) `[[paths]]` entries without a path yet.
     pub waiting: Vec<WaitingView>,
     pub stream_list: Vec<StreamView>,
+    /// (client) Streams opened per policy rule since the start (`-`: no rule matched).
+    pub rule_hits: std::collections::BTreeMap<String, u64>,
     pub class_latency: ClassLatency,
     /// Datagram flows open now, the engine's datagram counts and the ingress's drops.
     pub flows: usize,
@@ -124,6 +148,10 @@ impl SessionSnapshot {
                     "class": s.class.name(),
                     "pinned": s.pinned,
                     "paths": s.paths,
+                    "rule": s.rule,
+                    "allowed": s.allowed,
+                    "scheduler_up": s.scheduler_up,
+                    "scheduler_down": s.scheduler_down,
                 })
             })
             .collect();
@@ -143,6 +171,7 @@ impl SessionSnapshot {
                 "name": w.name, "matches": w.matches, "state": w.state,
             })).collect::<Vec<_>>(),
             "stream_list": stream_list,
+            "rule_hits": self.rule_hits,
             "class_latency": class_latency_json(&self.class_latency),
             "datagrams": datagrams_json(self),
         })
@@ -205,6 +234,7 @@ fn path_json(p: &PathView) -> serde_json::Value {
         "stall_reinjections": c.stall_reinjections,
         "tcp_retransmits": c.tcp_retransmits,
         "datagrams_sent": c.datagrams_sent,
+        "cap": p.cap,
         "owd_us": p.owd_us.map(|(o, _)| o),
         "owd_dev_us": p.owd_us.map(|(_, d)| d),
         "queue_delay_us": p.queue_delay.map(|d| d.as_micros() as u64),
