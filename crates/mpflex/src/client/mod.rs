@@ -28,6 +28,12 @@ pub type Reload = Box<dyn Fn() -> Result<ClientConfig> + Send + Sync>;
 /// stream's Open frame (zero extra round trips for client-speaks-first protocols).
 const FIRST_BYTES_WAIT: Duration = Duration::from_millis(2);
 
+/// How long the client waits for a stream's first bytes when a policy rule matches host
+/// names and the application gave only an address: a TLS client sends its ClientHello
+/// (with the server name) at once, but not always within [`FIRST_BYTES_WAIT`] of the
+/// SOCKS reply. Only protocols where the server speaks first pay it, once per stream.
+const SNI_WAIT: Duration = Duration::from_millis(50);
+
 pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     run_with_reload(cfg, shutdown, None).await
 }
@@ -252,8 +258,13 @@ async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Resul
         }
         Ingress::Redirect => TargetAddr::Ip(crate::redirect::original_dst(&app)?),
     };
+    let policy = h.policy.read().expect("policy lock").clone();
+    let wait = match &addr {
+        TargetAddr::Ip(_) if policy.uses_hosts() => SNI_WAIT,
+        _ => FIRST_BYTES_WAIT,
+    };
     let mut first = vec![0u8; 16 * 1024];
-    let n = match tokio::time::timeout(FIRST_BYTES_WAIT, app.read(&mut first)).await {
+    let n = match tokio::time::timeout(wait, app.read(&mut first)).await {
         Ok(Ok(n)) => n,
         Ok(Err(e)) => return Err(e.into()),
         Err(_) => 0,
@@ -262,7 +273,6 @@ async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Resul
     // The first bytes go out with the stream's Open (zero extra round trips for
     // client-speaks-first protocols). With none, either the application waits for the
     // server to speak or it already closed; the uplink tells the two apart.
-    let policy = h.policy.read().expect("policy lock").clone();
     let sni = if policy.uses_hosts() {
         crate::policy::sni::server_name(&first)
     } else {
