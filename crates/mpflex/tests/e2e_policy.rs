@@ -36,11 +36,21 @@ threading.Event().wait()
 
 const SINK_PORTS: [u16; 8] = [7101, 7102, 7103, 7104, 7105, 7106, 7107, 7108];
 
-fn start_sink(lab: &Lab) -> std::process::Child {
+/// The sink's process, ended with the test.
+struct Sink(std::process::Child);
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_sink(lab: &Lab) -> Sink {
     let mut args = vec!["python3", "-c", SINK];
     let ports: Vec<String> = SINK_PORTS.iter().map(|p| p.to_string()).collect();
     args.extend(ports.iter().map(String::as_str));
-    let child = lab.spawn_in(&lab.topo.server_ns, &args, "sink.log");
+    let sink = Sink(lab.spawn_in(&lab.topo.server_ns, &args, "sink.log"));
     // Until the sink listens.
     for _ in 0..100 {
         let ok = in_ns(&lab.topo.server_ns, || {
@@ -51,7 +61,7 @@ fn start_sink(lab: &Lab) -> std::process::Child {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    child
+    sink
 }
 
 /// SOCKS5 CONNECT from the client namespace to `host:port`, with a user name if given.
@@ -232,7 +242,9 @@ fn each_match_kind_routes_a_stream_onto_exactly_its_paths() {
     });
     let _sink = start_sink(&lab);
     const N: usize = 4 << 20;
-    let cases: [(&str, &str, u16, Vec<u8>, Option<&str>, usize); 7] = [
+    // (rule, host, port, first bytes, SOCKS user, the path it allows)
+    type Case<'a> = (&'a str, &'a str, u16, Vec<u8>, Option<&'a str>, usize);
+    let cases: [Case; 7] = [
         ("by-port", "127.0.0.1", 7101, vec![], None, 1),
         ("by-sni", "127.0.0.1", 7102, client_hello("www.sni.test"), None, 1),
         ("by-user", "127.0.0.1", 7103, vec![], Some("bob"), 1),
