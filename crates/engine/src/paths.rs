@@ -57,6 +57,10 @@ pub struct PathCounters {
     pub datagrams_sent: u64,
 }
 
+/// The least allowance a capped path takes data with: one full frame and its header
+/// (smaller frames than that are not worth cutting a record for).
+pub const MIN_ALLOWANCE: u64 = 16 * 1024 + 64;
+
 /// Send-time records kept per path to match arrival reports against.
 const MAX_SENT_LOG: usize = 8192;
 
@@ -120,10 +124,12 @@ pub(crate) struct PathEntry {
     /// Its tier ([`crate::supervisor::TIER_PRIMARY`] …): lower tiers carry only while no
     /// better one can.
     pub tier: u8,
-    /// Frame bytes (as `bytes_sent` counts them) the path may still be handed before
-    /// its data cap, and the tier it drops to there; `None`: no cap (see
-    /// [`crate::Session::set_path_allowance`]).
-    pub allowance: Option<(u64, u8)>,
+    /// Frame bytes (as `bytes_sent` counts them) the path may still be handed under a
+    /// data cap; `None`: no cap (see [`crate::Session::set_path_allowance`]).
+    pub allowance: Option<u64>,
+    /// (client) The allowance last granted the server on this path, restated on each new
+    /// connection of the path.
+    pub grant: Option<u64>,
     /// May take new data now (up, not suspect, healthy unless no path is, best tier):
     /// set by [`Paths::refresh`].
     eligible: bool,
@@ -172,6 +178,7 @@ impl PathEntry {
             quality: Quality::default(),
             tier: 0,
             allowance: None,
+            grant: None,
             eligible: false,
             kernel: KernelView::new(now),
             hedged: None,
@@ -322,6 +329,27 @@ impl Paths {
     }
 
     /// Sets `path`'s tier.
+    /// Sets what the path may still be handed under a data cap (`None`: no cap). A path
+    /// with less than [`MIN_ALLOWANCE`] left takes no data until it gets more: the next
+    /// tier carries meanwhile.
+    pub fn set_allowance(&mut self, path: usize, allowance: Option<u64>, now: Instant) {
+        self.ensure(path, now);
+        self.entries[path].allowance = allowance;
+        self.refresh();
+    }
+
+    /// Counts `n` frame bytes handed to the path against its allowance.
+    pub fn spend(&mut self, path: usize, n: u64) {
+        let Some(a) = self.entries.get_mut(path).and_then(|p| p.allowance.as_mut()) else {
+            return;
+        };
+        let was = *a >= MIN_ALLOWANCE;
+        *a = a.saturating_sub(n);
+        if was && *a < MIN_ALLOWANCE {
+            self.refresh();
+        }
+    }
+
     pub fn set_tier(&mut self, path: usize, tier: u8, now: Instant) {
         self.ensure(path, now);
         self.entries[path].tier = tier;
@@ -334,7 +362,8 @@ impl Paths {
     /// WearMan never withdraws one before a replacement exists), and of those the best
     /// tier. The schedulers see only these as alive.
     pub fn refresh(&mut self) {
-        let candidate = |p: &PathEntry| p.is_up() && !p.suspect() && p.tier < TIER_OFF;
+        let spent = |p: &PathEntry| p.allowance.is_some_and(|a| a < MIN_ALLOWANCE);
+        let candidate = |p: &PathEntry| p.is_up() && !p.suspect() && p.tier < TIER_OFF && !spent(p);
         let healthy = self.entries.iter().any(|p| candidate(p) && !p.quality.degraded());
         let pool = |p: &PathEntry| candidate(p) && (!healthy || !p.quality.degraded());
         let best = self.entries.iter().filter(|p| pool(p)).map(|p| p.tier).min();

@@ -1,4 +1,4 @@
-//! Data caps end to end, scaled down from the floor's 3 GB over a 1 GB cap to 120 MB over
+//! Data caps end to end, scaled down from the floor's 3 GB over a 1 GB cap to 150 MB over
 //! a 40 MB cap (the mechanism does not depend on the size): the transfer moves to the
 //! other path at the cap, the capped path's count passes the cap by at most 64 KB, and
 //! the count survives a `kill -9` of the client.
@@ -20,6 +20,60 @@ fn cap_of(lab: &Lab, path: &str) -> serde_json::Value {
         .unwrap_or(serde_json::Value::Null)
 }
 
+/// The client's `[[paths]]`: p1 secondary, p2 primary with the cap.
+fn paths(lab: &Lab) -> String {
+    format!(
+        "[[paths]]\nname = \"p1\"\nserver = \"{}:{SERVER_PORT}\"\nsource = \"{}\"\npriority = \"secondary\"\n\
+         [[paths]]\nname = \"p2\"\nserver = \"{}:{SERVER_PORT}\"\nsource = \"{}\"\n\
+         metered = true\ncap = \"40 MB/day\"\nat_cap = \"backup\"\n",
+        lab.server_addr(0),
+        lab.client_addr(0),
+        lab.server_addr(1),
+        lab.client_addr(1),
+    )
+}
+
+/// A fresh directory for a test's ledger.
+fn state_dir(test: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("mpfl-caps-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Downloads count too: the server stops sending on the capped path at what the client
+/// granted it.
+#[test]
+fn a_download_hands_over_at_the_cap_too() {
+    let test = "a_download_hands_over_at_the_cap_too";
+    if !ready(test) {
+        return;
+    }
+    let state = state_dir("download");
+    let lab = Lab::new(Options {
+        client_paths: Some(Box::new(paths)),
+        // At a link's pace, so the cap is reached within the transfer: near the cap each
+        // direction gets half of what is left per flush interval.
+        rate_mbit: 200,
+        client_root: format!(
+            "state_file = \"{}\"\ncap_flush_ms = 100\n",
+            state.join("ledger.db").display()
+        ),
+        ..Options::default()
+    });
+    let n = 150_000_000;
+    let (got, want) = lab.download(n);
+    assert_eq!(got, want);
+    std::thread::sleep(Duration::from_millis(300));
+    let c = cap_of(&lab, "p2");
+    let received = lab.client_path_bytes();
+    eprintln!("p2 cap: {c}; per-path bytes received {received:?}");
+    let used = c["used"].as_u64().unwrap();
+    assert!(used <= CAP + OVERSHOOT, "p2 passed its cap by {} bytes", used - CAP);
+    assert!(used >= CAP - 200_000, "p2 stopped short of its cap: {used}");
+    assert!(received[0] >= n - CAP, "p1 took over at the cap: {received:?}");
+    let _ = std::fs::remove_dir_all(&state);
+}
+
 #[test]
 fn a_capped_path_hands_over_at_its_cap_and_its_count_survives_kill_9() {
     let test = "a_capped_path_hands_over_at_its_cap_and_its_count_survives_kill_9";
@@ -28,23 +82,14 @@ fn a_capped_path_hands_over_at_its_cap_and_its_count_survives_kill_9() {
     }
     // p2 (primary, metered, capped) carries everything until its cap; then it is backup
     // and p1 (secondary) takes over.
-    let paths = |lab: &Lab| {
-        format!(
-            "[[paths]]\nname = \"p1\"\nserver = \"{}:{SERVER_PORT}\"\nsource = \"{}\"\npriority = \"secondary\"\n\
-             [[paths]]\nname = \"p2\"\nserver = \"{}:{SERVER_PORT}\"\nsource = \"{}\"\n\
-             metered = true\ncap = \"40 MB/day\"\nat_cap = \"backup\"\n",
-            lab.server_addr(0),
-            lab.client_addr(0),
-            lab.server_addr(1),
-            lab.client_addr(1),
-        )
-    };
-    let state = std::env::temp_dir().join(format!("mpfl-caps-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&state);
+    let state = state_dir("upload");
     let ledger = state.join("ledger.db");
     let lab = Lab::new(Options {
         client_paths: Some(Box::new(paths)),
-        client_root: format!("state_file = \"{}\"\ncap_flush_ms = 200\n", ledger.display()),
+        // At a link's pace, so the cap is reached within the transfer: near the cap each
+        // direction gets half of what is left per flush interval.
+        rate_mbit: 200,
+        client_root: format!("state_file = \"{}\"\ncap_flush_ms = 100\n", ledger.display()),
         ..Options::default()
     });
     let mut lab = lab;
@@ -52,7 +97,7 @@ fn a_capped_path_hands_over_at_its_cap_and_its_count_survives_kill_9() {
     assert_eq!(c["limit"], CAP, "{c}");
     assert_eq!(c["capped"], false);
 
-    let n = 120_000_000;
+    let n = 150_000_000;
     let (local, remote) = lab.upload(n);
     assert_eq!(local, remote, "the upload arrived whole");
     let c = cap_of(&lab, "p2");

@@ -33,6 +33,7 @@ pub enum FrameType {
     FlowOpen = 17,
     FlowClose = 18,
     PathGone = 19,
+    Allowance = 20,
 }
 
 impl FrameType {
@@ -58,6 +59,7 @@ impl FrameType {
             17 => FlowOpen,
             18 => FlowClose,
             19 => PathGone,
+            20 => Allowance,
             _ => return None,
         })
     }
@@ -193,6 +195,13 @@ pub enum Frame {
         path: u8,
         joins: u32,
     },
+    /// (client) The path this frame arrives on is under a data cap: the server may have
+    /// handed it at most `limit` frame bytes in all (its `bytes_sent` count of the path).
+    /// Absolute, so a frame that arrives late or twice grants nothing more; the client
+    /// reserves what it grants from what is left of the cap.
+    Allowance {
+        limit: u64,
+    },
 }
 
 impl Frame {
@@ -228,6 +237,7 @@ impl Frame {
             Frame::FlowOpen { .. } => FrameType::FlowOpen,
             Frame::FlowClose { .. } => FrameType::FlowClose,
             Frame::PathGone { .. } => FrameType::PathGone,
+            Frame::Allowance { .. } => FrameType::Allowance,
         }
     }
 
@@ -289,6 +299,7 @@ impl Frame {
             Frame::Window { .. } => 4 + 8,
             Frame::Close { .. } | Frame::Tier { .. } => 1,
             Frame::PathGone { .. } => 1 + 4,
+            Frame::Allowance { .. } => 8,
             Frame::Owd { .. } => 1 + 8 + 4 + 4,
             Frame::Datagram { data, .. } => DATAGRAM_HEADER + data.len(),
             Frame::FlowOpen { addr, .. } => 4 + addr.encoded_len(),
@@ -395,6 +406,7 @@ impl Frame {
                 out.put_u8(*path);
                 out.put_u32(*joins);
             }
+            Frame::Allowance { limit } => out.put_u64(*limit),
         }
     }
 
@@ -447,6 +459,7 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
         FrameType::FlowOpen => "FlowOpen",
         FrameType::FlowClose => "FlowClose",
         FrameType::PathGone => "PathGone",
+        FrameType::Allowance => "Allowance",
     };
     let exact = |n: usize| {
         if body.len() == n {
@@ -650,6 +663,10 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
                 joins: b.get_u32(),
             }
         }
+        FrameType::Allowance => {
+            exact(8)?;
+            Frame::Allowance { limit: b.get_u64() }
+        }
     })
 }
 
@@ -750,6 +767,7 @@ mod tests {
             (any::<u32>(), arb_addr()).prop_map(|(flow, addr)| Frame::FlowOpen { flow, addr }),
             (any::<u32>(), any::<u8>()).prop_map(|(flow, code)| Frame::FlowClose { flow, code }),
             (any::<u8>(), any::<u32>()).prop_map(|(path, joins)| Frame::PathGone { path, joins }),
+            any::<u64>().prop_map(|limit| Frame::Allowance { limit }),
         ]
     }
 
@@ -890,8 +908,8 @@ mod tests {
 
     #[test]
     fn rejects_bad_address() {
-        // Open with address type 9.
-        let mut body = vec![0u8; 16];
+        // Open with address type 9 (after seq, stream, ts, paths and scheduler).
+        let mut body = vec![0u8; 16 + 9];
         body.push(9);
         let mut buf = vec![3, 0, 0, 0, body.len() as u8];
         buf.extend_from_slice(&body);

@@ -25,7 +25,7 @@ pub use frame::{decode_all, Frame, FrameType, DATAGRAM_HEADER, HEADER_LEN};
 /// count payload bytes (1 counted frames). 3: `Data` and `Fin` frames carry their stream
 /// offset. 4: `Tier`. 5: `Datagram`, `FlowOpen`, `FlowClose`, `PathGone`. 6: `Open`
 /// carries the stream's allowed paths and the scheduler the client asks for; `Tier` 3
-/// (off: a path at its data cap).
+/// (off: a path at its data cap); `Allowance`.
 pub const VERSION: u8 = 6;
 /// Largest payload of a `Datagram`: the largest UDP payload over IPv4 (65535 − 20-byte IP
 /// header − 8-byte UDP header; RFC 768, RFC 791).

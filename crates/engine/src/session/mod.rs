@@ -76,9 +76,6 @@ pub enum Event {
     FlowClosed { flow: FlowId, code: u8 },
     /// A datagram of `flow` arrived (first copies only).
     Datagram { flow: FlowId, data: Bytes },
-    /// The path used up its allowance ([`Session::set_path_allowance`]) and dropped to
-    /// its at-cap tier.
-    PathCapped(usize),
 }
 
 /// A peer broke the protocol; the session cannot continue.
@@ -266,6 +263,12 @@ impl Session {
             let tier = p.tier;
             p.ctrl.retain(|f| !matches!(f, mpflex_wire::Frame::Tier { .. }));
             p.ctrl.push_back(mpflex_wire::Frame::Tier { tier });
+            // A capped path's grant too: a new connection must not carry downloads
+            // beyond it.
+            if let Some(limit) = p.grant {
+                p.ctrl.retain(|f| !matches!(f, mpflex_wire::Frame::Allowance { .. }));
+                p.ctrl.push_back(mpflex_wire::Frame::Allowance { limit });
+            }
         }
     }
 
@@ -368,20 +371,37 @@ impl Session {
     }
 
     /// Caps what `path` carries: it may be handed `bytes` more frame bytes (what
-    /// [`PathCounters::bytes_sent`] counts, when handed to the path's socket),
-    /// then it drops to tier `at_cap` ([`crate::TIER_BACKUP`], [`crate::TIER_OFF`]) and
-    /// [`Event::PathCapped`] follows. No record goes beyond the allowance (a record is cut
-    /// to fit it), so the cap is never overshot by what this side sends. `None` lifts it.
-    pub fn set_path_allowance(&mut self, path: usize, allowance: Option<(u64, u8)>, now: Instant) {
+    /// [`PathCounters::bytes_sent`] counts, when handed to the path's socket). No record
+    /// goes beyond the allowance (a record is cut to fit it), so what this side sends
+    /// never passes it; with less than a frame left the path takes no data and the next
+    /// tier carries, until a new allowance. `None` lifts it. Where the cap itself is
+    /// reached is the caller's to decide ([`Session::set_path_tier`]).
+    pub fn set_path_allowance(&mut self, path: usize, allowance: Option<u64>, now: Instant) {
         self.set_clock(now);
-        self.paths.ensure(path, now);
-        self.paths.entry(path).allowance = allowance;
+        self.paths.set_allowance(path, allowance, now);
         self.wake();
+    }
+
+    /// (client) Grants the server at most `limit` frame bytes on `path` in all (its
+    /// `bytes_sent` count of the path; see [`mpflex_wire::Frame::Allowance`]);
+    /// `u64::MAX` lifts the limit.
+    pub fn grant_path_allowance(&mut self, path: usize, limit: u64) {
+        if self.cfg.role != Role::Client {
+            return;
+        }
+        self.paths.ensure(path, self.last_now);
+        let p = self.paths.entry(path);
+        p.grant = Some(limit);
+        if p.is_up() {
+            p.ctrl.retain(|f| !matches!(f, mpflex_wire::Frame::Allowance { .. }));
+            p.ctrl.push_back(mpflex_wire::Frame::Allowance { limit });
+            self.wake();
+        }
     }
 
     /// What is left of the path's allowance, if it has one.
     pub fn path_allowance(&self, path: usize) -> Option<u64> {
-        self.paths.get(path).and_then(|p| p.allowance).map(|(a, _)| a)
+        self.paths.get(path).and_then(|p| p.allowance)
     }
 
     /// Restricts `stream` to the paths of `mask` (a bit per path; [`crate::ALL_PATHS`]:

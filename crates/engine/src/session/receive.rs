@@ -53,6 +53,14 @@ impl Session {
                 self.wake();
             }
             Frame::Tier { .. } => return Err(ProtocolError::Unexpected("Tier")),
+            // The client's data cap of the path it arrived on, as an absolute count of
+            // what this side may have handed the path.
+            Frame::Allowance { limit } if self.cfg.role == Role::Server => {
+                let sent = self.paths.get(path).map_or(0, |p| p.counters.bytes_sent);
+                self.paths.set_allowance(path, Some(limit.saturating_sub(sent)), now);
+                self.wake();
+            }
+            Frame::Allowance { .. } => return Err(ProtocolError::Unexpected("Allowance")),
             Frame::PathGone { path, joins } if self.cfg.role == Role::Server => {
                 self.on_path_gone(path as usize, joins);
             }

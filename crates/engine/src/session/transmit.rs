@@ -238,18 +238,10 @@ impl Session {
         if !self.paths.get(path).is_some_and(|p| p.is_up()) {
             return PollTransmit::Wait { until: None };
         }
-        // A capped path takes records only within what is left of its allowance; with
-        // less than a full frame left it is at its cap and drops to its at-cap tier.
+        // A capped path takes records only within what is left of its allowance (while
+        // too little is left it carries no data: see `Paths::set_allowance`).
         let (max, bulk) = match self.paths.get(path).and_then(|p| p.allowance) {
-            Some((left, at_cap)) if (left as usize) < self.max_frame_len() => {
-                self.paths.entry(path).allowance = None;
-                self.paths.set_tier(path, at_cap, now);
-                self.announce_tier(path);
-                self.events.push_back(super::Event::PathCapped(path));
-                self.wake();
-                (max, bulk)
-            }
-            Some((left, _)) => (max.min(left as usize), bulk.min(left as usize)),
+            Some(left) => (max.min(left as usize), bulk.min(left as usize)),
             None => (max, bulk),
         };
         let rec = Rec {
@@ -767,9 +759,7 @@ impl Session {
         self.paths.record_closed(rec.path, rec.ts, n + RECORD_OVERHEAD);
         let p = self.paths.entry(rec.path);
         p.counters.bytes_sent += n as u64;
-        if let Some((left, _)) = &mut p.allowance {
-            *left = left.saturating_sub(n as u64);
-        }
+
         p.last_send = p.last_send.max(last_now);
         // Bytes handed to a socket that held none start a busy spell: silence counts
         // from here (frames booked did so already; this covers control frames).
@@ -777,6 +767,7 @@ impl Session {
             p.progress = p.progress.max(last_now);
         }
         p.snap.notsent = p.snap.notsent.saturating_add((n + RECORD_OVERHEAD) as u32);
+        self.paths.spend(rec.path, n as u64);
         PollTransmit::Sent(n)
     }
 }

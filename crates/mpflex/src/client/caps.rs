@@ -2,10 +2,14 @@
 //!
 //! A cap counts the frame bytes a path carries in both directions (what the engine's
 //! `bytes_sent` and `bytes_received` count: payload and frame headers, not the 18-byte
-//! record overhead nor TCP/IP). The engine stops handing a path frames at its allowance
-//! (`Session::set_path_allowance`), counted as they are handed to the socket, so uploads
-//! never pass the cap; the allowance is renewed every flush from the whole count, downloads
-//! included. Every flush interval the counts go to the ledger ([`crate::store`]).
+//! record overhead nor TCP/IP). Every flush interval what is left of the cap is split in
+//! two: half is this side's allowance (`Session::set_path_allowance`: the engine stops
+//! handing the path frames at it, counted as they are handed to the socket), half is
+//! granted to the server for downloads (`Frame::Allowance`, an absolute count of what it
+//! may have sent, which the server enforces the same way). Together they never exceed
+//! what is left, so the cap is not passed by more than the frames in flight when a
+//! period's count was last written; near the cap each direction gets half of the rest per
+//! interval. Every flush interval the counts go to the ledger ([`crate::store`]).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -102,9 +106,27 @@ fn renew(sess: &mut Session, c: &mut CapSlot, now: std::time::Instant) {
     }
     let used = c.used(sess);
     let left = c.cap.bytes.saturating_sub(used);
-    // With less than one frame left the engine caps the path at its next send.
-    sess.set_path_allowance(c.slot, Some((left, c.at_cap.tier())), now);
+    if left < AT_CAP {
+        // At the cap: the at-cap tier, where a backup path may carry anything again
+        // while no other path can.
+        warn!(path = %c.name, used, cap = c.cap.bytes, "path reached its data cap; now {}", c.at_cap.name());
+        c.capped = true;
+        sess.set_path_tier(c.slot, c.at_cap.tier(), now);
+        sess.set_path_allowance(c.slot, None, now);
+        sess.grant_path_allowance(c.slot, u64::MAX);
+        return;
+    }
+    let mine = left / 2;
+    sess.set_path_allowance(c.slot, Some(mine), now);
+    // The server may send the rest on top of what arrived from it so far.
+    let received = sess.path_counters(c.slot).map_or(0, |(k, _)| k.bytes_received);
+    sess.grant_path_allowance(c.slot, received + (left - mine));
 }
+
+/// Left of a cap below which a path is at its cap: each side stops within a frame of
+/// its half ([`mpflex_engine::Session::set_path_allowance`]), so less than this cannot
+/// be used anyway.
+const AT_CAP: u64 = 64 * 1024;
 
 /// Every `every`: starts a new period where one began (lifting its cap), renews the
 /// engine's allowances, and writes the counts to the ledger. Writes once more at

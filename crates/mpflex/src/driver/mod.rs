@@ -311,12 +311,6 @@ impl SessionHandle {
                     warn!(path = %sh.paths[p].name, "path silent for too long; dropping it");
                     sh.paths[p].kill.cancel();
                 }
-                Event::PathCapped(p) => {
-                    warn!(path = %sh.paths[p].name, "path reached its data cap");
-                    if let Some(c) = sh.caps.iter_mut().find(|c| c.slot == p) {
-                        c.capped = true;
-                    }
-                }
                 Event::PathGone(p) => {
                     info!(path = %sh.paths[p].name, "the client's link of this path is gone; dropping it");
                     sh.paths[p].kill.cancel();
