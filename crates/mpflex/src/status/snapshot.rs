@@ -208,10 +208,19 @@ fn datagrams_json(s: &SessionSnapshot) -> serde_json::Value {
     })
 }
 
+/// A tier's name; 3 is a path at its data cap with `at_cap = "off"`.
+fn tier_name(tier: u8) -> &'static str {
+    if tier >= mpflex_engine::TIER_OFF {
+        "off"
+    } else {
+        Tier::from_level(tier).name()
+    }
+}
+
 fn path_json(p: &PathView) -> serde_json::Value {
     let Some(c) = &p.counters else {
         return serde_json::json!({"id": p.id, "name": p.name, "up": false, "state": p.state_name(),
-                                  "tier": p.tier, "tier_name": Tier::from_level(p.tier).name(), "device": p.device});
+                                  "tier": p.tier, "tier_name": tier_name(p.tier), "device": p.device});
     };
     let s = &p.snap;
     serde_json::json!({
@@ -221,7 +230,7 @@ fn path_json(p: &PathView) -> serde_json::Value {
         "state": p.state_name(),
         "backup": p.backup,
         "tier": p.tier,
-        "tier_name": Tier::from_level(p.tier).name(),
+        "tier_name": tier_name(p.tier),
         "device": p.device,
         "bytes_sent": c.bytes_sent,
         "bytes_received": c.bytes_received,
