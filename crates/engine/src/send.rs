@@ -51,9 +51,9 @@ enum Staged {
 }
 
 impl Staged {
-    /// The frame, numbered `seq`; an Open carries the stream's allowed `paths` and the
-    /// `scheduler` it asks for.
-    fn frame(&self, seq: u64, stream: StreamId, paths: u64, scheduler: u8) -> Frame {
+    /// The frame, numbered `seq`; an Open carries the stream's allowed `paths`, the
+    /// `scheduler` it asks for and its `energy` mode (see [`Frame::Open`]).
+    fn frame(&self, seq: u64, stream: StreamId, paths: u64, scheduler: u8, energy: u8) -> Frame {
         match self {
             Staged::Open { addr, data } => Frame::Open {
                 seq,
@@ -61,6 +61,7 @@ impl Staged {
                 ts: 0,
                 paths,
                 scheduler,
+                energy,
                 addr: addr.clone(),
                 data: data.clone(),
             },
@@ -181,6 +182,8 @@ pub(crate) struct SendQueue {
     allowed: HashMap<StreamId, u64>,
     /// The scheduler each stream asks the peer for (see [`Frame::Open`]), where set.
     schedulers: HashMap<StreamId, u8>,
+    /// Each stream's energy mode for its Open (see [`Frame::Open`]), where set.
+    energy: HashMap<StreamId, u8>,
     /// The scheduler that places each stream's frames on this side, where it is not the
     /// session's (same numbering as [`Outgoing::sched`]).
     runs: HashMap<StreamId, u8>,
@@ -190,7 +193,7 @@ pub(crate) struct SendQueue {
 
 impl SendQueue {
     fn stage(&mut self, stream: StreamId, s: Staged, at: Instant) {
-        let len = s.frame(0, stream, 0, 0).encoded_len();
+        let len = s.frame(0, stream, 0, 0, 0).encoded_len();
         let q = self.staged.entry(stream).or_default();
         if q.is_empty() {
             self.staged_order.push_back(stream);
@@ -226,7 +229,7 @@ impl SendQueue {
                     addr: addr.clone(),
                     data: first.clone(),
                 }
-                .frame(0, stream, 0, 0)
+                .frame(0, stream, 0, 0, 0)
                 .encoded_len();
                 self.staged_bytes += (new_len - *len) as u64;
                 *len = new_len;
@@ -275,10 +278,16 @@ impl SendQueue {
         self.schedulers.insert(stream, scheduler);
     }
 
+    /// The energy mode `stream`'s Open tells the peer (0: the session's, 1: aware, 2: off).
+    pub fn set_energy(&mut self, stream: StreamId, energy: u8) {
+        self.energy.insert(stream, energy);
+    }
+
     /// Forgets a stream that ended (its frames keep their masks).
     pub fn forget(&mut self, stream: StreamId) {
         self.allowed.remove(&stream);
         self.schedulers.remove(&stream);
+        self.energy.remove(&stream);
         self.runs.remove(&stream);
     }
 
@@ -376,6 +385,7 @@ impl SendQueue {
             stream,
             self.allowed(stream),
             self.schedulers.get(&stream).copied().unwrap_or(0),
+            self.energy.get(&stream).copied().unwrap_or(0),
         );
         let class = self.urgent_streams.get(&stream).copied().unwrap_or(TrafficClass::Bulk);
         self.push_sequenced(frame, class, Some(at));

@@ -83,13 +83,15 @@ pub enum Frame {
     /// Opens `stream` towards `addr`, carrying the first bytes the application sent.
     /// `paths` (a bit per path index) are the paths the stream's bytes may use in both
     /// directions, its policy rule's choice; `scheduler` the scheduler the client asks
-    /// for (1 + its index in the scheduler list; 0: the peer's default).
+    /// for (1 + its index in the scheduler list; 0: the peer's default); `energy` its
+    /// energy mode (0: the session's, 1: energy-aware, 2: off).
     Open {
         seq: u64,
         stream: u32,
         ts: u32,
         paths: u64,
         scheduler: u8,
+        energy: u8,
         addr: TargetAddr,
         data: Bytes,
     },
@@ -287,7 +289,7 @@ impl Frame {
         match self {
             Frame::Hello { .. } => 1 + 16 + 1,
             Frame::HelloAck { .. } => 16 + 1,
-            Frame::Open { addr, data, .. } => 8 + 4 + 4 + 8 + 1 + addr.encoded_len() + data.len(),
+            Frame::Open { addr, data, .. } => 8 + 4 + 4 + 8 + 1 + 1 + addr.encoded_len() + data.len(),
             Frame::Data { data, .. } => 8 + 4 + 8 + 4 + data.len(),
             Frame::Fin { .. } => 8 + 4 + 8,
             Frame::Reset { .. } => 8 + 4 + 1,
@@ -332,6 +334,7 @@ impl Frame {
                 ts,
                 paths,
                 scheduler,
+                energy,
                 addr,
                 data,
             } => {
@@ -340,6 +343,7 @@ impl Frame {
                 out.put_u32(*ts);
                 out.put_u64(*paths);
                 out.put_u8(*scheduler);
+                out.put_u8(*energy);
                 addr.encode(out);
                 out.put_slice(data);
             }
@@ -511,12 +515,13 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
             Frame::HelloAck { session, fresh }
         }
         FrameType::Open => {
-            at_least(16 + 9 + 1)?;
+            at_least(16 + 10 + 1)?;
             let seq = b.get_u64();
             let stream = b.get_u32();
             let ts = b.get_u32();
             let paths = b.get_u64();
             let scheduler = b.get_u8();
+            let energy = b.get_u8();
             let addr = TargetAddr::decode(&mut b)?;
             let used = body.len() - b.len();
             Frame::Open {
@@ -525,6 +530,7 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
                 ts,
                 paths,
                 scheduler,
+                energy,
                 addr,
                 data: body.slice(used..),
             }
@@ -708,17 +714,18 @@ mod tests {
                 any::<u64>(),
                 any::<u32>(),
                 any::<u32>(),
-                any::<(u64, u8)>(),
+                any::<(u64, u8, u8)>(),
                 arb_addr(),
                 arb_data()
             )
-                .prop_map(|(seq, stream, ts, (paths, scheduler), addr, data)| {
+                .prop_map(|(seq, stream, ts, (paths, scheduler, energy), addr, data)| {
                     Frame::Open {
                         seq,
                         stream,
                         ts,
                         paths,
                         scheduler,
+                        energy,
                         addr,
                         data,
                     }
@@ -909,7 +916,7 @@ mod tests {
     #[test]
     fn rejects_bad_address() {
         // Open with address type 9 (after seq, stream, ts, paths and scheduler).
-        let mut body = vec![0u8; 16 + 9];
+        let mut body = vec![0u8; 16 + 10];
         body.push(9);
         let mut buf = vec![3, 0, 0, 0, body.len() as u8];
         buf.extend_from_slice(&body);

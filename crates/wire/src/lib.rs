@@ -24,7 +24,8 @@ pub use frame::{decode_all, Frame, FrameType, DATAGRAM_HEADER, HEADER_LEN};
 /// (peers of different versions would misread each other's frames). 2: sequence numbers
 /// count payload bytes (1 counted frames). 3: `Data` and `Fin` frames carry their stream
 /// offset. 4: `Tier`. 5: `Datagram`, `FlowOpen`, `FlowClose`, `PathGone`. 6: `Open`
-/// carries the stream's allowed paths and the scheduler the client asks for; `Tier` 3
+/// carries the stream's allowed paths, the scheduler the client asks for and its energy
+/// mode; `Tier` 3
 /// (off: a path at its data cap); `Allowance`.
 pub const VERSION: u8 = 6;
 /// Largest payload of a `Datagram`: the largest UDP payload over IPv4 (65535 − 20-byte IP

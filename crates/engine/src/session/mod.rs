@@ -422,6 +422,13 @@ impl Session {
     pub fn set_stream_energy(&mut self, stream: StreamId, aware: Option<bool>) {
         if let Some(s) = self.streams.get_mut(&stream) {
             s.energy_aware = aware;
+            // The peer learns it with the stream's Open (if not sent yet).
+            let code = match aware {
+                None => 0,
+                Some(true) => 1,
+                Some(false) => 2,
+            };
+            self.send.set_energy(stream, code);
         }
     }
 

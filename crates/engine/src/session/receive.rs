@@ -267,6 +267,7 @@ impl Session {
                 data,
                 paths,
                 scheduler,
+                energy,
                 ..
             } => {
                 if self.cfg.role == Role::Client {
@@ -282,6 +283,13 @@ impl Session {
                 self.send.set_class(stream, TrafficClass::Interactive);
                 // The client's rule restricts the stream's downloads to its paths too.
                 self.send.set_allowed(stream, paths);
+                if let Some(s) = self.streams.get_mut(&stream) {
+                    s.energy_aware = match energy {
+                        1 => Some(true),
+                        2 => Some(false),
+                        _ => None,
+                    };
+                }
                 self.events.push_back(Event::StreamOpened {
                     stream,
                     addr,

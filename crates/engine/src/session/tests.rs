@@ -195,13 +195,14 @@ fn the_server_hears_of_a_lost_link_on_the_other_path() {
 }
 
 /// A stream restricted to one path (its policy rule) goes only there, both ways: the
-/// client's Open tells the server, which sends the downloads on that path too; another
+/// client's Open tells the server (with the stream's energy mode), which sends the downloads on that path too; another
 /// stream still uses both.
 #[test]
 fn a_stream_restricted_to_a_path_uses_only_it_both_ways() {
     let mut pair = Pair::new("roundrobin", &[(10, 1000), (10, 1000)]);
     let id = pair.client.open_stream(crate::harness::placeholder_addr());
     pair.client.set_stream_paths(id, 0b10);
+    pair.client.set_stream_energy(id, Some(true));
     assert_eq!(pair.client.stream_send(id, Bytes::from(vec![1u8; 300_000])), 300_000);
     let free = pair.open(&[2u8; 1000]);
     assert_eq!(pair.client.stream_send(free, Bytes::from(vec![3u8; 300_000])), 300_000);
@@ -213,6 +214,7 @@ fn a_stream_restricted_to_a_path_uses_only_it_both_ways() {
     }
     assert_eq!(pair.server_rx[&id].len(), 300_000);
     assert_eq!(pair.server.stream_allowed_paths(id), 0b10, "the Open carried the mask");
+    assert_eq!(pair.server.stream_energy(id), Some(true), "and the energy mode");
     assert_eq!(pair.server.stream_send(id, Bytes::from(vec![4u8; 300_000])), 300_000);
     for _ in 0..4000 {
         pair.step();
