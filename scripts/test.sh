@@ -18,7 +18,7 @@ export DEBIAN_FRONTEND=noninteractive
 need=()
 for pkg in build-essential:cc iproute2:ip iproute2:ss iproute2:tc iptables:iptables nftables:nft \
            iperf3:iperf3 curl:curl ethtool:ethtool procps:sysctl procps:kill python3:python3 \
-           adduser:adduser util-linux:setpriv systemd:systemd-analyze dpkg:dpkg-deb; do
+           adduser:adduser util-linux:setpriv systemd:systemd-analyze dpkg:dpkg-deb haproxy:haproxy; do
   command -v "${pkg#*:}" >/dev/null 2>&1 || need+=("${pkg%%:*}")
 done
 # The font `mpflex-lab report --plots` draws its text with (tested).
@@ -28,6 +28,8 @@ done
 # /usr/bin/python3).
 command -v chromium-headless-shell >/dev/null 2>&1 || command -v chromium >/dev/null 2>&1 || need+=(chromium-headless-shell)
 /usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || need+=(python3-prometheus-client)
+# The lab's `quic` workload runs aioquic (PyPI only) from a virtual environment.
+/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   echo "scripts/test.sh: installing ${need[*]}"
   apt-get update -qq
@@ -39,6 +41,15 @@ if ! command -v cargo-deb >/dev/null; then
   echo "scripts/test.sh: installing cargo-deb"
   cargo install cargo-deb --version 3.8.0 --locked --quiet
 fi
+
+# aioquic for the lab's `quic` test (crates/lab/src/workload/quic.rs), pinned.
+venv=target/lab-venv
+if ! "$venv/bin/python" -c 'import aioquic' 2>/dev/null; then
+  echo "scripts/test.sh: installing aioquic into $venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet aioquic==1.7.2
+fi
+export MPFLEX_LAB_PYTHON="$PWD/$venv/bin/python"
 
 # A stale lab or test topology from a killed run must not break this one.
 for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^mpfl-' || true); do

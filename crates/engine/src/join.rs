@@ -7,6 +7,8 @@
 //! (it restarted), so every stream of the session is gone ([`crate::Session::joined`]).
 //! Only then do sequenced frames flow on the path.
 
+use std::net::SocketAddr;
+
 use mpflex_wire::{Frame, VERSION};
 
 use crate::MAX_PATHS;
@@ -65,16 +67,48 @@ pub fn accept_hello(frames: &[Frame]) -> Result<JoinRequest, JoinError> {
     }
 }
 
-/// (server) The answer to a join; `fresh`: the session was created for it.
-pub fn hello_ack(session: [u8; 16], fresh: bool) -> Frame {
-    Frame::HelloAck { session, fresh }
+/// What a server says about itself in its answer to a join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ServerInfo {
+    /// Its routing id (0: none), for the routing preamble of the session's later paths.
+    pub id: u16,
+    /// Where the session's later paths may reach it directly.
+    pub join: Option<SocketAddr>,
 }
 
-/// (client) Checks the server's answer for `session`; returns whether the session is
-/// fresh at the server.
-pub fn accept_hello_ack(frames: &[Frame], session: [u8; 16]) -> Result<bool, JoinError> {
+/// The server's answer to a join, as the client reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JoinAck {
+    /// The server created the session for this join.
+    pub fresh: bool,
+    pub server: ServerInfo,
+}
+
+/// (server) The answer to a join; `fresh`: the session was created for it.
+pub fn hello_ack(session: [u8; 16], fresh: bool, server: ServerInfo) -> Frame {
+    Frame::HelloAck {
+        session,
+        fresh,
+        server: server.id,
+        join: server.join,
+    }
+}
+
+/// (client) Checks the server's answer for `session`.
+pub fn accept_hello_ack(frames: &[Frame], session: [u8; 16]) -> Result<JoinAck, JoinError> {
     match frames {
-        [Frame::HelloAck { session: s, fresh }] if *s == session => Ok(*fresh),
+        [Frame::HelloAck {
+            session: s,
+            fresh,
+            server,
+            join,
+        }] if *s == session => Ok(JoinAck {
+            fresh: *fresh,
+            server: ServerInfo {
+                id: *server,
+                join: *join,
+            },
+        }),
         _ => Err(JoinError::NotHelloAck(format!("{frames:?}"))),
     }
 }
@@ -93,9 +127,19 @@ mod tests {
                 path: 3
             }
         );
-        assert_eq!(accept_hello_ack(&[hello_ack([7; 16], true)], [7; 16]), Ok(true));
+        let me = ServerInfo {
+            id: 3,
+            join: Some("192.0.2.3:7000".parse().unwrap()),
+        };
+        assert_eq!(
+            accept_hello_ack(&[hello_ack([7; 16], true, me)], [7; 16]),
+            Ok(JoinAck {
+                fresh: true,
+                server: me
+            })
+        );
         assert!(
-            accept_hello_ack(&[hello_ack([8; 16], true)], [7; 16]).is_err(),
+            accept_hello_ack(&[hello_ack([8; 16], true, me)], [7; 16]).is_err(),
             "another session"
         );
     }

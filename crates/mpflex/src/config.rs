@@ -159,14 +159,41 @@ impl Tuning {
     }
 }
 
+/// A path's server addresses (`host:port` each), in the order they are tried: one string
+/// or a list of them in the configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerList(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for ServerList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum OneOrMany {
+            One(String),
+            Many(Vec<String>),
+        }
+        Ok(match OneOrMany::deserialize(d)? {
+            OneOrMany::One(s) => ServerList(vec![s]),
+            OneOrMany::Many(v) => ServerList(v),
+        })
+    }
+}
+
+impl std::fmt::Display for ServerList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join(", "))
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PathConfig {
     /// A name for logs and status; by default the device, `auto`, or `path<i>`.
     #[serde(default)]
     pub name: Option<String>,
-    /// Server address for this path (`host:port`).
-    pub server: String,
+    /// Server address for this path (`host:port`), or several (`["a:7000", "b:7000"]`)
+    /// tried in order; a name with several addresses counts as several.
+    pub server: ServerList,
     /// Local address to bind (selects the link by source address).
     #[serde(default)]
     pub source: Option<IpAddr>,
@@ -411,6 +438,18 @@ pub struct ServerConfig {
     /// Seconds a session with no path is kept for its client to come back.
     #[serde(default = "default_linger")]
     pub session_linger_secs: u64,
+    /// This server's id in a pool behind a balancer (1..=65535), which the routing
+    /// preamble of a session's later paths names (docs/balancer.md); 0: not in a pool.
+    #[serde(default)]
+    pub server_id: u16,
+    /// Where a session's later paths may reach this server directly instead of through
+    /// the balancer (told to the client in the join answer); only with `server_id`.
+    #[serde(default)]
+    pub join_addr: Option<SocketAddr>,
+    /// On SIGTERM, seconds the server keeps serving the streams that are open (it accepts
+    /// no new path) before it closes every session.
+    #[serde(default)]
+    pub drain_grace_secs: u64,
     /// Class overrides for streams by destination (`[[classes]]`, first match wins).
     #[serde(default)]
     pub classes: Vec<ClassRuleConfig>,
@@ -534,12 +573,16 @@ impl ClientConfig {
             bail!("paths: at most {} paths", mpflex_engine::MAX_PATHS);
         }
         for (i, p) in self.paths.iter().enumerate() {
-            if p.server
-                .rsplit_once(':')
-                .and_then(|(_, port)| port.parse::<u16>().ok())
-                .is_none()
-            {
-                bail!("paths[{i}].server: {:?} is not host:port", p.server);
+            if p.server.0.is_empty() {
+                bail!("paths[{i}].server: no address");
+            }
+            for a in &p.server.0 {
+                if a.rsplit_once(':')
+                    .and_then(|(_, port)| port.parse::<u16>().ok())
+                    .is_none()
+                {
+                    bail!("paths[{i}].server: {a:?} is not host:port");
+                }
             }
             let name = p.display_name(i);
             if self.paths[..i]
@@ -609,6 +652,9 @@ impl ServerConfig {
     pub fn validate(&self) -> Result<()> {
         if self.listen.is_empty() {
             bail!("listen: at least one address is needed");
+        }
+        if self.join_addr.is_some() && self.server_id == 0 {
+            bail!("join_addr: needs a server_id (1..=65535): the client routes later paths by it");
         }
         if self.clients.is_empty() {
             bail!("clients: no [[clients]] entry; the server would serve nobody");

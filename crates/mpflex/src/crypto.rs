@@ -65,7 +65,13 @@ pub fn public_key(private: &[u8; 32]) -> [u8; 32] {
 }
 
 async fn write_msg<W: AsyncWrite + Unpin>(w: &mut W, msg: &[u8]) -> Result<()> {
-    let mut buf = Vec::with_capacity(2 + msg.len());
+    write_msg_after(w, &[], msg).await
+}
+
+/// Writes `prefix` and then `msg` with its length, in one write (one segment).
+async fn write_msg_after<W: AsyncWrite + Unpin>(w: &mut W, prefix: &[u8], msg: &[u8]) -> Result<()> {
+    let mut buf = Vec::with_capacity(prefix.len() + 2 + msg.len());
+    buf.extend_from_slice(prefix);
     buf.extend_from_slice(&(msg.len() as u16).to_be_bytes());
     buf.extend_from_slice(msg);
     w.write_all(&buf).await?;
@@ -81,9 +87,12 @@ async fn read_msg<R: AsyncRead + Unpin>(r: &mut R) -> Result<Vec<u8>> {
     Ok(msg)
 }
 
-/// Client side of the handshake.
+/// Client side of the handshake. `preamble` (the routing preamble) goes out in the same
+/// write as the first handshake message: sent apart, Nagle would hold the handshake until
+/// the peer's delayed ACK of the preamble.
 pub async fn client_handshake<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
+    preamble: &[u8],
     private: &[u8; 32],
     server_public: &[u8; 32],
 ) -> Result<Transport> {
@@ -95,7 +104,7 @@ pub async fn client_handshake<S: AsyncRead + AsyncWrite + Unpin>(
     let ts = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis() as u64;
     let mut buf = vec![0u8; 1024];
     let n = hs.write_message(&ts.to_be_bytes(), &mut buf)?;
-    write_msg(s, &buf[..n]).await?;
+    write_msg_after(s, preamble, &buf[..n]).await?;
     // The server answers nothing to a client it does not accept, so a close is all there
     // is to go on: name the three causes.
     let reply = read_msg(s).await.context(
@@ -325,7 +334,7 @@ mod tests {
         let guard = ReplayGuard::default();
 
         let (mut a, mut b) = tokio::io::duplex(1 << 16);
-        let (c, s) = tokio::join!(client_handshake(&mut a, &cpriv, &spub), async {
+        let (c, s) = tokio::join!(client_handshake(&mut a, &[], &cpriv, &spub), async {
             server_handshake(&mut b, &spriv, &auth, &guard).await
         });
         let c = c.unwrap();
@@ -357,7 +366,7 @@ mod tests {
         let guard = ReplayGuard::default();
         // Capture the client's first message.
         let (mut a, mut b) = tokio::io::duplex(1 << 16);
-        let client = tokio::spawn(async move { client_handshake(&mut a, &cpriv, &spub).await });
+        let client = tokio::spawn(async move { client_handshake(&mut a, &[], &cpriv, &spub).await });
         let first = read_msg(&mut b).await.unwrap();
         drop(b);
         let _ = client.await;

@@ -36,6 +36,7 @@ enum Cmd {
     Server {
         /// TOML configuration file (keys: listen, private_key | private_key_file,
         /// [[clients]] name/public_key, status_listen, scheduler, session_linger_secs,
+        /// server_id, join_addr, drain_grace_secs,
         /// [acl] allow/deny/allow_ports/deny_ports/allow_loopback/allow_private,
         /// [[classes]] class/ports/cidrs/hosts, [tuning]).
         #[arg(short, long)]
@@ -205,11 +206,13 @@ fn real_main() -> Result<()> {
             }
             Cmd::Server { config, set } => {
                 let cfg: ServerConfig = load(config.as_deref(), &set)?;
+                open_file_limit();
                 let stop = shutdown_signal();
                 mpflex::server::run(cfg, stop).await
             }
             Cmd::Client { config, set } => {
                 let cfg: ClientConfig = load(config.as_deref(), &set)?;
+                open_file_limit();
                 let stop = shutdown_signal();
                 // SIGHUP re-reads the same file with the same overrides.
                 let reload: mpflex::client::Reload = Box::new(move || load(config.as_deref(), &set));
@@ -268,6 +271,20 @@ async fn fetch_local() -> Result<serde_json::Value> {
             e.root_cause()
         )
     })
+}
+
+/// Raises the open-file limit to the hard one ([`mpflex::runtime::raise_nofile_limit`]),
+/// and says so when it stays low: every connection and UDP flow is a descriptor.
+fn open_file_limit() {
+    match mpflex::runtime::raise_nofile_limit() {
+        Ok((_, now)) if now < 4096 => tracing::warn!(
+            limit = now,
+            "open-file limit is low: connections and UDP flows beyond it will fail (raise the hard limit: LimitNOFILE= or ulimit -Hn)"
+        ),
+        Ok((before, now)) if before != now => tracing::debug!(before, now, "open-file limit raised"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!("cannot read or raise the open-file limit: {e}"),
+    }
 }
 
 /// Cancelled on SIGINT or SIGTERM.

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use bytes::BytesMut;
-use mpflex_engine::join::{self, JoinRequest, MAX_JOIN_BYTES};
-use mpflex_wire::{decode_all, Frame};
+use mpflex_engine::join::{self, JoinAck, JoinRequest, ServerInfo, MAX_JOIN_BYTES};
+use mpflex_wire::{decode_all, Frame, Route, ROUTE_LEN};
 use socket2::SockRef;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -77,24 +77,53 @@ async fn read_join(sock: &mut TcpStream, t: &Transport, opener: &mut Opener, buf
     }
 }
 
-/// (client) Joins path `path` to session `token`. Returns whether the server created the
-/// session just now, and where the connection continues.
+/// (client) Joins path `path` to session `token`. Returns the server's answer (whether it
+/// created the session just now, its routing id) and where the connection continues.
 pub async fn join_as_client(
     sock: &mut TcpStream,
     t: &Transport,
     token: [u8; 16],
     path: usize,
-) -> Result<(bool, Joined)> {
+) -> Result<(JoinAck, Joined)> {
     let mut nonce = 0;
     send_frame(sock, t, &mut nonce, join::hello(token, path)).await?;
     let (mut opener, mut buf) = (Opener::new(), BytesMut::with_capacity(1024));
     let frames = read_join(sock, t, &mut opener, &mut buf).await?;
-    let fresh = join::accept_hello_ack(&frames, token)?;
+    let ack = join::accept_hello_ack(&frames, token)?;
     let joined = Joined {
         nonces: (nonce, opener.nonce()),
         leftover: buf,
     };
-    Ok((fresh, joined))
+    Ok((ack, joined))
+}
+
+/// Why a path connection's routing preamble was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PreambleError {
+    /// Closed before sending anything: a port probe or a balancer's health check.
+    #[error("closed before sending anything")]
+    Silent,
+    #[error(transparent)]
+    Bad(#[from] mpflex_wire::RouteError),
+    #[error("preamble cut short: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// (server) Reads the routing preamble that opens every path connection. Reads exactly the
+/// preamble's bytes: the Noise handshake behind it is the handshake's to read.
+pub async fn read_preamble(sock: &mut TcpStream) -> Result<Route, PreambleError> {
+    let mut b = [0u8; ROUTE_LEN];
+    let mut got = 0;
+    loop {
+        if let Some((r, _)) = Route::decode(&b[..got])? {
+            return Ok(r);
+        }
+        match sock.read(&mut b[got..]).await? {
+            0 if got == 0 => return Err(PreambleError::Silent),
+            0 => return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()),
+            n => got += n,
+        }
+    }
 }
 
 /// (server) Reads a path's join request; answer it with [`answer_join`].
@@ -111,11 +140,12 @@ pub async fn answer_join(
     t: &Transport,
     req: JoinRequest,
     fresh: bool,
+    me: ServerInfo,
     opener: Opener,
     leftover: BytesMut,
 ) -> Result<Joined> {
     let mut nonce = 0;
-    send_frame(sock, t, &mut nonce, join::hello_ack(req.session, fresh)).await?;
+    send_frame(sock, t, &mut nonce, join::hello_ack(req.session, fresh, me)).await?;
     Ok(Joined {
         nonces: (nonce, opener.nonce()),
         leftover,

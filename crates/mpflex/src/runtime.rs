@@ -223,3 +223,44 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// Raises this process's open-file limit (`RLIMIT_NOFILE`) from its soft value to its
+/// hard one, and returns (before, after). Every path connection, application connection
+/// and UDP flow is a file descriptor, and a shell's soft default (1,024) is met by a
+/// few hundred flows; the hard limit is what the administrator allows (the packaged units
+/// set `LimitNOFILE=65536`), and raising the soft one to it needs no privilege.
+pub fn raise_nofile_limit() -> std::io::Result<(u64, u64)> {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let before = l.rlim_cur;
+    if l.rlim_cur < l.rlim_max {
+        l.rlim_cur = l.rlim_max;
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok((before, l.rlim_cur))
+}
+
+#[cfg(test)]
+mod nofile_tests {
+    #[test]
+    fn the_soft_open_file_limit_rises_to_the_hard_one() {
+        let (_, after) = super::raise_nofile_limit().unwrap();
+        let mut l = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) }, 0);
+        assert_eq!(l.rlim_cur, l.rlim_max);
+        assert_eq!(after, l.rlim_cur);
+        // Twice is harmless.
+        assert_eq!(super::raise_nofile_limit().unwrap(), (after, after));
+    }
+}

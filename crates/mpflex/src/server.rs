@@ -3,14 +3,15 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use bytes::Bytes;
-use mpflex_engine::join::JoinError;
+use mpflex_engine::join::{JoinError, ServerInfo};
 use mpflex_engine::{Role, Session};
-use mpflex_wire::{close, flow_close, reset, TargetAddr};
+use mpflex_wire::{close, flow_close, reset, Route, TargetAddr};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -22,7 +23,7 @@ use crate::config::ServerConfig;
 use crate::crypto::{decode_key, encode_key, server_handshake, ReplayGuard, SilentPeer};
 use crate::driver::{run_stream, FlowMsg, FlowOpened, Opened, SessionHandle};
 use crate::listen::{accept_each, bind};
-use crate::pathconn::{answer_join, configure_path_socket, read_join_request};
+use crate::pathconn::{answer_join, configure_path_socket, read_join_request, read_preamble, PreambleError};
 use crate::status::snapshot::session_id;
 use crate::status::SessionView;
 
@@ -37,6 +38,13 @@ struct Server {
     replay: ReplayGuard,
     acl: Acl,
     sessions: Mutex<HashMap<SessionKey, SessionHandle>>,
+    /// What the join answer says about this server.
+    me: ServerInfo,
+    /// Path connections whose first bytes were not a routing preamble this build reads.
+    bad_preamble: AtomicU64,
+    /// Path connections whose preamble named another server (a balancer's mistake or a
+    /// forged preamble).
+    misrouted: AtomicU64,
 }
 
 /// A session belongs to one client key and carries the client's random token.
@@ -59,11 +67,17 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         clients,
         replay: ReplayGuard::default(),
         sessions: Mutex::new(HashMap::new()),
+        me: ServerInfo {
+            id: cfg.server_id,
+            join: cfg.join_addr,
+        },
+        bad_preamble: AtomicU64::new(0),
+        misrouted: AtomicU64::new(0),
         cfg,
     });
     if let Some(addr) = srv.cfg.status_listen {
-        let s = srv.clone();
-        crate::status::serve(addr, "server", move || s.status()).await?;
+        let (s, c) = (srv.clone(), srv.clone());
+        crate::status::serve_with(addr, "server", move || s.status(), move || c.counters()).await?;
     }
     // Lets `mpflex status` find this process; the file goes when this returns.
     let _registration = srv
@@ -78,15 +92,53 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     }
     shutdown.cancelled().await;
     info!("shutting down");
+    // The listeners close first: a balancer's health check then fails and new sessions
+    // go to the other servers, while the open streams here run on for the grace period.
     for t in tasks {
         t.abort();
     }
+    drain(&srv).await;
+    // A server of a pool tells its clients to move on (they open a new session through
+    // the balancer); a lone server says it ended.
+    let code = if srv.me.id != 0 { close::DRAINING } else { close::NORMAL };
     let sessions: Vec<SessionHandle> = srv.sessions.lock().unwrap().drain().map(|(_, h)| h).collect();
+    for h in &sessions {
+        h.with(|sh| sh.sess.close(code));
+    }
+    // One pause for all the Close frames to leave, not one per session.
+    tokio::time::sleep(Duration::from_millis(100)).await;
     for h in sessions {
-        h.close(close::NORMAL).await;
+        h.closed.cancel();
         h.abort_all_streams();
     }
     Ok(())
+}
+
+/// Waits, at most `drain_grace_secs`, for the sessions' open streams to end.
+async fn drain(srv: &Server) {
+    let grace = Duration::from_secs(srv.cfg.drain_grace_secs);
+    if grace.is_zero() {
+        return;
+    }
+    let deadline = Instant::now() + grace;
+    loop {
+        let open: usize = srv
+            .sessions
+            .lock()
+            .unwrap()
+            .values()
+            .map(|h| h.with(|sh| sh.sess.stream_ids().len()))
+            .sum();
+        if open == 0 {
+            info!("drained: no stream open");
+            return;
+        }
+        if Instant::now() >= deadline {
+            info!(open, "drain grace of {grace:?} over; closing the sessions");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 async fn accept_loop(l: TcpListener, srv: Arc<Server>) {
@@ -97,6 +149,28 @@ async fn accept_loop(l: TcpListener, srv: Arc<Server>) {
 }
 
 async fn serve_path(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) -> Result<()> {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_preamble(&mut sock)).await {
+        Ok(Ok(Route::Any)) => {}
+        Ok(Ok(Route::Server(id))) if id.get() == srv.me.id => {}
+        Ok(Ok(r)) => {
+            srv.misrouted.fetch_add(1, Ordering::Relaxed);
+            warn!(%peer, "path refused: its routing preamble names {r}, this is server {}; check the balancer's map", srv.me.id);
+            return Ok(());
+        }
+        Ok(Err(PreambleError::Silent)) => {
+            debug!(%peer, "path port: connection closed before sending anything");
+            return Ok(());
+        }
+        Ok(Err(e)) => {
+            srv.bad_preamble.fetch_add(1, Ordering::Relaxed);
+            warn!(%peer, "path refused: {e}");
+            return Ok(());
+        }
+        Err(_) => {
+            warn!(%peer, "routing preamble timed out");
+            return Ok(());
+        }
+    }
     let (t, client) = match tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
         server_handshake(&mut sock, &srv.private, &srv.clients, &srv.replay),
@@ -132,7 +206,7 @@ async fn serve_path(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) -> 
         Err(_) => bail!("no Hello"),
     };
     let (h, fresh) = srv.session(client, req.session, &name);
-    let joined = answer_join(&mut sock, &t, req, fresh, opener, leftover).await?;
+    let joined = answer_join(&mut sock, &t, req, fresh, srv.me, opener, leftover).await?;
     configure_path_socket(&sock, srv.cfg.tuning.congestion.as_deref(), srv.cfg.tuning.pacing)?;
     let path = req.path;
     h.ensure_path_slot(path, &format!("{name}/{path}@{peer}"));
@@ -167,6 +241,22 @@ impl Server {
         tokio::spawn(egress_loop(self.clone(), h.clone(), rx));
         tokio::spawn(reaper(self.clone(), h.clone(), (client, token)));
         (h, true)
+    }
+
+    /// The server's own counters for the status endpoint.
+    fn counters(&self) -> Vec<crate::status::Counter> {
+        vec![
+            (
+                "paths_refused_bad_preamble",
+                "Path connections refused because their first bytes were not a routing preamble.",
+                self.bad_preamble.load(Ordering::Relaxed),
+            ),
+            (
+                "paths_refused_misrouted",
+                "Path connections refused because their routing preamble named another server.",
+                self.misrouted.load(Ordering::Relaxed),
+            ),
+        ]
     }
 
     /// The sessions as the status endpoint shows them.

@@ -79,7 +79,9 @@ pub fn listen(addr: SocketAddr) -> io::Result<UdpSocket> {
             format!("transparent_udp_listen {addr}: {e} (IP_TRANSPARENT needs CAP_NET_ADMIN)"),
         )
     })?;
-    UdpSocket::from_std(s.into())
+    let s = UdpSocket::from_std(s.into())?;
+    crate::listen::deep_receive_buffer(&s)?;
+    Ok(s)
 }
 
 /// A socket to answer an application from `from` (the destination it sent to).

@@ -39,14 +39,18 @@ fn handshake_msg(client_priv: &[u8; 32], server_pub: &[u8; 32]) -> Vec<u8> {
     rt.block_on(async {
         let (mut a, mut b) = tokio::io::duplex(1 << 16);
         let (cp, sp) = (*client_priv, *server_pub);
-        let t = tokio::spawn(async move { mpflex::crypto::client_handshake(&mut a, &cp, &sp).await });
+        let pre = mpflex_wire::Route::Any.encode();
+        let t = tokio::spawn(async move { mpflex::crypto::client_handshake(&mut a, &pre, &cp, &sp).await });
+        let mut got_pre = [0u8; mpflex_wire::ROUTE_LEN];
+        tokio::io::AsyncReadExt::read_exact(&mut b, &mut got_pre).await.unwrap();
         let mut len = [0u8; 2];
         tokio::io::AsyncReadExt::read_exact(&mut b, &mut len).await.unwrap();
         let mut msg = vec![0u8; u16::from_be_bytes(len) as usize];
         tokio::io::AsyncReadExt::read_exact(&mut b, &mut msg).await.unwrap();
         drop(b);
         let _ = t.await;
-        let mut out = len.to_vec();
+        let mut out = got_pre.to_vec();
+        out.extend_from_slice(&len);
         out.extend_from_slice(&msg);
         out
     })
@@ -166,7 +170,7 @@ fn record_after_handshake(
     rt.block_on(async move {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut s = tokio::net::TcpStream::connect(server).await.unwrap();
-        let t = mpflex::crypto::client_handshake(&mut s, &client_priv, &server_pub)
+        let t = mpflex::crypto::client_handshake(&mut s, &mpflex_wire::Route::Any.encode(), &client_priv, &server_pub)
             .await
             .unwrap();
         let mut wire = Vec::new();
@@ -275,8 +279,10 @@ fn captured_handshake_of_the_real_client_replayed_gets_nothing() {
         lab.log("capture-client")
     );
     assert!(answered > 0, "the server never answered the original handshake");
-    assert!(sent.len() >= 2, "nothing captured");
-    let first_len = 2 + u16::from_be_bytes([sent[0], sent[1]]) as usize;
+    // The routing preamble, then the first handshake message with its length.
+    let pre = mpflex_wire::ROUTE_LEN;
+    assert!(sent.len() >= pre + 2, "nothing captured");
+    let first_len = pre + 2 + u16::from_be_bytes([sent[pre], sent[pre + 1]]) as usize;
     assert!(
         sent.len() >= first_len,
         "captured {} bytes, first message is {first_len}",

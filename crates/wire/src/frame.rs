@@ -1,6 +1,7 @@
 //! Frame types and their codec.
 
 use bytes::{Buf, BufMut, Bytes};
+use std::net::SocketAddr;
 
 use crate::{TargetAddr, WireError, MAX_DATAGRAM, MAX_FRAME_BODY};
 
@@ -75,10 +76,15 @@ pub enum Frame {
         path: u8,
     },
     /// The server's answer; `fresh` says the server created the session just now (so a
-    /// client that had streams in flight knows the server lost them).
+    /// client that had streams in flight knows the server lost them). `server` is the
+    /// server's routing id, which the client's later path connections name in their
+    /// routing preamble (0: the server has none), and `join` an address where the
+    /// session's later paths may reach this server directly, bypassing a balancer.
     HelloAck {
         session: [u8; 16],
         fresh: bool,
+        server: u16,
+        join: Option<SocketAddr>,
     },
     /// Opens `stream` towards `addr`, carrying the first bytes the application sent.
     /// `paths` (a bit per path index) are the paths the stream's bytes may use in both
@@ -288,7 +294,7 @@ impl Frame {
     fn body_len(&self) -> usize {
         match self {
             Frame::Hello { .. } => 1 + 16 + 1,
-            Frame::HelloAck { .. } => 16 + 1,
+            Frame::HelloAck { join, .. } => 16 + 1 + 2 + join.map_or(1, |a| TargetAddr::Ip(a).encoded_len()),
             Frame::Open { addr, data, .. } => 8 + 4 + 4 + 8 + 1 + 1 + addr.encoded_len() + data.len(),
             Frame::Data { data, .. } => 8 + 4 + 8 + 4 + data.len(),
             Frame::Fin { .. } => 8 + 4 + 8,
@@ -324,9 +330,19 @@ impl Frame {
                 out.put_slice(session);
                 out.put_u8(*path);
             }
-            Frame::HelloAck { session, fresh } => {
+            Frame::HelloAck {
+                session,
+                fresh,
+                server,
+                join,
+            } => {
                 out.put_slice(session);
                 out.put_u8(*fresh as u8);
+                out.put_u16(*server);
+                match join {
+                    Some(a) => TargetAddr::Ip(*a).encode(out),
+                    None => out.put_u8(0),
+                }
             }
             Frame::Open {
                 seq,
@@ -499,7 +515,7 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
             }
         }
         FrameType::HelloAck => {
-            exact(17)?;
+            at_least(16 + 1 + 2 + 1)?;
             let mut session = [0u8; 16];
             b.copy_to_slice(&mut session);
             let fresh = match b.get_u8() {
@@ -512,7 +528,34 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
                     })
                 }
             };
-            Frame::HelloAck { session, fresh }
+            let server = b.get_u16();
+            let join = match b[0] {
+                0 => {
+                    b.advance(1);
+                    None
+                }
+                _ => match TargetAddr::decode(&mut b)? {
+                    TargetAddr::Ip(a) => Some(a),
+                    TargetAddr::Domain(..) => {
+                        return Err(WireError::Malformed {
+                            frame: name,
+                            what: "join address is a name",
+                        })
+                    }
+                },
+            };
+            if !b.is_empty() {
+                return Err(WireError::Malformed {
+                    frame: name,
+                    what: "bytes after the join address",
+                });
+            }
+            Frame::HelloAck {
+                session,
+                fresh,
+                server,
+                join,
+            }
         }
         FrameType::Open => {
             at_least(16 + 10 + 1)?;
@@ -709,7 +752,18 @@ mod tests {
                 session,
                 path
             }),
-            (any::<[u8; 16]>(), any::<bool>()).prop_map(|(session, fresh)| Frame::HelloAck { session, fresh }),
+            (
+                any::<[u8; 16]>(),
+                any::<bool>(),
+                any::<u16>(),
+                prop::option::of(any::<SocketAddr>().prop_map(|a| SocketAddr::new(a.ip(), a.port())))
+            )
+                .prop_map(|(session, fresh, server, join)| Frame::HelloAck {
+                    session,
+                    fresh,
+                    server,
+                    join
+                }),
             (
                 any::<u64>(),
                 any::<u32>(),

@@ -16,18 +16,20 @@
 mod addr;
 mod frame;
 pub mod record;
+mod route;
 
 pub use addr::TargetAddr;
 pub use frame::{decode_all, Frame, FrameType, DATAGRAM_HEADER, HEADER_LEN};
+pub use route::{Route, RouteError, MAGIC as ROUTE_MAGIC, ROUTE_LEN, ROUTE_VERSION};
 
 /// Protocol version carried in `Hello`; a peer of another version is refused at the join
 /// (peers of different versions would misread each other's frames). 2: sequence numbers
 /// count payload bytes (1 counted frames). 3: `Data` and `Fin` frames carry their stream
-/// offset. 4: `Tier`. 5: `Datagram`, `FlowOpen`, `FlowClose`, `PathGone`. 6: `Open`
-/// carries the stream's allowed paths, the scheduler the client asks for and its energy
-/// mode; `Tier` 3
-/// (off: a path at its data cap); `Allowance`.
-pub const VERSION: u8 = 6;
+/// offset. 4: `Tier`. 5: `Datagram`, `FlowOpen`, `FlowClose`, `PathGone`. 6: `HelloAck` names the server (its routing id
+/// and join address). 7: `Open` carries the stream's allowed paths, the scheduler the
+/// client asks for and its energy mode; `Tier` 3 (off: a path at its data cap);
+/// `Allowance`.
+pub const VERSION: u8 = 7;
 /// Largest payload of a `Datagram`: the largest UDP payload over IPv4 (65535 − 20-byte IP
 /// header − 8-byte UDP header; RFC 768, RFC 791).
 pub const MAX_DATAGRAM: usize = 65_507;
@@ -90,6 +92,9 @@ pub mod flow_close {
 pub mod close {
     /// An orderly end (shutdown of either side).
     pub const NORMAL: u8 = 0;
+    /// A server of a pool is going away (drained): the client starts a new session,
+    /// through the balancer, on another server.
+    pub const DRAINING: u8 = 1;
 }
 
 // The largest datagram must fit one record, or a peer could not send it at all.

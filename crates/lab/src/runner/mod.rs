@@ -233,9 +233,15 @@ impl<'a> Plan<'a> {
             .systems
             .iter()
             .filter(|s| spec.chunks() || **s != System::Oracle)
+            .filter(|s| !spec.datagrams() || **s != System::Mptcp)
             .collect();
-        if systems.len() < cfg.systems.len() {
-            eprintln!("oracle is a chunk baseline; left out of {}", spec.name());
+        for (s, why) in [
+            (System::Oracle, "oracle is a chunk baseline"),
+            (System::Mptcp, "kernel MPTCP carries no UDP"),
+        ] {
+            if cfg.systems.contains(&s) && !systems.contains(&&s) {
+                eprintln!("{why}; left out of {}", spec.name());
+            }
         }
         Plan { items, modes, systems }
     }
@@ -368,7 +374,31 @@ impl Bench<'_> {
             args.extend(["--cc", cc]);
             mpflex::spawn_in(&self.topo.server_ns, &args, None)
         };
-        Ok(Procs(vec![server(TCP_PORT, false)?, server(MPTCP_PORT, true)?]))
+        let mut procs = Procs(vec![server(TCP_PORT, false)?, server(MPTCP_PORT, true)?]);
+        if self.spec().h3_server() {
+            let listen = std::net::SocketAddr::from(([0, 0, 0, 0], crate::workload::quic::PORT));
+            let args = crate::workload::quic::server_args(listen)?;
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            procs.0.push(mpflex::spawn_in(&self.topo.server_ns, &args, None)?);
+            self.wait_h3_server()?;
+        }
+        Ok(procs)
+    }
+
+    /// Waits until the HTTP/3 server answers a 1-byte request in its own namespace.
+    fn wait_h3_server(&self) -> Result<()> {
+        let local = std::net::SocketAddr::from(([127, 0, 0, 1], crate::workload::quic::PORT));
+        let mut last = None;
+        for _ in 0..20 {
+            let via = crate::workload::Via::Tcp { bind: None };
+            let got = crate::workload::quic::get_in(Some(&self.topo.server_ns), local, &via, 1, 1.0);
+            match got {
+                Ok(_) => return Ok(()),
+                Err(e) => last = Some(e),
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        Err(last.expect("tried")).context("the HTTP/3 server did not answer (MPFLEX_LAB_PYTHON with aioquic?)")
     }
 
     /// A client/server pair per mpflex system, with its own ports and log directory.

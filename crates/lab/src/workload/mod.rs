@@ -14,9 +14,11 @@ pub mod chunk;
 pub mod download_ping;
 pub mod handover;
 mod net;
+pub mod quic;
 pub mod shortflows;
 pub mod upload_ping;
 pub mod video;
+pub mod voip;
 pub mod web_under_upload;
 
 use std::net::SocketAddr;
@@ -59,6 +61,8 @@ workloads! {
     DownloadPing => download_ping::DownloadPing,
     WebUnderUpload => web_under_upload::WebUnderUpload,
     Handover => handover::Handover,
+    Voip => voip::Voip,
+    Quic => quic::Quic,
 }
 
 impl Workload {
@@ -153,6 +157,16 @@ pub trait Spec: Sync {
         false
     }
 
+    /// Whether it sends UDP datagrams: kernel MPTCP and the oracle cannot carry it.
+    fn datagrams(&self) -> bool {
+        false
+    }
+
+    /// Whether the runner starts the HTTP/3 server (`quic`) in the server namespace.
+    fn h3_server(&self) -> bool {
+        false
+    }
+
     /// Whether this variant's payload goes up (client to server).
     fn upload(&self, _variant: Option<&str>) -> bool {
         false
@@ -196,7 +210,7 @@ mod tests {
         assert_eq!(Workload::parse("teleport"), None);
         assert_eq!(
             Workload::names(),
-            "chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload, handover"
+            "chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload, handover, voip, quic"
         );
     }
 
@@ -264,6 +278,12 @@ mod tests {
             assert!(f["pings"].as_u64().unwrap() >= 3, "{f:?}");
             assert!(f["average_mbit"].as_f64().unwrap() > 10.0, "{f:?}");
         }
+        let f = voip::run(addr, &via, 1.0).unwrap();
+        assert_eq!(f["packets"], 50, "{f:?}");
+        assert_eq!(f["lost_pct"].as_f64(), Some(0.0), "{f:?}");
+        assert_eq!(f["dup_pct"].as_f64(), Some(0.0), "{f:?}");
+        assert!(f["owd_p99_ms"].as_f64().unwrap() < 100.0, "{f:?}");
+        assert!(voip::run(addr, &Via::Mptcp, 1.0).is_err());
         let f = web_under_upload::run(addr, &via, 2, Duration::from_millis(200)).unwrap();
         assert_eq!(f["bundles_ms_idle"].as_array().unwrap().len(), 2, "{f:?}");
         assert_eq!(f["bundles_ms_loaded"].as_array().unwrap().len(), 2, "{f:?}");

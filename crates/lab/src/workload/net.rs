@@ -12,6 +12,8 @@
 //! * `2` stream: another 8 bytes follow (the duration in ms); the server sends 1000-byte
 //!   messages (sequence number, send time in ns since the Unix epoch) at `arg` kbit/s for
 //!   that long, then closes (`handover`).
+//! * `3` call: the control connection of a `voip` call of `arg` ms (see `voip`); its
+//!   datagrams go to the UDP socket on the server's port number.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -45,6 +47,11 @@ pub fn serve(listen: SocketAddr, mptcp: bool, cc: Option<&str>) -> Result<()> {
     s.bind(&listen.into())?;
     s.listen(1024)?;
     let l: TcpListener = s.into();
+    // The datagram workloads' server on the same port number (the baselines' server
+    // only: kernel MPTCP carries no UDP).
+    if !mptcp {
+        std::thread::spawn(move || super::voip::serve_udp(listen));
+    }
     let zeros = vec![0u8; 1 << 20];
     let zeros: &'static [u8] = Box::leak(zeros.into_boxed_slice());
     for conn in l.incoming() {
@@ -57,6 +64,7 @@ pub fn serve(listen: SocketAddr, mptcp: bool, cc: Option<&str>) -> Result<()> {
                 let ok = match op {
                     OP_DOWNLOAD => send_zeros(&mut c, zeros, arg),
                     OP_UPLOAD => sink(&mut c, arg),
+                    OP_VOIP => super::voip::control(&mut c, arg),
                     OP_STREAM => {
                         let mut d = [0u8; 8];
                         c.read_exact(&mut d).is_ok() && stream(&mut c, arg, u64::from_be_bytes(d)).is_ok()
@@ -75,6 +83,8 @@ pub fn serve(listen: SocketAddr, mptcp: bool, cc: Option<&str>) -> Result<()> {
 pub const OP_DOWNLOAD: u8 = 0;
 pub const OP_UPLOAD: u8 = 1;
 pub const OP_STREAM: u8 = 2;
+/// A call's control connection (`voip`): `arg` is the call's length in ms.
+pub const OP_VOIP: u8 = 3;
 /// "Until the connection ends", for downloads and uploads without a fixed size.
 pub const UNTIL_EOF: u64 = (1 << 56) - 1;
 /// Size of a `stream` message.

@@ -19,6 +19,7 @@ use crate::listen::{accept_each, bind};
 
 pub mod caps;
 mod paths;
+mod placement;
 mod udp;
 
 /// Re-reads the configuration (SIGHUP).
@@ -73,10 +74,14 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
     for w in cfg.warnings() {
         warn!("{w}");
     }
+    let placement = std::sync::Arc::new(placement::Placement::default());
+    let p = placement.clone();
+    h.on_server_gone = Some(std::sync::Arc::new(move || p.forget()));
     let keys = paths::Keys {
         private,
         server_public,
         token,
+        placement,
     };
     paths::start(&cfg, &h, keys, shutdown.clone()).await?;
     let mut ledger = None;

@@ -3,6 +3,7 @@
 //! takes a path down the moment its interface goes, loses carrier or its address.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -11,7 +12,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::config::ClientConfig;
+use crate::config::{ClientConfig, ServerList};
 use crate::crypto::{client_handshake, Transport};
 use crate::driver::SessionHandle;
 use crate::links::netlink;
@@ -20,13 +21,17 @@ use crate::links::table::{Binding, LinkTable};
 use crate::pathconn::{configure_path_socket, join_as_client, Joined};
 use crate::status::snapshot::WaitingView;
 
-/// What every path connection authenticates and joins with.
-#[derive(Clone, Copy)]
+use super::placement::{Placement, Ticket};
+
+/// What every path connection authenticates, routes and joins with.
+#[derive(Clone)]
 pub struct Keys {
     pub private: [u8; 32],
     pub server_public: [u8; 32],
     /// The session's token.
     pub token: [u8; 16],
+    /// Which server holds the session.
+    pub placement: Arc<Placement>,
 }
 
 /// First re-dial delay after a failed connection; doubled up to [`MAX_BACKOFF`].
@@ -43,12 +48,16 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub async fn start(cfg: &ClientConfig, h: &SessionHandle, keys: Keys, shutdown: CancellationToken) -> Result<()> {
     let mut rules = Vec::new();
     for (i, p) in cfg.paths.iter().enumerate() {
+        let mut server = Vec::new();
+        for a in &p.server.0 {
+            server.extend(netlink::server_ips(a).await);
+        }
         rules.push(Rule {
             name: p.display_name(i),
             selector: p.selector(i)?,
             exclude: p.exclude_patterns(),
             source: p.source,
-            server: netlink::server_ips(&p.server).await,
+            server,
         });
     }
     let mut planner = Planner::new(rules, mpflex_engine::MAX_PATHS);
@@ -58,7 +67,7 @@ pub async fn start(cfg: &ClientConfig, h: &SessionHandle, keys: Keys, shutdown: 
         .enumerate()
         .map(|(i, p)| p.tier(i).map(|t| t.level()))
         .collect::<Result<_>>()?;
-    let servers: Vec<String> = cfg.paths.iter().map(|p| p.server.clone()).collect();
+    let servers: Vec<ServerList> = cfg.paths.iter().map(|p| p.server.clone()).collect();
     let mut table_rx = if planner.watches() {
         let rx = netlink::watch(shutdown.clone()).await?;
         let table = rx.borrow().clone();
@@ -103,7 +112,7 @@ struct Manager {
     keys: Keys,
     /// Per `[[paths]]` entry.
     tiers: Vec<u8>,
-    servers: Vec<String>,
+    servers: Vec<ServerList>,
     /// Per path: what its task dials.
     paths: Vec<watch::Sender<Slot>>,
     shutdown: CancellationToken,
@@ -139,7 +148,7 @@ impl Manager {
                     i,
                     self.servers[slot.rule].clone(),
                     rx,
-                    self.keys,
+                    self.keys.clone(),
                     self.shutdown.clone(),
                 ));
             }
@@ -218,7 +227,7 @@ fn src(b: &Binding) -> String {
 async fn path_loop(
     h: SessionHandle,
     i: usize,
-    server: String,
+    server: ServerList,
     mut target: watch::Receiver<Slot>,
     keys: Keys,
     shutdown: CancellationToken,
@@ -229,7 +238,7 @@ async fn path_loop(
         i,
         server.clone(),
         target.clone(),
-        keys,
+        keys.clone(),
         probed_tx,
         shutdown.clone(),
     ));
@@ -314,7 +323,7 @@ async fn path_loop(
 async fn probe_loop(
     h: SessionHandle,
     i: usize,
-    server: String,
+    server: ServerList,
     target: watch::Receiver<Slot>,
     keys: Keys,
     out: tokio::sync::mpsc::Sender<Dialed>,
@@ -370,13 +379,137 @@ struct Dialed {
     server: SocketAddr,
 }
 
-/// Dials path `i` to `server` from `bind`: connect, handshake, join the session.
-async fn dial(h: &SessionHandle, i: usize, server: &str, bind: &Binding, keys: &Keys) -> Result<Dialed> {
-    let server: SocketAddr = tokio::net::lookup_host(server)
+/// A dial that reached no server: the connection was refused, or closed before the
+/// handshake was answered (a balancer with no live server for the route, a server that
+/// refuses the route). Counts towards moving the session ([`Placement::refused`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+struct Refusal(anyhow::Error);
+
+/// Dials path `i` from `bind` to the session's server: connect, handshake, join.
+async fn dial(h: &SessionHandle, i: usize, servers: &ServerList, bind: &Binding, keys: &Keys) -> Result<Dialed> {
+    let placement = &keys.placement;
+    let ticket = placement.ticket().await;
+    let r = dial_with(h, i, servers, bind, keys, &ticket).await;
+    if let Err(e) = &r {
+        if e.downcast_ref::<Refusal>().is_some() {
+            if let Some(s) = placement.refused(h.any_path_up()) {
+                warn!(
+                    "server {} refuses every path of the session: opening a new session on another \
+                     server (open streams are reset)",
+                    s.id
+                );
+            }
+        }
+    }
+    r
+}
+
+/// The addresses to try for `servers` from `bind`, in order: each entry's addresses of
+/// the source's family, as the resolver gives them.
+async fn candidates(servers: &ServerList, bind: &Binding) -> Result<Vec<SocketAddr>> {
+    let mut out = Vec::new();
+    let mut last = None;
+    for s in &servers.0 {
+        match tokio::net::lookup_host(s.as_str()).await {
+            Ok(addrs) => out.extend(addrs.filter(|a| bind.source.is_none_or(|src| src.is_ipv4() == a.is_ipv4()))),
+            Err(e) => last = Some(anyhow::anyhow!("cannot resolve {s}: {e}")),
+        }
+    }
+    match (out.is_empty(), last) {
+        (false, _) => Ok(out),
+        (true, Some(e)) => Err(e),
+        (true, None) => anyhow::bail!("{servers} has no address of the source's family"),
+    }
+}
+
+/// Connects path `i` from `bind`, trying `addrs` in order from the one that answered last.
+async fn connect(bind: &Binding, addrs: &[SocketAddr], placement: &Placement) -> Result<(TcpStream, SocketAddr)> {
+    let start = placement.endpoint() % addrs.len();
+    let mut last = None;
+    for k in 0..addrs.len() {
+        let idx = (start + k) % addrs.len();
+        match connect_one(bind, addrs[idx]).await {
+            Ok(s) => {
+                placement.set_endpoint(idx);
+                return Ok((s, addrs[idx]));
+            }
+            Err(e) => {
+                if addrs.len() > 1 {
+                    debug!("{e:#}; trying the next server address");
+                }
+                last = Some(e);
+            }
+        }
+    }
+    Err(last.expect("at least one address"))
+}
+
+/// Dials path `i` with `ticket`: connect, handshake, join the session.
+async fn dial_with(
+    h: &SessionHandle,
+    i: usize,
+    servers: &ServerList,
+    bind: &Binding,
+    keys: &Keys,
+    ticket: &Ticket,
+) -> Result<Dialed> {
+    let placement = &keys.placement;
+    // A server that gave a join address is dialled there directly when the source's
+    // family can reach it.
+    let addrs = match ticket.join {
+        Some(j) if bind.source.is_none_or(|src| src.is_ipv4() == j.is_ipv4()) => vec![j],
+        _ => candidates(servers, bind).await?,
+    };
+    let (mut stream, server) = connect(bind, &addrs, placement).await?;
+    let t = tokio::time::timeout(
+        Duration::from_secs(10),
+        client_handshake(&mut stream, &ticket.route.encode(), &keys.private, &keys.server_public),
+    )
+    .await
+    .context("handshake timed out")?
+    .map_err(|e| {
+        let closed = e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+                matches!(
+                    io.kind(),
+                    std::io::ErrorKind::UnexpectedEof
+                        | std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::BrokenPipe
+                )
+            })
+        });
+        if closed {
+            anyhow::Error::new(Refusal(e))
+        } else {
+            e
+        }
+    })?;
+    let (ack, joined) = tokio::time::timeout(Duration::from_secs(10), join_as_client(&mut stream, &t, keys.token, i))
         .await
-        .with_context(|| format!("cannot resolve {server}"))?
-        .find(|a| bind.source.is_none_or(|s| s.is_ipv4() == a.is_ipv4()))
-        .with_context(|| format!("{server} has no address of the source's family"))?;
+        .context("no answer to Hello")??;
+    if !placement.joined(ticket.route, ack.server) {
+        anyhow::bail!(
+            "the session moved to another server while this path joined server {}",
+            ack.server.id
+        );
+    }
+    if h.with(|sh| sh.sess.joined(ack.fresh)) {
+        warn!(
+            "the server lost this session (restarted, or the session moved to another server); open streams are reset"
+        );
+    }
+    configure_path_socket(&stream, h.congestion.as_deref(), h.pacing)?;
+    Ok(Dialed {
+        stream,
+        transport: t,
+        joined,
+        server,
+    })
+}
+
+/// Connects to `server` from `bind` (one attempt, at most [`CONNECT_TIMEOUT`]).
+async fn connect_one(bind: &Binding, server: SocketAddr) -> Result<TcpStream> {
     let sock = if server.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
@@ -397,41 +530,21 @@ async fn dial(h: &SessionHandle, i: usize, server: &str, bind: &Binding, keys: &
             anyhow::anyhow!("source {src}: cannot bind to it: {e}; is it an address of this host (`ip addr`)?")
         })?;
     }
-    let sock = tokio::time::timeout(CONNECT_TIMEOUT, sock.connect(server))
+    let r = tokio::time::timeout(CONNECT_TIMEOUT, sock.connect(server))
         .await
         .map_err(|_| {
             anyhow::anyhow!(
                 "no answer from {server} within {CONNECT_TIMEOUT:?}: check the route over this link and that the \
-                 server's firewall lets the port in"
+             server's firewall lets the port in"
             )
-        })?
-        .map_err(|e| {
-            let fix = match e.kind() {
-                std::io::ErrorKind::ConnectionRefused => {
-                    "nothing listens there: is `mpflex server` running with this address in its listen?"
-                }
-                _ => "check the server address and the route over this link",
-            };
-            anyhow::anyhow!("cannot connect to {server}: {e}; {fix}")
         })?;
-    let mut stream = sock;
-    let t = tokio::time::timeout(
-        Duration::from_secs(10),
-        client_handshake(&mut stream, &keys.private, &keys.server_public),
-    )
-    .await
-    .context("handshake timed out")??;
-    let (fresh, joined) = tokio::time::timeout(Duration::from_secs(10), join_as_client(&mut stream, &t, keys.token, i))
-        .await
-        .context("no answer to Hello")??;
-    if h.with(|sh| sh.sess.joined(fresh)) {
-        warn!("the server lost this session (restarted?); open streams are reset");
-    }
-    configure_path_socket(&stream, h.congestion.as_deref(), h.pacing)?;
-    Ok(Dialed {
-        stream,
-        transport: t,
-        joined,
-        server,
+    r.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::ConnectionRefused {
+            return anyhow::Error::new(Refusal(anyhow::anyhow!(
+                "cannot connect to {server}: {e}; nothing listens there: is `mpflex server` running with this \
+                 address in its listen?"
+            )));
+        }
+        anyhow::anyhow!("cannot connect to {server}: {e}; check the server address and the route over this link")
     })
 }

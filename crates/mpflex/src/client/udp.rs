@@ -37,6 +37,9 @@ pub async fn associate(h: SessionHandle, mut ctrl: TcpStream, hint: TargetAddr) 
             return Err(e).context("cannot bind the UDP relay");
         }
     };
+    if let Err(e) = crate::listen::deep_receive_buffer(&sock) {
+        debug!("UDP relay receive buffer: {e}");
+    }
     socks::reply_bound(&mut ctrl, socks::REP_SUCCEEDED, sock.local_addr()?).await?;
     let mut client: Option<SocketAddr> = match hint {
         TargetAddr::Ip(a) if a.port() != 0 && !a.ip().is_unspecified() => Some(a),

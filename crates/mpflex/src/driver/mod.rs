@@ -191,6 +191,12 @@ pub struct SessionHandle {
     pub default_scheduler: &'static str,
     /// (server) Schedulers a client may ask for; `None`: any.
     pub allowed_schedulers: Option<Arc<Vec<String>>>,
+    /// (client) Called when a server of a pool closes the session because it is going
+    /// away ([`close::DRAINING`]): the paths are dropped and the session moves to another
+    /// server instead of ending.
+    ///
+    /// [`close::DRAINING`]: mpflex_wire::close::DRAINING
+    pub on_server_gone: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl SessionHandle {
@@ -226,6 +232,7 @@ impl SessionHandle {
             policy: Arc::default(),
             default_scheduler: "minrtt",
             allowed_schedulers: None,
+            on_server_gone: None,
         };
         tokio::spawn(timer_task(h.clone()));
         h
@@ -315,10 +322,22 @@ impl SessionHandle {
                     info!(path = %sh.paths[p].name, "the client's link of this path is gone; dropping it");
                     sh.paths[p].kill.cancel();
                 }
-                Event::Closed { code } => {
-                    info!(code, "peer closed the session");
-                    self.closed.cancel();
-                }
+                Event::Closed { code } => match &self.on_server_gone {
+                    Some(gone) if code == mpflex_wire::close::DRAINING => {
+                        info!("the server is going away (drained); moving the session to another server");
+                        for slot in &sh.paths {
+                            slot.kill.cancel();
+                        }
+                        for p in 0..sh.sess.num_paths() {
+                            sh.sess.path_down(p);
+                        }
+                        gone();
+                    }
+                    _ => {
+                        info!(code, "peer closed the session");
+                        self.closed.cancel();
+                    }
+                },
                 Event::FlowOpened { flow, addr } => {
                     let (tx, rx) = mpsc::channel(FLOW_BACKLOG);
                     let sent = self.flow_opens.as_ref().is_some_and(|o| {

@@ -46,7 +46,7 @@ async fn writer_ends_when_reset_with_unsent_bytes() {
     let mut ssock = accepted;
     let guard = ReplayGuard::default();
     let (ct, st) = tokio::join!(
-        client_handshake(&mut csock, &cpriv, &spub),
+        client_handshake(&mut csock, &[], &cpriv, &spub),
         server_handshake(&mut ssock, &spriv, &auth, &guard)
     );
     let (ct, _st) = (ct.unwrap(), st.unwrap());

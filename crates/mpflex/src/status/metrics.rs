@@ -29,9 +29,18 @@ pub const OPENMETRICS_TEXT: &str = "application/openmetrics-text; version=1.0.0;
 
 /// Renders the sessions as metrics text; OpenMetrics if `openmetrics`, else the Prometheus
 /// text format. Returns (content type, body).
-pub fn render(role: &'static str, sessions: Vec<SessionView>, openmetrics: bool) -> (&'static str, String) {
+pub fn render(
+    role: &'static str,
+    sessions: Vec<SessionView>,
+    counters: Vec<super::Counter>,
+    openmetrics: bool,
+) -> (&'static str, String) {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(Scrape { role, sessions }));
+    registry.register_collector(Box::new(Scrape {
+        role,
+        sessions,
+        counters,
+    }));
     let mut body = String::new();
     // Writing to a String cannot fail; an encoder error would be a bug in a label.
     let r = if openmetrics {
@@ -49,6 +58,7 @@ pub fn render(role: &'static str, sessions: Vec<SessionView>, openmetrics: bool)
 struct Scrape {
     role: &'static str,
     sessions: Vec<SessionView>,
+    counters: Vec<super::Counter>,
 }
 
 type Labels = Vec<(&'static str, String)>;
@@ -206,6 +216,14 @@ impl Collector for Scrape {
                 ConstGauge::new(self.sessions.len() as i64),
             )],
         )?;
+        for (name, help, v) in &self.counters {
+            family(
+                e,
+                &format!("mpflex_{name}"),
+                help,
+                vec![(vec![("role", self.role.to_string())], ConstCounter::new(*v))],
+            )?;
+        }
 
         // Per session.
         let rows = self.per_session(|s| ConstGauge::new(s.snap.flows as i64));
@@ -601,8 +619,17 @@ pub(crate) mod tests {
 
     #[test]
     fn names_carry_units_and_totals_and_labels_name_the_path() {
-        let (ct, text) = render("server", vec![sample_session()], false);
+        let (ct, text) = render(
+            "server",
+            vec![sample_session()],
+            vec![("paths_refused_misrouted", "h", 3)],
+            false,
+        );
         assert_eq!(ct, PROMETHEUS_TEXT);
+        assert_eq!(
+            line(&text, "mpflex_paths_refused_misrouted_total{"),
+            r#"mpflex_paths_refused_misrouted_total{role="server"} 3"#
+        );
         let l = r#"role="server",client="lap\"top",session="0a0b0c0d""#;
         assert!(
             line(&text, "# TYPE mpflex_path_sent_bytes_total ").ends_with(" counter"),
@@ -657,14 +684,14 @@ pub(crate) mod tests {
     fn a_client_has_no_client_label_and_openmetrics_ends_with_eof() {
         let mut s = sample_session();
         s.client = None;
-        let (ct, text) = render("client", vec![s], true);
+        let (ct, text) = render("client", vec![s], Vec::new(), true);
         assert_eq!(ct, OPENMETRICS_TEXT);
         assert!(text.ends_with("# EOF\n"), "{text}");
         assert!(!text.contains("client=\""), "{text}");
         assert!(text
             .contains(r#"mpflex_path_sent_bytes_total{role="client",session="0a0b0c0d",path="0",name="wifi"} 1000"#));
         // No sessions: the process's own series only.
-        let (_, text) = render("server", Vec::new(), false);
+        let (_, text) = render("server", Vec::new(), Vec::new(), false);
         assert!(text.contains("mpflex_sessions{role=\"server\"} 0"), "{text}");
         assert!(!text.contains("mpflex_path_"), "{text}");
     }

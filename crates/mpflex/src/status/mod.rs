@@ -39,11 +39,25 @@ pub async fn serve<F>(addr: SocketAddr, role: &'static str, sessions: F) -> Resu
 where
     F: Fn() -> Vec<SessionView> + Send + Sync + 'static,
 {
+    serve_with(addr, role, sessions, Vec::new).await
+}
+
+/// A process-wide counter beside the sessions: (name, help, value). JSON shows it under
+/// `counters.<name>`, Prometheus as `mpflex_<name>_total`.
+pub type Counter = (&'static str, &'static str, u64);
+
+/// [`serve`], with the process-wide counters `counters` lists.
+pub async fn serve_with<F, C>(addr: SocketAddr, role: &'static str, sessions: F, counters: C) -> Result<()>
+where
+    F: Fn() -> Vec<SessionView> + Send + Sync + 'static,
+    C: Fn() -> Vec<Counter> + Send + Sync + 'static,
+{
     let l = crate::listen::bind(addr, "status_listen").await?;
     info!("status on http://{addr}/ (live view), /status (JSON), /metrics (Prometheus)");
     let ctx = Arc::new(Ctx {
         role,
         sessions: Box::new(sessions),
+        counters: Box::new(counters),
         history: Mutex::new(live::History::default()),
     });
     let sampler = ctx.clone();
@@ -69,6 +83,7 @@ where
 struct Ctx {
     role: &'static str,
     sessions: Box<dyn Fn() -> Vec<SessionView> + Send + Sync>,
+    counters: Box<dyn Fn() -> Vec<Counter> + Send + Sync>,
     history: Mutex<live::History>,
 }
 
@@ -90,7 +105,11 @@ impl Ctx {
             v
         } else {
             let list: Vec<serde_json::Value> = views.iter().map(json_of).collect();
-            serde_json::json!({"role": self.role, "sessions": list})
+            let counters: serde_json::Map<String, serde_json::Value> = (self.counters)()
+                .into_iter()
+                .map(|(name, _, v)| (name.to_string(), v.into()))
+                .collect();
+            serde_json::json!({"role": self.role, "sessions": list, "counters": counters})
         }
     }
 }
@@ -156,7 +175,7 @@ fn route(r: &Request, ctx: &Ctx) -> (&'static str, &'static str, String) {
             serde_json::to_string_pretty(&ctx.status_json()).unwrap_or_default(),
         ),
         "/metrics" => {
-            let (ctype, body) = metrics::render(ctx.role, (ctx.sessions)(), r.openmetrics);
+            let (ctype, body) = metrics::render(ctx.role, (ctx.sessions)(), (ctx.counters)(), r.openmetrics);
             ("200 OK", ctype, body)
         }
         "/" | "/live" => ("200 OK", "text/html; charset=utf-8", live::PAGE.to_string()),
