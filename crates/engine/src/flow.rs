@@ -129,6 +129,9 @@ pub(crate) struct Stream {
     pub class: Classifier,
     /// Stream bytes each path carried, both directions (for the status's path split).
     pub carried: Vec<u64>,
+    /// Its policy's energy mode: `Some(true)` energy-aware, `Some(false)` off, `None`
+    /// the session's.
+    pub energy_aware: Option<bool>,
 }
 
 /// What a stream's application gets from a read.
@@ -143,6 +146,7 @@ pub(crate) enum StreamRead {
 impl Stream {
     pub fn new(window: u64) -> Self {
         Stream {
+            energy_aware: None,
             tx_offset: 0,
             tx_max: window,
             tx_done: false,

@@ -46,11 +46,12 @@ pub use datagram::{
 pub use kernel::{RateEstimate, TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
 pub use owd::OwdEstimator;
 pub use paths::{PathCounters, PathStatus};
-pub use send::{MIN_SPLIT, SEQUENCE_AHEAD};
+pub use send::{ALL_PATHS, MIN_SPLIT, SEQUENCE_AHEAD};
 pub use session::{
-    EnergyAwareView, EnergyMode, Event, PollTransmit, ProtocolError, RecvResult, Session, SessionCounters,
+    scheduler_id, scheduler_name, EnergyAwareView, EnergyMode, Event, PollTransmit, ProtocolError, RecvResult, Session,
+    SessionCounters,
 };
-pub use supervisor::{PathState, TIER_BACKUP, TIER_ENERGY_STANDBY, TIER_PRIMARY, TIER_SECONDARY};
+pub use supervisor::{PathState, TIER_BACKUP, TIER_ENERGY_STANDBY, TIER_OFF, TIER_PRIMARY, TIER_SECONDARY};
 pub use writer::{Budget, PathWriter, WriterStep, INITIAL_LOWAT, MIN_LOWAT};
 
 /// Application stream identifier (chosen by the client, which opens all streams).

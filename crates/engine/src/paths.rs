@@ -19,7 +19,7 @@ use crate::config::EngineConfig;
 use crate::kernel::TcpInfo;
 use crate::owd::{OwdEstimator, QueueDelay};
 use crate::supervisor::{
-    probe_every, KernelView, PathState, Quality, Suspicion, Verdict, BIN, TIER_BACKUP, TIER_ENERGY_STANDBY,
+    probe_every, KernelView, PathState, Quality, Suspicion, Verdict, BIN, TIER_BACKUP, TIER_ENERGY_STANDBY, TIER_OFF,
 };
 use crate::MAX_PATHS;
 
@@ -58,6 +58,10 @@ pub struct PathCounters {
     /// Datagrams handed to the path (copies included).
     pub datagrams_sent: u64,
 }
+
+/// The least allowance a capped path takes data with: one full frame and its header
+/// (smaller frames than that are not worth cutting a record for).
+pub const MIN_ALLOWANCE: u64 = 16 * 1024 + 64;
 
 /// Send-time records kept per path to match arrival reports against.
 const MAX_SENT_LOG: usize = 8192;
@@ -125,6 +129,12 @@ pub(crate) struct PathEntry {
     /// Held back by the energy-aware mode ([`crate::emptcp`]): a tier below every
     /// configured one, and quiet (see [`PathEntry::quiet`]).
     pub energy_standby: bool,
+    /// Frame bytes (as `bytes_sent` counts them) the path may still be handed under a
+    /// data cap; `None`: no cap (see [`crate::Session::set_path_allowance`]).
+    pub allowance: Option<u64>,
+    /// (client) The allowance last granted the server on this path, restated on each new
+    /// connection of the path.
+    pub grant: Option<u64>,
     /// May take new data now (up, not suspect, healthy unless no path is, best tier):
     /// set by [`Paths::refresh`].
     eligible: bool,
@@ -173,6 +183,8 @@ impl PathEntry {
             quality: Quality::default(),
             tier: 0,
             energy_standby: false,
+            allowance: None,
+            grant: None,
             eligible: false,
             kernel: KernelView::new(now),
             hedged: None,
@@ -341,6 +353,27 @@ impl Paths {
     }
 
     /// Sets `path`'s tier.
+    /// Sets what the path may still be handed under a data cap (`None`: no cap). A path
+    /// with less than [`MIN_ALLOWANCE`] left takes no data until it gets more: the next
+    /// tier carries meanwhile.
+    pub fn set_allowance(&mut self, path: usize, allowance: Option<u64>, now: Instant) {
+        self.ensure(path, now);
+        self.entries[path].allowance = allowance;
+        self.refresh();
+    }
+
+    /// Counts `n` frame bytes handed to the path against its allowance.
+    pub fn spend(&mut self, path: usize, n: u64) {
+        let Some(a) = self.entries.get_mut(path).and_then(|p| p.allowance.as_mut()) else {
+            return;
+        };
+        let was = *a >= MIN_ALLOWANCE;
+        *a = a.saturating_sub(n);
+        if was && *a < MIN_ALLOWANCE {
+            self.refresh();
+        }
+    }
+
     pub fn set_tier(&mut self, path: usize, tier: u8, now: Instant) {
         self.ensure(path, now);
         let p = &mut self.entries[path];
@@ -375,7 +408,8 @@ impl Paths {
     /// WearMan never withdraws one before a replacement exists), and of those the best
     /// tier. The schedulers see only these as alive.
     pub fn refresh(&mut self) {
-        let candidate = |p: &PathEntry| p.is_up() && !p.suspect();
+        let spent = |p: &PathEntry| p.allowance.is_some_and(|a| a < MIN_ALLOWANCE);
+        let candidate = |p: &PathEntry| p.is_up() && !p.suspect() && p.tier < TIER_OFF && !spent(p);
         let healthy = self.entries.iter().any(|p| candidate(p) && !p.quality.degraded());
         let pool = |p: &PathEntry| candidate(p) && (!healthy || !p.quality.degraded());
         let best = self

@@ -79,6 +79,7 @@ pub(crate) fn pick(send: &SendQueue, paths: &Paths, req: Request, now: Instant, 
             && !o.received
             && o.on_paths != 0
             && o.on_paths & bit == 0
+            && o.allowed & bit != 0
             && oldest.is_none_or(|t| o.last_sent.is_some_and(|s| s >= t))
     };
     let mut picked = Picked::default();
@@ -109,7 +110,7 @@ pub(crate) fn stall_target(send: &SendQueue, paths: &Paths, cum: u64) -> Option<
     if !o.sent || o.received {
         return None;
     }
-    paths.fastest_except(o.on_paths)
+    paths.fastest_except(o.on_paths | !o.allowed)
 }
 
 #[cfg(test)]

@@ -34,6 +34,14 @@ pub const SEQUENCE_AHEAD: u64 = 16 * 1024;
 /// this, the whole frame goes when it is the decision's first, nothing otherwise.
 pub const MIN_SPLIT: usize = 512;
 
+/// A path mask that allows every path.
+pub const ALL_PATHS: u64 = u64::MAX;
+
+/// How far past [`SEQUENCE_AHEAD`] a path that may carry none of the sequenced frames
+/// sequences more, looking for a frame of a stream it may carry: other paths' frames
+/// ahead of it must not starve it, nor may it sequence a whole backlog it cannot send.
+const SEQUENCE_AHEAD_RESTRICTED: u64 = 8 * SEQUENCE_AHEAD;
+
 /// A stream frame before it has a sequence number.
 #[derive(Debug)]
 enum Staged {
@@ -43,12 +51,17 @@ enum Staged {
 }
 
 impl Staged {
-    fn frame(&self, seq: u64, stream: StreamId) -> Frame {
+    /// The frame, numbered `seq`; an Open carries the stream's allowed `paths`, the
+    /// `scheduler` it asks for and its `energy` mode (see [`Frame::Open`]).
+    fn frame(&self, seq: u64, stream: StreamId, paths: u64, scheduler: u8, energy: u8) -> Frame {
         match self {
             Staged::Open { addr, data } => Frame::Open {
                 seq,
                 stream,
                 ts: 0,
+                paths,
+                scheduler,
+                energy,
                 addr: addr.clone(),
                 data: data.clone(),
             },
@@ -95,6 +108,12 @@ pub(crate) struct Outgoing {
     pub eta_us: Option<i64>,
     /// The stream's class when the frame was sequenced.
     pub class: TrafficClass,
+    /// The paths that may carry the frame (a bit per path): its stream's policy when it
+    /// was sequenced ([`SendQueue::set_allowed`]); every path by default.
+    pub allowed: u64,
+    /// The scheduler that places the frame: 0 the session's, else 1 + its index in
+    /// [`mpflex_sched::NAMES`] (its stream's policy).
+    pub sched: u8,
     /// When the application's bytes were queued; `None` once the frame's latency was
     /// recorded (or for frames that carry no application bytes of their own).
     queued: Option<Instant>,
@@ -110,8 +129,15 @@ impl Outgoing {
             received: false,
             eta_us: None,
             class,
+            allowed: ALL_PATHS,
+            sched: 0,
             queued,
         }
+    }
+
+    /// Whether `path` may carry the frame.
+    pub fn allowed_on(&self, path: usize) -> bool {
+        self.allowed & (1u64 << path) != 0
     }
 
     /// Records how long the frame's bytes took from the application to the peer (its
@@ -151,13 +177,23 @@ pub(crate) struct SendQueue {
     /// bulk frame and are not the schedulers' to place (see [`crate::class`]).
     urgent: VecDeque<u64>,
     urgent_bytes: u64,
+    /// Streams restricted to some paths (policy rules), with their path masks; the
+    /// others may use every path.
+    allowed: HashMap<StreamId, u64>,
+    /// The scheduler each stream asks the peer for (see [`Frame::Open`]), where set.
+    schedulers: HashMap<StreamId, u8>,
+    /// Each stream's energy mode for its Open (see [`Frame::Open`]), where set.
+    energy: HashMap<StreamId, u8>,
+    /// The scheduler that places each stream's frames on this side, where it is not the
+    /// session's (same numbering as [`Outgoing::sched`]).
+    runs: HashMap<StreamId, u8>,
     /// Application-to-peer latency per class.
     pub latency: ClassLatency,
 }
 
 impl SendQueue {
     fn stage(&mut self, stream: StreamId, s: Staged, at: Instant) {
-        let len = s.frame(0, stream).encoded_len();
+        let len = s.frame(0, stream, 0, 0, 0).encoded_len();
         let q = self.staged.entry(stream).or_default();
         if q.is_empty() {
             self.staged_order.push_back(stream);
@@ -193,7 +229,7 @@ impl SendQueue {
                     addr: addr.clone(),
                     data: first.clone(),
                 }
-                .frame(0, stream)
+                .frame(0, stream, 0, 0, 0)
                 .encoded_len();
                 self.staged_bytes += (new_len - *len) as u64;
                 *len = new_len;
@@ -220,6 +256,53 @@ impl SendQueue {
         } else {
             self.urgent_streams.remove(&stream);
         }
+    }
+
+    /// The paths `stream`'s frames may go on from now on (a bit per path;
+    /// [`ALL_PATHS`]: any).
+    pub fn set_allowed(&mut self, stream: StreamId, mask: u64) {
+        if mask == ALL_PATHS {
+            self.allowed.remove(&stream);
+        } else {
+            self.allowed.insert(stream, mask);
+        }
+    }
+
+    /// The paths `stream` may use.
+    pub fn allowed(&self, stream: StreamId) -> u64 {
+        self.allowed.get(&stream).copied().unwrap_or(ALL_PATHS)
+    }
+
+    /// The scheduler `stream`'s Open asks the peer for (0: the peer's default).
+    pub fn set_scheduler_request(&mut self, stream: StreamId, scheduler: u8) {
+        self.schedulers.insert(stream, scheduler);
+    }
+
+    /// The energy mode `stream`'s Open tells the peer (0: the session's, 1: aware, 2: off).
+    pub fn set_energy(&mut self, stream: StreamId, energy: u8) {
+        self.energy.insert(stream, energy);
+    }
+
+    /// Forgets a stream that ended (its frames keep their masks).
+    pub fn forget(&mut self, stream: StreamId) {
+        self.allowed.remove(&stream);
+        self.schedulers.remove(&stream);
+        self.energy.remove(&stream);
+        self.runs.remove(&stream);
+    }
+
+    /// The scheduler that places `stream`'s frames from now on (0: the session's).
+    pub fn set_runs(&mut self, stream: StreamId, sched: u8) {
+        if sched == 0 {
+            self.runs.remove(&stream);
+        } else {
+            self.runs.insert(stream, sched);
+        }
+    }
+
+    /// The scheduler that places `stream`'s frames (0: the session's).
+    pub fn runs(&self, stream: StreamId) -> u8 {
+        self.runs.get(&stream).copied().unwrap_or(0)
     }
 
     /// Whether any stream is of an urgent class now.
@@ -297,10 +380,39 @@ impl SendQueue {
         }
         self.staged_bytes -= len as u64;
         self.staged_frames -= 1;
-        let frame = s.frame(self.next_seq, stream);
+        let frame = s.frame(
+            self.next_seq,
+            stream,
+            self.allowed(stream),
+            self.schedulers.get(&stream).copied().unwrap_or(0),
+            self.energy.get(&stream).copied().unwrap_or(0),
+        );
         let class = self.urgent_streams.get(&stream).copied().unwrap_or(TrafficClass::Bulk);
         self.push_sequenced(frame, class, Some(at));
         left
+    }
+
+    /// [`SendQueue::promote`], and for a path that may carry none of the unsent frames
+    /// (they belong to streams restricted to other paths), further frames until one it
+    /// may carry is sequenced, within [`SEQUENCE_AHEAD_RESTRICTED`].
+    pub fn promote_for(&mut self, path: usize, end: End) {
+        self.promote(SEQUENCE_AHEAD);
+        if self.allowed.is_empty() {
+            return;
+        }
+        while self.unsent_end_for(end, path).is_none() && self.unsent_bytes < SEQUENCE_AHEAD_RESTRICTED {
+            let bit = 1u64 << path;
+            // Only streams this path may carry: others' frames would wait for their paths.
+            let Some(pos) = self
+                .staged_order
+                .iter()
+                .position(|id| self.allowed.get(id).is_none_or(|m| m & bit != 0))
+            else {
+                break;
+            };
+            let stream = self.staged_order.remove(pos).expect("position is in range");
+            self.sequence_staged(stream, false);
+        }
     }
 
     /// Gives a frame that needs no staging (a Reset) the next sequence number.
@@ -318,7 +430,12 @@ impl SendQueue {
         debug_assert_eq!(frame.seq(), Some(seq));
         self.next_seq += frame.seq_span();
         let len = frame.encoded_len() as u64;
-        self.outgoing.insert(seq, Outgoing::new(frame, class, queued));
+        let mut o = Outgoing::new(frame, class, queued);
+        if let Some(stream) = o.frame.stream() {
+            o.allowed = self.allowed(stream);
+            o.sched = self.runs.get(&stream).copied().unwrap_or(0);
+        }
+        self.outgoing.insert(seq, o);
         if class.is_urgent() {
             self.urgent_bytes += len;
             self.urgent.push_back(seq);
@@ -328,9 +445,31 @@ impl SendQueue {
         }
     }
 
+    #[cfg(test)]
     /// The next never-sent frame of an urgent stream.
     pub fn urgent_front(&self) -> Option<u64> {
         self.urgent.front().copied()
+    }
+
+    /// The first never-sent urgent frame `path` may carry.
+    pub fn urgent_front_for(&self, path: usize) -> Option<u64> {
+        self.urgent
+            .iter()
+            .copied()
+            .find(|seq| self.outgoing.get(seq).is_some_and(|o| o.allowed_on(path)))
+    }
+
+    /// Removes urgent frame `seq` from the urgent queue (it is being sent).
+    pub fn take_urgent_seq(&mut self, seq: u64) {
+        let pos = self
+            .urgent
+            .iter()
+            .position(|&s| s == seq)
+            .expect("an urgent frame to take");
+        self.urgent.remove(pos);
+        let o = self.outgoing.get_mut(&seq).expect("urgent frames are outgoing");
+        o.sent = true;
+        self.urgent_bytes -= o.frame.encoded_len() as u64;
     }
 
     /// Encoded bytes of never-sent urgent frames.
@@ -338,6 +477,7 @@ impl SendQueue {
         self.urgent_bytes
     }
 
+    #[cfg(test)]
     /// Removes the front of the urgent queue (it is being sent).
     pub fn take_urgent(&mut self) {
         let seq = self.urgent.pop_front().expect("an urgent frame to take");
@@ -429,6 +569,7 @@ impl SendQueue {
         }
     }
 
+    #[cfg(test)]
     /// The lowest frame queued for re-sending that still needs it; stale entries are
     /// dropped on the way.
     pub fn next_retransmit(&mut self) -> Option<u64> {
@@ -439,6 +580,27 @@ impl SendQueue {
             self.retransmit.pop_first();
         }
         None
+    }
+
+    /// The lowest frame queued for re-sending that still needs it and `path` may carry.
+    pub fn next_retransmit_for(&mut self, path: usize) -> Option<u64> {
+        let mut stale = Vec::new();
+        let mut found = None;
+        for &seq in &self.retransmit {
+            match self.outgoing.get(&seq) {
+                Some(o) if o.orphaned() => {
+                    if o.allowed_on(path) {
+                        found = Some(seq);
+                        break;
+                    }
+                }
+                _ => stale.push(seq),
+            }
+        }
+        for seq in stale {
+            self.retransmit.remove(&seq);
+        }
+        found
     }
 
     pub fn retransmitted(&mut self, seq: u64) {
@@ -453,6 +615,32 @@ impl SendQueue {
         }
     }
 
+    /// The never-sent frame nearest `end` that `path` may carry.
+    pub fn unsent_end_for(&self, end: End, path: usize) -> Option<u64> {
+        if self.allowed.is_empty() {
+            return self.unsent_end(end);
+        }
+        let ok = |seq: &u64| self.outgoing.get(seq).is_some_and(|o| o.allowed_on(path));
+        match end {
+            End::Head => self.unsent.iter().copied().find(ok),
+            End::Tail => self.unsent.iter().rev().copied().find(ok),
+        }
+    }
+
+    /// Removes never-sent frame `seq` from the unsent queue (it is being sent).
+    pub fn take_unsent_seq(&mut self, seq: u64) {
+        let pos = self
+            .unsent
+            .iter()
+            .position(|&s| s == seq)
+            .expect("an unsent frame to take");
+        self.unsent.remove(pos);
+        let o = self.outgoing.get_mut(&seq).expect("unsent frames are outgoing");
+        o.sent = true;
+        self.unsent_bytes -= o.frame.encoded_len() as u64;
+    }
+
+    #[cfg(test)]
     /// Removes the frame at `end` from the unsent queue (it is being sent).
     pub fn take_unsent(&mut self, end: End) {
         let seq = match end {
@@ -472,7 +660,8 @@ impl SendQueue {
     /// sequence numbers between them (a frame takes one per payload byte), so the peer
     /// sees two ordinary frames. Neither part carries less than [`MIN_SPLIT`] payload bytes
     /// (the part sent is cut shorter if need be); other frames are never split.
-    pub fn split_unsent(&mut self, seq: u64, end: End, room: usize) {
+    /// Returns the frame at `end` after the split (`seq` itself if nothing was cut).
+    pub fn split_unsent(&mut self, seq: u64, end: End, room: usize) -> u64 {
         let o = self.outgoing.get_mut(&seq).expect("unsent frames are outgoing");
         debug_assert!(!o.sent && o.on_paths == 0);
         let header = o.frame.encoded_len() - o.frame.payload_len();
@@ -484,13 +673,13 @@ impl SendQueue {
             ..
         } = &mut o.frame
         else {
-            return;
+            return seq;
         };
         // Leave at least MIN_SPLIT behind: a few hundred bytes short of the limit cost
         // nothing, a few hundred beyond it may cost a round trip.
         let part = room.saturating_sub(header).min(data.len().saturating_sub(MIN_SPLIT));
         if part < MIN_SPLIT {
-            return;
+            return seq;
         }
         // Head: this frame keeps the first `part` bytes; tail: the new frame takes the last.
         let keep = match end {
@@ -506,12 +695,21 @@ impl SendQueue {
             ts: *ts,
             data: rest,
         };
-        let (class, queued) = (o.class, o.queued);
-        self.outgoing.insert(second, Outgoing::new(frame, class, queued));
+        let (class, queued, allowed, sched) = (o.class, o.queued, o.allowed, o.sched);
+        let mut second_out = Outgoing::new(frame, class, queued);
+        second_out.allowed = allowed;
+        second_out.sched = sched;
+        self.outgoing.insert(second, second_out);
         self.unsent_bytes += header as u64;
+        let pos = self
+            .unsent
+            .iter()
+            .position(|&s| s == seq)
+            .expect("an unsent frame to split");
+        self.unsent.insert(pos + 1, second);
         match end {
-            End::Head => self.unsent.insert(1, second),
-            End::Tail => self.unsent.push_back(second),
+            End::Head => seq,
+            End::Tail => second,
         }
     }
 
@@ -534,10 +732,6 @@ impl SendQueue {
             self.unsent_bytes + self.staged_bytes,
             self.unsent.len() + self.staged_frames,
         )
-    }
-
-    pub fn unsent_is_empty(&self) -> bool {
-        self.unsent.is_empty()
     }
 
     pub fn outgoing_is_empty(&self) -> bool {

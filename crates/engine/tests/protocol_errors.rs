@@ -21,6 +21,9 @@ fn open(seq: u64, stream: u32, data: &'static [u8]) -> Frame {
         seq,
         stream,
         ts: 0,
+        paths: u64::MAX,
+        scheduler: 0,
+        energy: 0,
         addr: TargetAddr::Ip(SocketAddr::from(([10, 0, 0, 1], 80))),
         data: Bytes::from_static(data),
     }

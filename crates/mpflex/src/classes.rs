@@ -53,10 +53,13 @@ pub enum PortSpec {
     Text(String),
 }
 
-/// A bad `[[classes]]` entry, e.g. `classes[2].ports: bad port range "90-80"`.
+/// A bad `[[classes]]` (or `[[rules]]`) entry, e.g. `classes[2].ports: bad port range
+/// "90-80"`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("classes[{index}].{key}: {problem}")]
+#[error("{section}[{index}].{key}: {problem}")]
 pub struct ClassRuleError {
+    /// `classes` or `rules`.
+    pub section: &'static str,
     pub index: usize,
     /// `class`, `ports`, `cidrs`, `hosts`, or the entry itself (`matchers`).
     pub key: &'static str,
@@ -66,10 +69,17 @@ pub struct ClassRuleError {
 #[derive(Debug, Clone)]
 struct Rule {
     class: TrafficClass,
-    ports: Vec<RangeInclusive<u16>>,
-    nets: Vec<IpNet>,
+    dest: DestMatcher,
+}
+
+/// The destination matchers of a `[[classes]]` or `[[rules]]` entry: every one set must
+/// match, any element of a list may; an empty matcher matches everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DestMatcher {
+    pub ports: Vec<RangeInclusive<u16>>,
+    pub nets: Vec<IpNet>,
     /// Lower case, no leading or trailing dot.
-    hosts: Vec<String>,
+    pub hosts: Vec<String>,
 }
 
 /// The compiled `[[classes]]` list.
@@ -108,6 +118,7 @@ impl<'a> Destination<'a> {
 
 fn err(index: usize, key: &'static str, problem: impl Into<String>) -> ClassRuleError {
     ClassRuleError {
+        section: "classes",
         index,
         key,
         problem: problem.into(),
@@ -180,19 +191,8 @@ impl ClassRules {
                         "the entry has no matcher (set ports, cidrs or hosts)",
                     ));
                 }
-                let ports = e.ports.iter().map(|p| parse_port(index, p)).collect::<Result<_, _>>()?;
-                let nets = e
-                    .cidrs
-                    .iter()
-                    .map(|c| parse_net(c).ok_or_else(|| err(index, "cidrs", format!("bad CIDR {c:?}"))))
-                    .collect::<Result<_, _>>()?;
-                let hosts = e.hosts.iter().map(|h| parse_host(index, h)).collect::<Result<_, _>>()?;
-                Ok(Rule {
-                    class,
-                    ports,
-                    nets,
-                    hosts,
-                })
+                let dest = DestMatcher::new(index, &e.ports, &e.cidrs, &e.hosts)?;
+                Ok(Rule { class, dest })
             })
             .collect::<Result<_, _>>()?;
         Ok(ClassRules { rules })
@@ -227,24 +227,71 @@ impl ClassRules {
     }
 }
 
-impl Rule {
-    fn matches(&self, d: &Destination<'_>) -> bool {
+impl DestMatcher {
+    /// Compiles an entry's `ports`, `cidrs` and `hosts` (errors name `classes[index]`;
+    /// set [`ClassRuleError::section`] for another table).
+    pub fn new(index: usize, ports: &[PortSpec], cidrs: &[String], hosts: &[String]) -> Result<Self, ClassRuleError> {
+        let ports = ports.iter().map(|p| parse_port(index, p)).collect::<Result<_, _>>()?;
+        let nets = cidrs
+            .iter()
+            .map(|c| parse_net(c).ok_or_else(|| err(index, "cidrs", format!("bad CIDR {c:?}"))))
+            .collect::<Result<_, _>>()?;
+        let hosts = hosts.iter().map(|h| parse_host(index, h)).collect::<Result<_, _>>()?;
+        Ok(DestMatcher { ports, nets, hosts })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ports.is_empty() && self.nets.is_empty() && self.hosts.is_empty()
+    }
+
+    /// Whether every destination this matcher matches, `other` matches too (so a rule
+    /// with `other` before one with `self` shadows it, as far as destinations go).
+    pub fn within(&self, other: &DestMatcher) -> bool {
+        let ports = other.ports.is_empty()
+            || (!self.ports.is_empty()
+                && self
+                    .ports
+                    .iter()
+                    .all(|p| other.ports.iter().any(|o| o.start() <= p.start() && p.end() <= o.end())));
+        let nets = other.nets.is_empty()
+            || (!self.nets.is_empty() && self.nets.iter().all(|n| other.nets.iter().any(|o| o.contains(n))));
+        let hosts = other.hosts.is_empty()
+            || (!self.hosts.is_empty()
+                && self
+                    .hosts
+                    .iter()
+                    .all(|h| other.hosts.iter().any(|o| host_matches(h, o))));
+        ports && nets && hosts
+    }
+
+    /// Whether `d` matches; `sni` is a further name for the `hosts` matcher (a TLS
+    /// ClientHello's server name).
+    pub fn matches_with(&self, d: &Destination<'_>, sni: Option<&str>) -> bool {
         let port_ok = self.ports.is_empty() || self.ports.iter().any(|r| r.contains(&d.port));
         let net_ok = self.nets.is_empty()
             || d.ip
                 .map(canonical)
                 .is_some_and(|ip| self.nets.iter().any(|n| contains(n, ip)));
         let host_ok = self.hosts.is_empty()
-            || d.host.map(normalize_host).is_some_and(|name| {
-                self.hosts.iter().any(|h| {
-                    name == *h
-                        || (name.len() > h.len() && name.ends_with(h.as_str()) && {
-                            let cut = name.len() - h.len() - 1;
-                            name.as_bytes()[cut] == b'.'
-                        })
-                })
+            || [d.host, sni].into_iter().flatten().any(|name| {
+                let name = normalize_host(name);
+                self.hosts.iter().any(|h| host_matches(&name, h))
             });
         port_ok && net_ok && host_ok
+    }
+}
+
+/// Whether `name` (normalized) is `suffix` or a subdomain of it.
+fn host_matches(name: &str, suffix: &str) -> bool {
+    name == suffix
+        || (name.len() > suffix.len()
+            && name.ends_with(suffix)
+            && name.as_bytes()[name.len() - suffix.len() - 1] == b'.')
+}
+
+impl Rule {
+    fn matches(&self, d: &Destination<'_>) -> bool {
+        self.dest.matches_with(d, None)
     }
 }
 

@@ -13,6 +13,8 @@ use crate::classes::{ClassRuleConfig, ClassRules};
 use crate::crypto::decode_key;
 use crate::links::pattern::IfPattern;
 use crate::links::plan::Selector;
+use crate::policy::cap::{AtCap, Cap};
+use crate::policy::{Policy, RuleConfig};
 
 /// Engine and socket tunables shared by client and server.
 #[derive(Debug, Clone, Deserialize)]
@@ -223,6 +225,20 @@ pub struct PathConfig {
     /// by default guessed from the interface's name ([`crate::energy::guess_kind`]).
     #[serde(default)]
     pub kind: Option<String>,
+    /// The link costs by the byte (cellular): shown in status; a `cap` needs it.
+    #[serde(default)]
+    pub metered: bool,
+    /// Data cap of a metered path, e.g. `"2 GiB/month"` or `"500 MB/day"`
+    /// (docs/policy.md says what it counts).
+    #[serde(default)]
+    pub cap: Option<String>,
+    /// Day of the month (1–28) a monthly cap's period starts; 1 by default.
+    #[serde(default)]
+    pub cap_reset_day: Option<u8>,
+    /// At the cap the path becomes `"backup"` (the default: data only while no other
+    /// path can carry it) or `"off"` (no data until the period ends).
+    #[serde(default)]
+    pub at_cap: Option<String>,
 }
 
 /// A path's tier (`priority`): lower tiers carry data only while every higher tier is
@@ -326,6 +342,27 @@ impl PathConfig {
         })
     }
 
+    /// The entry's data cap and what happens at it; the error names the key.
+    pub fn cap(&self, i: usize) -> Result<Option<(Cap, AtCap)>> {
+        let at_cap = self
+            .at_cap
+            .as_deref()
+            .map(AtCap::parse)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("paths[{i}].at_cap: {e}"))?;
+        let Some(c) = &self.cap else {
+            if self.cap_reset_day.is_some() || at_cap.is_some() {
+                bail!("paths[{i}].cap: cap_reset_day and at_cap need a cap");
+            }
+            return Ok(None);
+        };
+        if !self.metered {
+            bail!("paths[{i}].cap: only a metered path has a cap; add metered = true");
+        }
+        let cap = Cap::parse(c, self.cap_reset_day).map_err(|e| anyhow::anyhow!("paths[{i}].cap: {e}"))?;
+        Ok(Some((cap, at_cap.unwrap_or_default())))
+    }
+
     /// The entry's exclude patterns (valid once [`PathConfig::selector`] passed).
     pub fn exclude_patterns(&self) -> Vec<IfPattern> {
         self.exclude.iter().filter_map(|x| IfPattern::parse(x).ok()).collect()
@@ -368,8 +405,26 @@ pub struct ClientConfig {
     /// (docs/energy.md); by default the thesis' Galaxy S3 with LTE.
     #[serde(default)]
     pub energy_profile: Option<String>,
+    /// Policy rules (`[[rules]]`, first match wins; docs/policy.md).
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+    /// Where the data-cap ledger lives (an embedded database file); needed by `cap`.
+    #[serde(default = "default_state_file")]
+    pub state_file: PathBuf,
+    /// How often the ledger is written to disk, ms: a crash loses at most this much of
+    /// the count.
+    #[serde(default = "default_flush_ms")]
+    pub cap_flush_ms: u64,
     #[serde(default)]
     pub tuning: Tuning,
+}
+
+fn default_state_file() -> PathBuf {
+    PathBuf::from("/var/lib/mpflex/ledger.db")
+}
+
+fn default_flush_ms() -> u64 {
+    1000
 }
 
 fn default_scheduler() -> String {
@@ -397,9 +452,13 @@ pub struct ServerConfig {
     pub private_key_file: Option<PathBuf>,
     #[serde(default)]
     pub status_listen: Option<SocketAddr>,
-    /// Scheduler for downloads.
+    /// Scheduler for downloads of streams whose client asks for none.
     #[serde(default = "default_scheduler")]
     pub scheduler: String,
+    /// Schedulers a client may ask for (its `scheduler` and its rules'); a request
+    /// outside the list gets `scheduler`. Unset: every scheduler.
+    #[serde(default)]
+    pub allowed_schedulers: Option<Vec<String>>,
     pub clients: Vec<ClientEntry>,
     #[serde(default)]
     pub acl: AclConfig,
@@ -563,6 +622,10 @@ impl ClientConfig {
             p.selector(i)?;
             p.tier(i)?;
             p.kind(i, None)?;
+            p.cap(i)?;
+        }
+        if self.cap_flush_ms == 0 {
+            bail!("cap_flush_ms: must be > 0");
         }
         self.energy_mode()?;
         self.energy_profile()?;
@@ -579,6 +642,7 @@ impl ClientConfig {
         self.private_key()?;
         decode_key(&self.server_public_key, "server_public_key")?;
         self.class_rules()?;
+        self.policy()?;
         self.tuning.validate()
     }
 
@@ -612,6 +676,18 @@ impl ClientConfig {
         Ok(ClassRules::new(&self.classes)?)
     }
 
+    /// The compiled `[[rules]]`. Path names are checked against the `[[paths]]` names
+    /// unless an entry finds its interfaces at run time (a pattern or `auto`).
+    pub fn policy(&self) -> Result<Policy> {
+        let dynamic = self
+            .paths
+            .iter()
+            .enumerate()
+            .any(|(i, p)| !matches!(p.selector(i), Ok(Selector::Fixed | Selector::Device(_))));
+        let names: Vec<String> = self.paths.iter().enumerate().map(|(i, p)| p.display_name(i)).collect();
+        Ok(Policy::new(&self.rules, (!dynamic).then_some(names.as_slice()))?)
+    }
+
     /// What is accepted but should change, one sentence each (the client logs them).
     pub fn warnings(&self) -> Vec<String> {
         self.paths
@@ -639,6 +715,14 @@ impl ServerConfig {
         }
         if mpflex_sched::by_name(&self.scheduler).is_none() {
             bail!("scheduler: unknown {:?}", self.scheduler);
+        }
+        for (i, s) in self.allowed_schedulers.iter().flatten().enumerate() {
+            if mpflex_sched::by_name(s).is_none() {
+                bail!(
+                    "allowed_schedulers[{i}]: unknown {s:?} (one of {})",
+                    mpflex_sched::NAMES.join(", ")
+                );
+            }
         }
         crate::acl::Acl::new(&self.acl)?;
         self.private_key()?;

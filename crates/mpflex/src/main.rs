@@ -62,6 +62,11 @@ enum Cmd {
     },
     /// Print a new key pair (X25519, base64) as TOML lines.
     Keygen,
+    /// Policy rules (`[[rules]]`, docs/policy.md).
+    Policy {
+        #[command(subcommand)]
+        cmd: PolicyCmd,
+    },
     /// Print the per-path counters, each stream's traffic class and each class's
     /// latency of a running client or server (its status_listen also serves /metrics for
     /// Prometheus and a live view at /).
@@ -90,6 +95,42 @@ enum Cmd {
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCmd {
+    /// Say which rule a connection would match and what it would get, from the client's
+    /// configuration (no running client needed), and the data-cap counts of its ledger.
+    Check {
+        /// The client's TOML configuration file.
+        #[arg(short, long)]
+        config: Option<PathBuf>,
+        /// Override a configuration key (as for `mpflex client`).
+        #[arg(short, long, value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Destination: HOST:PORT or IP:PORT.
+        #[arg(long, value_name = "HOST:PORT")]
+        dest: String,
+        /// Server name of the connection's TLS ClientHello.
+        #[arg(long)]
+        sni: Option<String>,
+        /// Owner of the application's socket (transparent ingress).
+        #[arg(long)]
+        uid: Option<u32>,
+        #[arg(long)]
+        gid: Option<u32>,
+        #[arg(long)]
+        cgroup: Option<String>,
+        /// Ingress: socks or transparent.
+        #[arg(long, default_value = "socks")]
+        listener: String,
+        /// SOCKS5 user name.
+        #[arg(long)]
+        user: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -173,7 +214,42 @@ fn real_main() -> Result<()> {
                 let cfg: ClientConfig = load(config.as_deref(), &set)?;
                 open_file_limit();
                 let stop = shutdown_signal();
-                mpflex::client::run(cfg, stop).await
+                // SIGHUP re-reads the same file with the same overrides.
+                let reload: mpflex::client::Reload = Box::new(move || load(config.as_deref(), &set));
+                mpflex::client::run_with_reload(cfg, stop, Some(reload)).await
+            }
+            Cmd::Policy {
+                cmd:
+                    PolicyCmd::Check {
+                        config,
+                        set,
+                        dest,
+                        sni,
+                        uid,
+                        gid,
+                        cgroup,
+                        listener,
+                        user,
+                        json,
+                    },
+            } => {
+                let cfg: ClientConfig = load(config.as_deref(), &set)?;
+                let q = mpflex::policy::check::Query {
+                    dest,
+                    sni,
+                    uid,
+                    gid,
+                    cgroup,
+                    listener,
+                    user,
+                };
+                let v = mpflex::policy::check::answer(&cfg, &q)?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&v)?);
+                } else {
+                    print!("{}", mpflex::policy::check::render(&v));
+                }
+                Ok(())
             }
             Cmd::Man { .. } | Cmd::Completions { .. } => unreachable!("handled above"),
         }

@@ -232,6 +232,7 @@ impl Server {
         h.fresh_ssthresh = self.cfg.tuning.fresh_ssthresh;
         h.queue_target = Duration::from_millis(self.cfg.tuning.queue_target_ms);
         h.classes = self.classes.clone();
+        h.allowed_schedulers = self.cfg.allowed_schedulers.clone().map(Arc::new);
         let (ftx, frx) = mpsc::unbounded_channel();
         h.flow_opens = Some(ftx);
         sessions.insert((client, token), h.clone());

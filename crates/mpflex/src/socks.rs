@@ -1,4 +1,5 @@
-//! SOCKS5 server side (RFC 1928): no authentication, CONNECT and UDP ASSOCIATE to IPv4,
+//! SOCKS5 server side (RFC 1928): no authentication (a user name, RFC 1929, is taken for
+//! policy rules, its password unchecked), CONNECT and UDP ASSOCIATE to IPv4,
 //! IPv6 or a name. [`accept`] takes CONNECT only; [`accept_request`] UDP ASSOCIATE too,
 //! whose datagrams' header [`parse_udp`] and [`encode_udp`] read and write (§7).
 //!
@@ -17,6 +18,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 const VER: u8 = 5;
 const NO_AUTH: u8 = 0;
+/// Username/password (RFC 1929): taken as a name for policy rules, not as authentication.
+const USER_PASS: u8 = 2;
 const NO_ACCEPTABLE: u8 = 0xff;
 const CMD_CONNECT: u8 = 1;
 const CMD_UDP_ASSOCIATE: u8 = 3;
@@ -85,6 +88,9 @@ async fn fail<S: AsyncWrite + Unpin, T>(s: &mut S, code: u8, e: SocksError) -> R
 pub enum Request {
     /// CONNECT: the success reply has been sent; the stream carries the application's bytes.
     Connect(TargetAddr),
+    /// CONNECT from a client that sent a user name (RFC 1929), for the policy rules'
+    /// `users` matcher.
+    ConnectAs(TargetAddr, String),
     /// UDP ASSOCIATE, with the address the client says it will send from (all zero if it
     /// does not know yet). No reply has been sent: the caller binds the relay socket and
     /// answers with its address ([`reply_bound`]), or fails.
@@ -97,7 +103,7 @@ pub enum Request {
 /// has one.
 pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) -> Result<TargetAddr, SocksError> {
     match handshake(s, false).await? {
-        Request::Connect(a) => Ok(a),
+        Request::Connect(a) | Request::ConnectAs(a, _) => Ok(a),
         Request::UdpAssociate(_) => unreachable!("refused by the handshake"),
     }
 }
@@ -117,11 +123,30 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, udp: bool) -> R
     let n = read_u8(s).await? as usize;
     let mut methods = [0u8; 255];
     read_exact(s, &mut methods[..n]).await?;
-    if !methods[..n].contains(&NO_AUTH) {
+    // A client that offers a user name gets asked for it: policy rules may match it. The
+    // password is not checked (the listener is the host's own; docs/policy.md).
+    let mut user = None;
+    if methods[..n].contains(&USER_PASS) {
+        s.write_all(&[VER, USER_PASS]).await?;
+        // VER(1) ULEN UNAME PLEN PASSWD.
+        if read_u8(s).await? != 1 {
+            let _ = s.write_all(&[1, 1]).await;
+            return Err(SocksError::Malformed("username/password version is not 1"));
+        }
+        let mut name = [0u8; 255];
+        let ulen = read_u8(s).await? as usize;
+        read_exact(s, &mut name[..ulen]).await?;
+        let plen = read_u8(s).await? as usize;
+        let mut pass = [0u8; 255];
+        read_exact(s, &mut pass[..plen]).await?;
+        s.write_all(&[1, 0]).await?;
+        user = Some(String::from_utf8_lossy(&name[..ulen]).into_owned());
+    } else if methods[..n].contains(&NO_AUTH) {
+        s.write_all(&[VER, NO_AUTH]).await?;
+    } else {
         let _ = s.write_all(&[VER, NO_ACCEPTABLE]).await;
         return Err(SocksError::NoAcceptableMethod);
     }
-    s.write_all(&[VER, NO_AUTH]).await?;
 
     // Request: VER CMD RSV ATYP DST.ADDR DST.PORT.
     let mut head = [0u8; 4];
@@ -178,7 +203,10 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, udp: bool) -> R
     // Success, bound to 0.0.0.0:0: the real connection is made by the server, and
     // answering now saves the application a round trip (its first bytes ride in Open).
     reply(s, REP_SUCCEEDED).await?;
-    Ok(Request::Connect(addr))
+    Ok(match user {
+        Some(u) => Request::ConnectAs(addr, u),
+        None => Request::Connect(addr),
+    })
 }
 
 /// Sends a reply with code `code` and bound address `bound` (UDP ASSOCIATE's relay).
@@ -290,7 +318,7 @@ mod tests {
 
     #[tokio::test]
     async fn ipv6_connect() {
-        let mut req = vec![5, 2, 2, 0, 5, 1, 0, 4];
+        let mut req = vec![5, 2, 1, 0, 5, 1, 0, 4];
         req.extend_from_slice(&"2001:db8::1".parse::<Ipv6Addr>().unwrap().octets());
         req.extend_from_slice(&443u16.to_be_bytes());
         let (r, out) = run(&req).await;
@@ -392,10 +420,32 @@ mod tests {
         }
     }
 
+    /// A client that offers a user name (RFC 1929) is asked for it; the name comes back
+    /// with the request, the password is not checked.
+    #[tokio::test]
+    async fn a_user_name_comes_with_the_request() {
+        let mut input = vec![5, 2, 0, 2, 1, 5];
+        input.extend_from_slice(b"alice");
+        input.push(3);
+        input.extend_from_slice(b"pwd");
+        input.extend_from_slice(&[5, 1, 0, 1, 10, 0, 0, 1, 0, 80]);
+        let (mut client, mut server) = tokio::io::duplex(4096);
+        client.write_all(&input).await.unwrap();
+        let r = accept_request(&mut server).await.unwrap();
+        assert_eq!(
+            r,
+            Request::ConnectAs(TargetAddr::Ip("10.0.0.1:80".parse().unwrap()), "alice".into())
+        );
+        drop(server);
+        let mut out = Vec::new();
+        client.read_to_end(&mut out).await.unwrap();
+        assert_eq!(out[..4], [5, 2, 1, 0], "method chosen, then the name accepted");
+    }
+
     #[tokio::test]
     async fn no_acceptable_method() {
-        // Username/password and GSSAPI only.
-        let (r, out) = run(&[5, 2, 2, 1]).await;
+        // GSSAPI only.
+        let (r, out) = run(&[5, 1, 1]).await;
         assert!(matches!(r, Err(SocksError::NoAcceptableMethod)), "{r:?}");
         assert_eq!(out, [5, 0xff]);
         // No methods at all.

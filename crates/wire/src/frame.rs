@@ -34,6 +34,7 @@ pub enum FrameType {
     FlowOpen = 17,
     FlowClose = 18,
     PathGone = 19,
+    Allowance = 20,
 }
 
 impl FrameType {
@@ -59,6 +60,7 @@ impl FrameType {
             17 => FlowOpen,
             18 => FlowClose,
             19 => PathGone,
+            20 => Allowance,
             _ => return None,
         })
     }
@@ -85,10 +87,17 @@ pub enum Frame {
         join: Option<SocketAddr>,
     },
     /// Opens `stream` towards `addr`, carrying the first bytes the application sent.
+    /// `paths` (a bit per path index) are the paths the stream's bytes may use in both
+    /// directions, its policy rule's choice; `scheduler` the scheduler the client asks
+    /// for (1 + its index in the scheduler list; 0: the peer's default); `energy` its
+    /// energy mode (0: the session's, 1: energy-aware, 2: off).
     Open {
         seq: u64,
         stream: u32,
         ts: u32,
+        paths: u64,
+        scheduler: u8,
+        energy: u8,
         addr: TargetAddr,
         data: Bytes,
     },
@@ -194,9 +203,27 @@ pub enum Frame {
         path: u8,
         joins: u32,
     },
+    /// (client) The path this frame arrives on is under a data cap: the server may have
+    /// handed it at most `limit` frame bytes in all (its `bytes_sent` count of the path).
+    /// Absolute, so a frame that arrives late or twice grants nothing more; the client
+    /// reserves what it grants from what is left of the cap.
+    Allowance {
+        limit: u64,
+    },
 }
 
 impl Frame {
+    /// The stream a stream frame belongs to.
+    pub fn stream(&self) -> Option<u32> {
+        match self {
+            Frame::Open { stream, .. }
+            | Frame::Data { stream, .. }
+            | Frame::Fin { stream, .. }
+            | Frame::Reset { stream, .. } => Some(*stream),
+            _ => None,
+        }
+    }
+
     pub fn frame_type(&self) -> FrameType {
         match self {
             Frame::Hello { .. } => FrameType::Hello,
@@ -218,6 +245,7 @@ impl Frame {
             Frame::FlowOpen { .. } => FrameType::FlowOpen,
             Frame::FlowClose { .. } => FrameType::FlowClose,
             Frame::PathGone { .. } => FrameType::PathGone,
+            Frame::Allowance { .. } => FrameType::Allowance,
         }
     }
 
@@ -267,7 +295,7 @@ impl Frame {
         match self {
             Frame::Hello { .. } => 1 + 16 + 1,
             Frame::HelloAck { join, .. } => 16 + 1 + 2 + join.map_or(1, |a| TargetAddr::Ip(a).encoded_len()),
-            Frame::Open { addr, data, .. } => 8 + 4 + 4 + addr.encoded_len() + data.len(),
+            Frame::Open { addr, data, .. } => 8 + 4 + 4 + 8 + 1 + 1 + addr.encoded_len() + data.len(),
             Frame::Data { data, .. } => 8 + 4 + 8 + 4 + data.len(),
             Frame::Fin { .. } => 8 + 4 + 8,
             Frame::Reset { .. } => 8 + 4 + 1,
@@ -279,6 +307,7 @@ impl Frame {
             Frame::Window { .. } => 4 + 8,
             Frame::Close { .. } | Frame::Tier { .. } => 1,
             Frame::PathGone { .. } => 1 + 4,
+            Frame::Allowance { .. } => 8,
             Frame::Owd { .. } => 1 + 8 + 4 + 4,
             Frame::Datagram { data, .. } => DATAGRAM_HEADER + data.len(),
             Frame::FlowOpen { addr, .. } => 4 + addr.encoded_len(),
@@ -319,12 +348,18 @@ impl Frame {
                 seq,
                 stream,
                 ts,
+                paths,
+                scheduler,
+                energy,
                 addr,
                 data,
             } => {
                 out.put_u64(*seq);
                 out.put_u32(*stream);
                 out.put_u32(*ts);
+                out.put_u64(*paths);
+                out.put_u8(*scheduler);
+                out.put_u8(*energy);
                 addr.encode(out);
                 out.put_slice(data);
             }
@@ -391,6 +426,7 @@ impl Frame {
                 out.put_u8(*path);
                 out.put_u32(*joins);
             }
+            Frame::Allowance { limit } => out.put_u64(*limit),
         }
     }
 
@@ -443,6 +479,7 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
         FrameType::FlowOpen => "FlowOpen",
         FrameType::FlowClose => "FlowClose",
         FrameType::PathGone => "PathGone",
+        FrameType::Allowance => "Allowance",
     };
     let exact = |n: usize| {
         if body.len() == n {
@@ -521,16 +558,22 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
             }
         }
         FrameType::Open => {
-            at_least(16 + 1)?;
+            at_least(16 + 10 + 1)?;
             let seq = b.get_u64();
             let stream = b.get_u32();
             let ts = b.get_u32();
+            let paths = b.get_u64();
+            let scheduler = b.get_u8();
+            let energy = b.get_u8();
             let addr = TargetAddr::decode(&mut b)?;
             let used = body.len() - b.len();
             Frame::Open {
                 seq,
                 stream,
                 ts,
+                paths,
+                scheduler,
+                energy,
                 addr,
                 data: body.slice(used..),
             }
@@ -669,6 +712,10 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
                 joins: b.get_u32(),
             }
         }
+        FrameType::Allowance => {
+            exact(8)?;
+            Frame::Allowance { limit: b.get_u64() }
+        }
     })
 }
 
@@ -717,17 +764,26 @@ mod tests {
                     server,
                     join
                 }),
-            (any::<u64>(), any::<u32>(), any::<u32>(), arb_addr(), arb_data()).prop_map(
-                |(seq, stream, ts, addr, data)| {
+            (
+                any::<u64>(),
+                any::<u32>(),
+                any::<u32>(),
+                any::<(u64, u8, u8)>(),
+                arb_addr(),
+                arb_data()
+            )
+                .prop_map(|(seq, stream, ts, (paths, scheduler, energy), addr, data)| {
                     Frame::Open {
                         seq,
                         stream,
                         ts,
+                        paths,
+                        scheduler,
+                        energy,
                         addr,
                         data,
                     }
-                }
-            ),
+                }),
             (any::<u64>(), any::<u32>(), 0..u64::MAX / 2, any::<u32>(), arb_data()).prop_map(
                 |(seq, stream, offset, ts, data)| Frame::Data {
                     seq,
@@ -772,6 +828,7 @@ mod tests {
             (any::<u32>(), arb_addr()).prop_map(|(flow, addr)| Frame::FlowOpen { flow, addr }),
             (any::<u32>(), any::<u8>()).prop_map(|(flow, code)| Frame::FlowClose { flow, code }),
             (any::<u8>(), any::<u32>()).prop_map(|(path, joins)| Frame::PathGone { path, joins }),
+            any::<u64>().prop_map(|limit| Frame::Allowance { limit }),
         ]
     }
 
@@ -912,8 +969,8 @@ mod tests {
 
     #[test]
     fn rejects_bad_address() {
-        // Open with address type 9.
-        let mut body = vec![0u8; 16];
+        // Open with address type 9 (after seq, stream, ts, paths and scheduler).
+        let mut body = vec![0u8; 16 + 10];
         body.push(9);
         let mut buf = vec![3, 0, 0, 0, body.len() as u8];
         buf.extend_from_slice(&body);

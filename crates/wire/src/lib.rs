@@ -26,8 +26,10 @@ pub use route::{Route, RouteError, MAGIC as ROUTE_MAGIC, ROUTE_LEN, ROUTE_VERSIO
 /// (peers of different versions would misread each other's frames). 2: sequence numbers
 /// count payload bytes (1 counted frames). 3: `Data` and `Fin` frames carry their stream
 /// offset. 4: `Tier`. 5: `Datagram`, `FlowOpen`, `FlowClose`, `PathGone`. 6: `HelloAck` names the server (its routing id
-/// and join address).
-pub const VERSION: u8 = 6;
+/// and join address). 7: `Open` carries the stream's allowed paths, the scheduler the
+/// client asks for and its energy mode; `Tier` 3 (off: a path at its data cap);
+/// `Allowance`.
+pub const VERSION: u8 = 7;
 /// Largest payload of a `Datagram`: the largest UDP payload over IPv4 (65535 − 20-byte IP
 /// header − 8-byte UDP header; RFC 768, RFC 791).
 pub const MAX_DATAGRAM: usize = 65_507;

@@ -43,8 +43,13 @@ pub const MIN_AHEAD: u64 = 16 * 1024;
 /// Something the driver must act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// (server) The peer opened a stream: connect it to `addr`.
-    StreamOpened { stream: StreamId, addr: TargetAddr },
+    /// (server) The peer opened a stream: connect it to `addr`. `scheduler` is the one
+    /// the client asks for (1 + its index in [`mpflex_sched::NAMES`]; 0: none).
+    StreamOpened {
+        stream: StreamId,
+        addr: TargetAddr,
+        scheduler: u8,
+    },
     /// Data or a fin is waiting in [`Session::stream_recv`].
     StreamReadable(StreamId),
     /// The stream may send again (flow-control credit arrived).
@@ -114,6 +119,9 @@ pub struct Session {
     cfg: EngineConfig,
     epoch: Instant,
     scheduler: Box<dyn Scheduler>,
+    /// Schedulers streams' policies ask for other than the session's, by number (1 + the
+    /// index in [`mpflex_sched::NAMES`]), made when first needed.
+    stream_schedulers: Vec<(u8, Box<dyn Scheduler>)>,
     paths: Paths,
     streams: HashMap<StreamId, Stream>,
     next_stream: StreamId,
@@ -198,6 +206,7 @@ impl Session {
         Session {
             epoch: now,
             scheduler,
+            stream_schedulers: Vec::new(),
             paths: Paths::new(&cfg),
             streams: HashMap::new(),
             next_stream: 1,
@@ -265,6 +274,12 @@ impl Session {
             let tier = p.effective_tier();
             p.ctrl.retain(|f| !matches!(f, mpflex_wire::Frame::Tier { .. }));
             p.ctrl.push_back(mpflex_wire::Frame::Tier { tier });
+            // A capped path's grant too: a new connection must not carry downloads
+            // beyond it.
+            if let Some(limit) = p.grant {
+                p.ctrl.retain(|f| !matches!(f, mpflex_wire::Frame::Allowance { .. }));
+                p.ctrl.push_back(mpflex_wire::Frame::Allowance { limit });
+            }
         }
     }
 
@@ -335,6 +350,9 @@ impl Session {
         self.last_now = self.last_now.max(now);
         let snaps = self.paths.raw_snapshots();
         self.scheduler.observe(now, &snaps);
+        for (_, s) in &mut self.stream_schedulers {
+            s.observe(now, &snaps);
+        }
     }
 
     /// Whether the path's writer is idle and its socket has room. A path that stops being
@@ -361,6 +379,114 @@ impl Session {
         self.paths.set_tier(path, tier, now);
         self.announce_tier(path);
         self.wake();
+    }
+
+    /// Caps what `path` carries: it may be handed `bytes` more frame bytes (what
+    /// [`PathCounters::bytes_sent`] counts, when handed to the path's socket). No record
+    /// goes beyond the allowance (a record is cut to fit it), so what this side sends
+    /// never passes it; with less than a frame left the path takes no data and the next
+    /// tier carries, until a new allowance. `None` lifts it. Where the cap itself is
+    /// reached is the caller's to decide ([`Session::set_path_tier`]).
+    pub fn set_path_allowance(&mut self, path: usize, allowance: Option<u64>, now: Instant) {
+        self.set_clock(now);
+        self.paths.set_allowance(path, allowance, now);
+        self.wake();
+    }
+
+    /// (client) Grants the server at most `limit` frame bytes on `path` in all (its
+    /// `bytes_sent` count of the path; see [`mpflex_wire::Frame::Allowance`]);
+    /// `u64::MAX` lifts the limit.
+    pub fn grant_path_allowance(&mut self, path: usize, limit: u64) {
+        if self.cfg.role != Role::Client {
+            return;
+        }
+        self.paths.ensure(path, self.last_now);
+        let p = self.paths.entry(path);
+        p.grant = Some(limit);
+        if p.is_up() {
+            p.ctrl.retain(|f| !matches!(f, mpflex_wire::Frame::Allowance { .. }));
+            p.ctrl.push_back(mpflex_wire::Frame::Allowance { limit });
+            self.wake();
+        }
+    }
+
+    /// What is left of the path's allowance, if it has one.
+    pub fn path_allowance(&self, path: usize) -> Option<u64> {
+        self.paths.get(path).and_then(|p| p.allowance)
+    }
+
+    /// Restricts `stream` to the paths of `mask` (a bit per path; [`crate::ALL_PATHS`]:
+    /// every path), for both its frames not yet sequenced and those to come. Frames of
+    /// the stream go on no other path, not even as copies or re-sends; while none of its
+    /// paths is up its frames wait.
+    pub fn set_stream_paths(&mut self, stream: StreamId, mask: u64) {
+        if !self.streams.contains_key(&stream) {
+            return;
+        }
+        self.send.set_allowed(stream, mask);
+        self.wake();
+    }
+
+    /// Sets `stream`'s energy mode from its policy rule (`Some(true)`: energy-aware,
+    /// `Some(false)`: off, `None`: the session's), for the energy-aware scheduling to read
+    /// ([`Session::stream_energy`]).
+    pub fn set_stream_energy(&mut self, stream: StreamId, aware: Option<bool>) {
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.energy_aware = aware;
+            // The peer learns it with the stream's Open (if not sent yet).
+            let code = match aware {
+                None => 0,
+                Some(true) => 1,
+                Some(false) => 2,
+            };
+            self.send.set_energy(stream, code);
+        }
+    }
+
+    /// `stream`'s energy mode ([`Session::set_stream_energy`]).
+    pub fn stream_energy(&self, stream: StreamId) -> Option<bool> {
+        self.streams.get(&stream).and_then(|s| s.energy_aware)
+    }
+
+    /// The paths `stream` may use.
+    pub fn stream_allowed_paths(&self, stream: StreamId) -> u64 {
+        self.send.allowed(stream)
+    }
+
+    /// Has `scheduler` (a name from [`mpflex_sched::NAMES`]; `None`: the session's) place
+    /// `stream`'s frames on this side from now on. False for an unknown name.
+    pub fn set_stream_scheduler(&mut self, stream: StreamId, scheduler: Option<&str>) -> bool {
+        let id = match scheduler {
+            None => 0,
+            Some(n) if n == self.scheduler.name() => 0,
+            Some(n) => match scheduler_id(n) {
+                Some(id) => id,
+                None => return false,
+            },
+        };
+        if id != 0 && !self.stream_schedulers.iter().any(|(i, _)| *i == id) {
+            let s = mpflex_sched::by_name(mpflex_sched::NAMES[id as usize - 1]).expect("a listed name");
+            self.stream_schedulers.push((id, s));
+        }
+        self.send.set_runs(stream, id);
+        self.wake();
+        true
+    }
+
+    /// The scheduler placing `stream`'s frames on this side.
+    pub fn stream_scheduler(&self, stream: StreamId) -> &'static str {
+        match self.send.runs(stream) {
+            0 => self.scheduler.name(),
+            id => mpflex_sched::NAMES[id as usize - 1],
+        }
+    }
+
+    /// (client) The scheduler `stream`'s Open asks the server to run for the stream's
+    /// downloads (1 + its index in [`mpflex_sched::NAMES`]; 0: the server's default).
+    pub fn set_stream_scheduler_request(&mut self, stream: StreamId, scheduler: u8) {
+        if self.streams.contains_key(&stream) {
+            self.send.set_scheduler_request(stream, scheduler);
+        }
     }
 
     /// The path's tier (primary for a path never configured).
@@ -634,6 +760,7 @@ impl Session {
         }
         self.blocked.remove(&stream);
         self.windows_needed.remove(&stream);
+        self.send.forget(stream);
         let unsent = self.send.unstage(stream);
         self.flow.give_back(unsent);
         true
@@ -694,6 +821,7 @@ impl Session {
             self.streams.remove(&stream);
             self.windows_needed.remove(&stream);
             self.send.set_class(stream, TrafficClass::Bulk);
+            self.send.forget(stream);
         }
     }
 
@@ -927,3 +1055,17 @@ impl Session {
 
 #[cfg(test)]
 mod tests;
+
+/// The wire's number for a scheduler name ([`mpflex_wire::Frame::Open`]): 1 + its index
+/// in [`mpflex_sched::NAMES`].
+pub fn scheduler_id(name: &str) -> Option<u8> {
+    mpflex_sched::NAMES.iter().position(|n| *n == name).map(|i| i as u8 + 1)
+}
+
+/// The scheduler name of a wire number; `None` for 0 or an unknown number.
+pub fn scheduler_name(id: u8) -> Option<&'static str> {
+    (id as usize)
+        .checked_sub(1)
+        .and_then(|i| mpflex_sched::NAMES.get(i))
+        .copied()
+}

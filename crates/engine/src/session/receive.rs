@@ -54,6 +54,14 @@ impl Session {
                 self.wake();
             }
             Frame::Tier { .. } => return Err(ProtocolError::Unexpected("Tier")),
+            // The client's data cap of the path it arrived on, as an absolute count of
+            // what this side may have handed the path.
+            Frame::Allowance { limit } if self.cfg.role == Role::Server => {
+                let sent = self.paths.get(path).map_or(0, |p| p.counters.bytes_sent);
+                self.paths.set_allowance(path, Some(limit.saturating_sub(sent)), now);
+                self.wake();
+            }
+            Frame::Allowance { .. } => return Err(ProtocolError::Unexpected("Allowance")),
             Frame::PathGone { path, joins } if self.cfg.role == Role::Server => {
                 self.on_path_gone(path as usize, joins);
             }
@@ -255,7 +263,15 @@ impl Session {
 
     fn deliver(&mut self, frame: Frame) -> Result<(), ProtocolError> {
         match frame {
-            Frame::Open { stream, addr, data, .. } => {
+            Frame::Open {
+                stream,
+                addr,
+                data,
+                paths,
+                scheduler,
+                energy,
+                ..
+            } => {
                 if self.cfg.role == Role::Client {
                     return Err(ProtocolError::UnexpectedOpen);
                 }
@@ -267,7 +283,20 @@ impl Session {
                 }
                 self.streams.insert(stream, Stream::new(self.cfg.stream_window));
                 self.send.set_class(stream, TrafficClass::Interactive);
-                self.events.push_back(Event::StreamOpened { stream, addr });
+                // The client's rule restricts the stream's downloads to its paths too.
+                self.send.set_allowed(stream, paths);
+                if let Some(s) = self.streams.get_mut(&stream) {
+                    s.energy_aware = match energy {
+                        1 => Some(true),
+                        2 => Some(false),
+                        _ => None,
+                    };
+                }
+                self.events.push_back(Event::StreamOpened {
+                    stream,
+                    addr,
+                    scheduler,
+                });
                 self.deliver_data(stream, data)?;
             }
             Frame::Data {

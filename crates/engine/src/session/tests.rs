@@ -193,3 +193,83 @@ fn the_server_hears_of_a_lost_link_on_the_other_path() {
     assert_eq!(pair.server.path_status(p), PathStatus::Up);
     assert_eq!(pair.server.poll_event(), None);
 }
+
+/// A stream restricted to one path (its policy rule) goes only there, both ways: the
+/// client's Open tells the server (with the stream's energy mode), which sends the downloads on that path too; another
+/// stream still uses both.
+#[test]
+fn a_stream_restricted_to_a_path_uses_only_it_both_ways() {
+    let mut pair = Pair::new("roundrobin", &[(10, 1000), (10, 1000)]);
+    let id = pair.client.open_stream(crate::harness::placeholder_addr());
+    pair.client.set_stream_paths(id, 0b10);
+    pair.client.set_stream_energy(id, Some(true));
+    assert_eq!(pair.client.stream_send(id, Bytes::from(vec![1u8; 300_000])), 300_000);
+    let free = pair.open(&[2u8; 1000]);
+    assert_eq!(pair.client.stream_send(free, Bytes::from(vec![3u8; 300_000])), 300_000);
+    for _ in 0..4000 {
+        pair.step();
+        if pair.server_rx.get(&id).map_or(0, Vec::len) == 300_000 {
+            break;
+        }
+    }
+    assert_eq!(pair.server_rx[&id].len(), 300_000);
+    assert_eq!(pair.server.stream_allowed_paths(id), 0b10, "the Open carried the mask");
+    assert_eq!(pair.server.stream_energy(id), Some(true), "and the energy mode");
+    assert_eq!(pair.server.stream_send(id, Bytes::from(vec![4u8; 300_000])), 300_000);
+    for _ in 0..4000 {
+        pair.step();
+        if pair.client_rx.get(&id).map_or(0, Vec::len) == 300_000 {
+            break;
+        }
+    }
+    assert_eq!(pair.client_rx[&id].len(), 300_000);
+    let on = pair.client.stream_paths(id).expect("open").to_vec();
+    assert_eq!(on[0], 0, "nothing of the stream on path 0: {on:?}");
+    assert_eq!(on[1], 600_000, "{on:?}");
+    let other = pair.client.stream_paths(free).expect("open").to_vec();
+    assert!(other.iter().all(|&b| b > 0), "the other stream uses both: {other:?}");
+}
+
+/// A path's allowance (a data cap) bounds what each side hands it; with it spent the
+/// other path carries the rest, and the server keeps to what the client granted it.
+#[test]
+fn allowances_bound_what_a_path_carries_each_way() {
+    let mut pair = Pair::new("roundrobin", &[(10, 1000), (10, 1000)]);
+    let now = pair.now;
+    pair.client.set_path_allowance(0, Some(100_000), now);
+    let id = pair.open(&[1u8; 1000]);
+    assert_eq!(
+        pair.client.stream_send(id, Bytes::from(vec![2u8; 1_000_000])),
+        1_000_000
+    );
+    for _ in 0..8000 {
+        pair.step();
+        if pair.server_rx.get(&id).map_or(0, Vec::len) == 1_001_000 {
+            break;
+        }
+    }
+    assert_eq!(pair.server_rx[&id].len(), 1_001_000);
+    let up = pair.client.path_counters(0).expect("path").0.bytes_sent;
+    assert!(up <= 100_000, "path 0 carried {up} > its allowance");
+    assert!(up > 50_000, "path 0 carried its share until then: {up}");
+
+    // Downloads: the server's count of path 0 may not pass what the client granted.
+    let granted = pair.server.path_counters(0).expect("path").0.bytes_sent + 80_000;
+    pair.client.grant_path_allowance(0, granted);
+    for _ in 0..20 {
+        pair.step();
+    }
+    assert_eq!(
+        pair.server.stream_send(id, Bytes::from(vec![3u8; 1_000_000])),
+        1_000_000
+    );
+    for _ in 0..8000 {
+        pair.step();
+        if pair.client_rx.get(&id).map_or(0, Vec::len) == 1_000_000 {
+            break;
+        }
+    }
+    assert_eq!(pair.client_rx[&id].len(), 1_000_000);
+    let down = pair.server.path_counters(0).expect("path").0.bytes_sent;
+    assert!(down <= granted, "the server sent {down} > {granted} on path 0");
+}

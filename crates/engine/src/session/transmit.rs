@@ -14,7 +14,6 @@ use crate::datagram::DatagramClass;
 use crate::kernel::TcpInfo;
 use crate::paths::arrival_secs;
 use crate::reinject::{self, Request};
-use crate::send::SEQUENCE_AHEAD;
 use crate::supervisor::Verdict;
 use crate::writer::{Budget, PathWriter, WriterStep};
 
@@ -157,7 +156,8 @@ impl Session {
         let Some(to) = self.paths.fastest_except(1 << path) else {
             return 0;
         };
-        let seqs = self.send.unreported_on(path);
+        let mut seqs = self.send.unreported_on(path);
+        seqs.retain(|seq| self.send.get(*seq).is_some_and(|o| o.allowed_on(to)));
         let n = seqs.len();
         self.paths.entry(to).dup.extend(seqs);
         n
@@ -238,6 +238,12 @@ impl Session {
         if !self.paths.get(path).is_some_and(|p| p.is_up()) {
             return PollTransmit::Wait { until: None };
         }
+        // A capped path takes records only within what is left of its allowance (while
+        // too little is left it carries no data: see `Paths::set_allowance`).
+        let (max, bulk) = match self.paths.get(path).and_then(|p| p.allowance) {
+            Some(left) => (max.min(left as usize), bulk.min(left as usize)),
+            None => (max, bulk),
+        };
         let rec = Rec {
             path,
             start: out.len(),
@@ -262,8 +268,9 @@ impl Session {
         if !self.write_owed(rec, out) || !self.write_urgent(rec, out) {
             return self.sent(rec, out);
         }
-        self.send.promote(SEQUENCE_AHEAD);
-        if self.send.unsent_is_empty() && (self.send.outgoing_is_empty() || !self.scheduler.reinjects()) {
+        self.send.promote_for(path, End::Head);
+        let none_here = self.send.unsent_end_for(End::Head, path).is_none();
+        if none_here && (self.send.outgoing_is_empty() || !self.scheduler.reinjects()) {
             return self.sent(rec, out);
         }
         // Queue control's limit leaves no room for a useful bulk frame.
@@ -278,7 +285,7 @@ impl Session {
     /// up.
     fn write_urgent(&mut self, rec: Rec, out: &mut Vec<u8>) -> bool {
         self.send.promote_urgent();
-        while let Some(seq) = self.send.urgent_front() {
+        while let Some(seq) = self.send.urgent_front_for(rec.path) {
             let frame = &self.send.get(seq).expect("urgent frames are outgoing").frame;
             if !self
                 .paths
@@ -290,7 +297,7 @@ impl Session {
             if !rec.fits(out, frame) {
                 return false;
             }
-            self.send.take_urgent();
+            self.send.take_urgent_seq(seq);
             let payload = self.put(rec, seq, out);
             self.paths.entry(rec.path).counters.payload_sent += payload;
             self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
@@ -519,7 +526,7 @@ impl Session {
         let bit = 1u64 << rec.path;
         while let Some(&seq) = self.paths.get(rec.path).and_then(|p| p.dup.front()) {
             match self.send.get(seq) {
-                Some(o) if o.on_paths & bit == 0 && !o.received => {
+                Some(o) if o.on_paths & bit == 0 && !o.received && o.allowed_on(rec.path) => {
                     if !rec.fits(out, &o.frame) {
                         return false;
                     }
@@ -532,7 +539,7 @@ impl Session {
             }
             self.paths.entry(rec.path).dup.pop_front();
         }
-        while let Some(seq) = self.send.next_retransmit() {
+        while let Some(seq) = self.send.next_retransmit_for(rec.path) {
             let frame = &self.send.get(seq).expect("queued frames are outgoing").frame;
             if !rec.fits(out, frame) {
                 return false;
@@ -548,7 +555,20 @@ impl Session {
 
     /// Asks the scheduler what `rec.path` carries of the backlog, and sends it.
     fn write_scheduled(&mut self, rec: Rec, out: &mut Vec<u8>) -> PollTransmit {
-        let snaps = self.paths.snapshots();
+        let mut snaps = self.paths.snapshots();
+        // The scheduler decides among the paths that may carry the frame this path would
+        // send next (a stream's policy): a faster path its stream may not use is no
+        // reason for this one to wait. That frame's stream also says which scheduler.
+        let head = self
+            .send
+            .unsent_end_for(End::Head, rec.path)
+            .and_then(|seq| self.send.get(seq));
+        if let Some(o) = head.filter(|o| o.allowed != crate::send::ALL_PATHS) {
+            for s in snaps.iter_mut().filter(|s| !o.allowed_on(s.id)) {
+                s.alive = false;
+            }
+        }
+        let sched = head.map_or(0, |o| o.sched);
         // The scheduler sees the whole backlog, staged or sequenced.
         let (bytes, frames) = self.send.backlog();
         let queue = QueueView {
@@ -558,7 +578,11 @@ impl Session {
             send_window: self.flow.send_room().saturating_add(bytes),
         };
         let budget = rec.bulk_room(out);
-        let decision = self.scheduler.decide(rec.now, rec.path, &snaps, &queue, budget);
+        let scheduler = match self.stream_schedulers.iter_mut().find(|(id, _)| *id == sched) {
+            Some((_, s)) if sched != 0 => s,
+            _ => &mut self.scheduler,
+        };
+        let decision = scheduler.decide(rec.now, rec.path, &snaps, &queue, budget);
         trace_decision(rec.path, &snaps, &queue, budget, &decision);
         match decision {
             Decision::Send { .. } => self.counters.decisions_send += 1,
@@ -631,16 +655,15 @@ impl Session {
         let mut first = true;
         let before = out.len();
         loop {
-            if d.end == End::Head && self.send.unsent_is_empty() {
-                self.send.promote(SEQUENCE_AHEAD);
+            if d.end == End::Head && self.send.unsent_end_for(d.end, rec.path).is_none() {
+                self.send.promote_for(rec.path, d.end);
             }
-            let Some(mut seq) = self.send.unsent_end(d.end) else {
+            let Some(mut seq) = self.send.unsent_end_for(d.end, rec.path) else {
                 break;
             };
             let room = limit.saturating_sub(out.len());
             if exact && self.send.get(seq).expect("unsent").frame.encoded_len() > room {
-                self.send.split_unsent(seq, d.end, room);
-                seq = self.send.unsent_end(d.end).expect("a split leaves frames unsent");
+                seq = self.send.split_unsent(seq, d.end, room);
             }
             let len = self.send.get(seq).expect("unsent").frame.encoded_len();
             // Beyond the limit only a decision's first frame, and under a scheduler's
@@ -651,13 +674,14 @@ impl Session {
                 break;
             }
             first = false;
-            self.send.take_unsent(d.end);
+            self.send.take_unsent_seq(seq);
+            let allowed = self.send.get(seq).map_or(crate::send::ALL_PATHS, |o| o.allowed);
             let payload = self.put(rec, seq, out);
             self.paths.entry(rec.path).counters.payload_sent += payload;
             self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
             if d.duplicate {
                 for other in self.paths.iter_mut() {
-                    if other.snap.id != rec.path && other.carries() {
+                    if other.snap.id != rec.path && other.carries() && allowed & (1u64 << other.snap.id) != 0 {
                         other.dup.push_back(seq);
                     }
                 }
@@ -741,6 +765,7 @@ impl Session {
         self.meter_bytes(rec.path, crate::energy::Dir::Up, n + RECORD_OVERHEAD, last_now);
         let p = self.paths.entry(rec.path);
         p.counters.bytes_sent += n as u64;
+
         p.last_send = p.last_send.max(last_now);
         // Bytes handed to a socket that held none start a busy spell: silence counts
         // from here (frames booked did so already; this covers control frames).
@@ -748,6 +773,7 @@ impl Session {
             p.progress = p.progress.max(last_now);
         }
         p.snap.notsent = p.snap.notsent.saturating_add((n + RECORD_OVERHEAD) as u32);
+        self.paths.spend(rec.path, n as u64);
         PollTransmit::Sent(n)
     }
 }

@@ -17,15 +17,31 @@ use crate::crypto::decode_key;
 use crate::driver::{run_stream, SessionHandle};
 use crate::listen::{accept_each, bind};
 
+pub mod caps;
 mod paths;
 mod placement;
 mod udp;
+
+/// Re-reads the configuration (SIGHUP).
+pub type Reload = Box<dyn Fn() -> Result<ClientConfig> + Send + Sync>;
 
 /// How long the client waits for an application's first bytes so they can ride in the
 /// stream's Open frame (zero extra round trips for client-speaks-first protocols).
 const FIRST_BYTES_WAIT: Duration = Duration::from_millis(2);
 
+/// How long the client waits for a stream's first bytes when a policy rule matches host
+/// names and the application gave only an address: a TLS client sends its ClientHello
+/// (with the server name) at once, but not always within [`FIRST_BYTES_WAIT`] of the
+/// SOCKS reply. Only protocols where the server speaks first pay it, once per stream.
+const SNI_WAIT: Duration = Duration::from_millis(50);
+
 pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
+    run_with_reload(cfg, shutdown, None).await
+}
+
+/// [`run`], and on SIGHUP `reload` gives the configuration whose `[[rules]]` apply to
+/// streams opened from then on (open streams keep theirs; nothing else is re-read).
+pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, reload: Option<Reload>) -> Result<()> {
     cfg.tuning.apply_host_settings()?;
     cfg.validate()?;
     let private = cfg.private_key()?;
@@ -41,6 +57,20 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     h.fresh_ssthresh = cfg.tuning.fresh_ssthresh;
     h.queue_target = Duration::from_millis(cfg.tuning.queue_target_ms);
     h.classes = std::sync::Arc::new(cfg.class_rules()?);
+    *h.policy.write().expect("policy lock") = std::sync::Arc::new(cfg.policy()?);
+    h.default_scheduler = scheduler_name(&cfg.scheduler);
+    // The ledger opens before any path carries a byte: a bad file is a clear error or a
+    // fresh start, before traffic.
+    let capped = capped_paths(&cfg)?;
+    let store = if capped.is_empty() {
+        None
+    } else {
+        let (store, warning) = crate::store::Store::open(&cfg.state_file)?;
+        if let Some(w) = warning {
+            tracing::error!("{w}");
+        }
+        Some(store)
+    };
     let mut token = [0u8; 16];
     rand::Rng::fill(&mut rand::thread_rng(), &mut token);
 
@@ -57,6 +87,31 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
         placement,
     };
     paths::start(&cfg, &h, keys, shutdown.clone()).await?;
+    let mut ledger = None;
+    if let Some(store) = store {
+        // Fixed paths have their slots now; find each capped entry's.
+        let names: Vec<String> = h.with(|sh| sh.paths.iter().map(|p| p.name.clone()).collect());
+        let slots: Vec<_> = capped
+            .into_iter()
+            .filter_map(|(name, cap, at, tier)| {
+                let slot = names.iter().position(|n| *n == name)?;
+                Some((slot, name, cap, at, tier))
+            })
+            .collect();
+        caps::start(&h, &store, &slots)?;
+        let tiers = slots.iter().map(|s| (s.0, s.4)).collect();
+        let every = Duration::from_millis(cfg.cap_flush_ms);
+        ledger = Some(tokio::spawn(caps::run(
+            h.clone(),
+            store,
+            tiers,
+            every,
+            shutdown.clone(),
+        )));
+    }
+    if let Some(reload) = reload {
+        tokio::spawn(reload_on_hangup(h.clone(), reload, shutdown.clone()));
+    }
     if let Some(addr) = cfg.status_listen {
         let h = h.clone();
         let session = crate::status::snapshot::session_id(&token);
@@ -103,7 +158,63 @@ pub async fn run(cfg: ClientConfig, shutdown: CancellationToken) -> Result<()> {
     }
     h.close(close::NORMAL).await;
     h.abort_all_streams();
+    if let Some(l) = ledger {
+        // Its last write.
+        let _ = l.await;
+    }
     Ok(())
+}
+
+/// The `&'static` name of a validated scheduler name.
+fn scheduler_name(name: &str) -> &'static str {
+    mpflex_sched::NAMES
+        .iter()
+        .copied()
+        .find(|n| *n == name)
+        .unwrap_or("minrtt")
+}
+
+/// The entries with a data cap: (name, cap, at-cap, configured tier). A cap belongs to
+/// one path, so an entry with a device pattern or `auto` cannot have one.
+fn capped_paths(cfg: &ClientConfig) -> Result<Vec<(String, crate::policy::cap::Cap, crate::policy::cap::AtCap, u8)>> {
+    let mut out = Vec::new();
+    for (i, p) in cfg.paths.iter().enumerate() {
+        let Some((cap, at)) = p.cap(i)? else { continue };
+        if !matches!(
+            p.selector(i)?,
+            crate::links::plan::Selector::Fixed | crate::links::plan::Selector::Device(_)
+        ) {
+            anyhow::bail!("paths[{i}].cap: a cap needs one path; name a device, not a pattern or auto");
+        }
+        out.push((p.display_name(i), cap, at, p.tier(i)?.level()));
+    }
+    Ok(out)
+}
+
+/// On SIGHUP: new `[[rules]]` for streams opened from then on; a configuration that does
+/// not load keeps the old rules, with a log line saying why.
+async fn reload_on_hangup(h: SessionHandle, reload: Reload, stop: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        warn!("cannot listen for SIGHUP; rules will not reload");
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = hup.recv() => {}
+            _ = stop.cancelled() => return,
+        }
+        match reload().and_then(|c| {
+            c.validate()?;
+            c.policy()
+        }) {
+            Ok(p) => {
+                info!(rules = p.len(), "SIGHUP: rules reloaded; new streams follow them");
+                *h.policy.write().expect("policy lock") = std::sync::Arc::new(p);
+            }
+            Err(e) => warn!("SIGHUP: configuration not reloaded, the old rules stay: {e:#}"),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -138,6 +249,7 @@ async fn accept_loop(l: TcpListener, h: SessionHandle, kind: Ingress) {
 }
 
 async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Result<()> {
+    let mut user = None;
     let addr = match kind {
         Ingress::Socks => {
             match tokio::time::timeout(Duration::from_secs(10), crate::socks::accept_request(&mut app))
@@ -145,13 +257,22 @@ async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Resul
                 .context("SOCKS5 handshake timed out")??
             {
                 crate::socks::Request::Connect(addr) => addr,
+                crate::socks::Request::ConnectAs(addr, name) => {
+                    user = Some(name);
+                    addr
+                }
                 crate::socks::Request::UdpAssociate(hint) => return udp::associate(h, app, hint).await,
             }
         }
         Ingress::Redirect => TargetAddr::Ip(crate::redirect::original_dst(&app)?),
     };
+    let policy = h.policy.read().expect("policy lock").clone();
+    let wait = match &addr {
+        TargetAddr::Ip(_) if policy.uses_hosts() => SNI_WAIT,
+        _ => FIRST_BYTES_WAIT,
+    };
     let mut first = vec![0u8; 16 * 1024];
-    let n = match tokio::time::timeout(FIRST_BYTES_WAIT, app.read(&mut first)).await {
+    let n = match tokio::time::timeout(wait, app.read(&mut first)).await {
         Ok(Ok(n)) => n,
         Ok(Err(e)) => return Err(e.into()),
         Err(_) => 0,
@@ -160,7 +281,33 @@ async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Resul
     // The first bytes go out with the stream's Open (zero extra round trips for
     // client-speaks-first protocols). With none, either the application waits for the
     // server to speak or it already closed; the uplink tells the two apart.
-    let (id, signals, pending) = h.open_stream(addr.clone(), Bytes::from(first));
+    let sni = if policy.uses_hosts() {
+        crate::policy::sni::server_name(&first)
+    } else {
+        None
+    };
+    let owner = match (kind, policy.uses_owner(), app.peer_addr()) {
+        (Ingress::Redirect, true, Ok(local)) => {
+            // Reads /proc: off the async workers.
+            tokio::task::spawn_blocking(move || crate::owner::lookup(local, true))
+                .await
+                .unwrap_or_default()
+        }
+        _ => crate::owner::Owner::default(),
+    };
+    let facts = crate::policy::Facts {
+        sni: sni.as_deref(),
+        uid: owner.uid,
+        gid: owner.gid,
+        cgroup: owner.cgroup.as_deref(),
+        listener: Some(match kind {
+            Ingress::Socks => "socks",
+            Ingress::Redirect => "transparent",
+        }),
+        user: user.as_deref(),
+        ..Default::default()
+    };
+    let (id, signals, pending) = h.open_stream_with(addr.clone(), Bytes::from(first), facts);
     debug!(stream = id, %addr, "stream opened");
     run_stream(h, id, app, signals, pending).await;
     Ok(())

@@ -40,6 +40,12 @@ pub struct StreamSignals {
     pub writable: Notify,
     /// The stream's destination (for the status output).
     pub target: Option<TargetAddr>,
+    /// (client) The policy rule it matched and the paths that allows, for the status.
+    pub rule: Option<String>,
+    pub allowed: Option<String>,
+    /// The scheduler the peer was asked to run for its direction, or (server) was asked
+    /// for by the client and refused.
+    pub peer_scheduler: Option<&'static str>,
 }
 
 impl StreamSignals {
@@ -65,6 +71,8 @@ pub struct PathSlot {
     /// (client) Why the path's interface cannot carry it now; `None` while it can (or the
     /// path names no interface).
     pub link: Option<Unusable>,
+    /// (client) Its configured tier (a data cap may lower the engine's).
+    pub tier: u8,
 }
 
 impl PathSlot {
@@ -77,6 +85,7 @@ impl PathSlot {
             probe: Arc::new(Notify::new()),
             device: None,
             link: None,
+            tier: 0,
         }
     }
 }
@@ -126,6 +135,10 @@ pub struct Shared {
     pub paths: Vec<PathSlot>,
     /// (client) `[[paths]]` patterns and `auto` entries that have no path yet.
     pub waiting: Vec<WaitingView>,
+    /// (client) The data caps of capped paths ([`crate::client::caps`]).
+    pub caps: Vec<crate::client::caps::CapSlot>,
+    /// (client) Streams opened per policy rule (`-`: none matched).
+    pub rule_hits: std::collections::BTreeMap<String, u64>,
     timer_deadline: Option<Instant>,
 }
 
@@ -172,6 +185,12 @@ pub struct SessionHandle {
     pub queue_target: Duration,
     /// Class overrides (`[[classes]]`), applied as streams open.
     pub classes: Arc<ClassRules>,
+    /// (client) The policy rules, swapped whole on a reload.
+    pub policy: Arc<std::sync::RwLock<Arc<crate::policy::Policy>>>,
+    /// (client) The scheduler streams no rule gives one ask the server for.
+    pub default_scheduler: &'static str,
+    /// (server) Schedulers a client may ask for; `None`: any.
+    pub allowed_schedulers: Option<Arc<Vec<String>>>,
     /// (client) Called when a server of a pool closes the session because it is going
     /// away ([`close::DRAINING`]): the paths are dropped and the session moves to another
     /// server instead of ending.
@@ -196,6 +215,8 @@ impl SessionHandle {
                 udp: UdpDrops::default(),
                 paths,
                 waiting: Vec::new(),
+                caps: Vec::new(),
+                rule_hits: Default::default(),
                 timer_deadline: None,
             })),
             timer: Arc::new(Notify::new()),
@@ -208,6 +229,9 @@ impl SessionHandle {
             fresh_ssthresh: true,
             queue_target: Duration::ZERO,
             classes: Arc::new(ClassRules::default()),
+            policy: Arc::default(),
+            default_scheduler: "minrtt",
+            allowed_schedulers: None,
             on_server_gone: None,
         };
         tokio::spawn(timer_task(h.clone()));
@@ -250,11 +274,33 @@ impl SessionHandle {
                         s.writable.notify_one();
                     }
                 }
-                Event::StreamOpened { stream, addr } => {
+                Event::StreamOpened {
+                    stream,
+                    addr,
+                    scheduler,
+                } => {
                     if let Some(class) = self.classes.class_of(&addr) {
                         sh.sess.set_stream_class(stream, Some(class));
                     }
-                    let signals = Arc::new(StreamSignals::to(addr.clone()));
+                    // The client's choice of scheduler governs the stream's downloads
+                    // too, within the schedulers this server allows.
+                    let mut signals = StreamSignals::to(addr.clone());
+                    if let Some(name) = mpflex_engine::scheduler_name(scheduler) {
+                        if self
+                            .allowed_schedulers
+                            .as_ref()
+                            .is_none_or(|a| a.iter().any(|x| x == name))
+                        {
+                            sh.sess.set_stream_scheduler(stream, Some(name));
+                        } else {
+                            debug!(
+                                stream,
+                                name, "the client asked for a scheduler allowed_schedulers leaves out"
+                            );
+                            signals.peer_scheduler = Some(name);
+                        }
+                    }
+                    let signals = Arc::new(signals);
                     sh.streams.insert(stream, signals.clone());
                     let sent = self
                         .opens
@@ -341,17 +387,55 @@ impl SessionHandle {
         }
     }
 
-    /// Opens a stream (client side), pins its class if a `[[classes]]` rule matches, and
-    /// registers its signals. Returns the part of `initial` flow control did not let
-    /// through yet; hand it to [`run_stream`].
+    /// Opens a stream (client side) with no policy facts beyond its destination; see
+    /// [`SessionHandle::open_stream_with`].
     pub fn open_stream(&self, addr: TargetAddr, initial: Bytes) -> (StreamId, Arc<StreamSignals>, Bytes) {
-        let class = self.classes.class_of(&addr);
-        let signals = Arc::new(StreamSignals::to(addr.clone()));
+        self.open_stream_with(addr, initial, crate::policy::Facts::default())
+    }
+
+    /// Opens a stream (client side): pins its class if a `[[classes]]` entry or its rule
+    /// says, applies its policy rule (paths, scheduler both ways, energy mode; `facts`
+    /// beyond the destination come from the ingress), and registers its signals. Returns
+    /// the part of `initial` flow control did not let through yet; hand it to
+    /// [`run_stream`].
+    pub fn open_stream_with(
+        &self,
+        addr: TargetAddr,
+        initial: Bytes,
+        facts: crate::policy::Facts<'_>,
+    ) -> (StreamId, Arc<StreamSignals>, Bytes) {
+        let configured = self.classes.class_of(&addr);
+        let policy = self.policy.read().expect("policy lock").clone();
+        let decision = policy.decide(&crate::policy::Facts {
+            dest: crate::classes::Destination::of(&addr),
+            class: configured,
+            ..facts
+        });
+        let class = decision.class.or(configured);
+        let scheduler = decision.scheduler.as_deref().unwrap_or(self.default_scheduler);
+        let mut signals = StreamSignals::to(addr.clone());
+        signals.rule = decision.rule.clone();
+        signals.allowed = Some(decision.paths_text());
+        signals.peer_scheduler = mpflex_sched::NAMES.iter().copied().find(|n| *n == scheduler);
+        let signals = Arc::new(signals);
         let (id, rest) = self.with(|sh| {
             let id = sh.sess.open_stream(addr);
             if class.is_some() {
                 sh.sess.set_stream_class(id, class);
             }
+            let paths: Vec<(String, crate::config::Tier)> = sh
+                .paths
+                .iter()
+                .map(|p| (p.name.clone(), crate::config::Tier::from_level(p.tier)))
+                .collect();
+            sh.sess.set_stream_paths(id, decision.mask(&paths));
+            sh.sess.set_stream_scheduler(id, Some(scheduler));
+            sh.sess
+                .set_stream_scheduler_request(id, mpflex_engine::scheduler_id(scheduler).unwrap_or(0));
+            sh.sess.set_stream_energy(id, decision.energy.aware());
+            *sh.rule_hits
+                .entry(decision.rule.clone().unwrap_or_else(|| "-".into()))
+                .or_default() += 1;
             let taken = sh.sess.stream_send(id, initial.clone());
             sh.streams.insert(id, signals.clone());
             (id, initial.slice(taken..))
@@ -423,6 +507,12 @@ impl SessionHandle {
             slot.name = name.to_string();
             slot.device = device.map(String::from);
             slot.link = link;
+            slot.tier = tier;
+            // A path at its data cap keeps its at-cap tier until the period ends.
+            let tier = match sh.caps.iter().find(|c| c.slot == p && c.capped) {
+                Some(c) => c.at_cap.tier(),
+                None => tier,
+            };
             sh.sess.set_path_tier(p, tier, Instant::now());
         })
     }
@@ -554,6 +644,7 @@ impl SessionHandle {
                         kind: sess.path_kind(p).name(),
                         energy: energy.get(p).copied().unwrap_or_default(),
                         energy_standby: sess.path_energy_standby(p),
+                        cap: sh.caps.iter().find(|c| c.slot == p).map(|c| c.view(sess)),
                     }
                 })
                 .collect();
@@ -563,17 +654,29 @@ impl SessionHandle {
                 .into_iter()
                 .filter_map(|id| {
                     let (class, pinned) = sess.stream_class(id)?;
-                    let target = sh
-                        .streams
-                        .get(&id)
-                        .and_then(|s| s.target.as_ref())
-                        .map(|t| t.to_string());
+                    let signals = sh.streams.get(&id);
+                    let target = signals.and_then(|s| s.target.as_ref()).map(|t| t.to_string());
+                    let here = sess.stream_scheduler(id);
+                    // What each direction runs: this side's for what it sends; for the
+                    // other, what the client asked for (the server refuses one outside
+                    // its allowed_schedulers and runs its own, which its status shows).
+                    let peer = signals.and_then(|s| s.peer_scheduler);
+                    let (up, down) = if self.opens.is_some() {
+                        (peer.unwrap_or(here), here)
+                    } else {
+                        (here, peer.unwrap_or(here))
+                    };
                     Some(StreamView {
                         id,
                         target,
                         class,
                         pinned,
                         paths: sess.stream_paths(id).unwrap_or_default().to_vec(),
+                        rule: signals.and_then(|s| s.rule.clone()),
+                        allowed: signals.and_then(|s| s.allowed.clone()),
+                        scheduler_up: up,
+                        scheduler_down: down,
+                        mask: sess.stream_allowed_paths(id),
                     })
                 })
                 .collect();
@@ -589,6 +692,7 @@ impl SessionHandle {
                 paths,
                 waiting: sh.waiting.clone(),
                 stream_list,
+                rule_hits: sh.rule_hits.clone(),
                 class_latency: sess.class_latency().clone(),
                 flows: sess.num_flows(),
                 datagrams: sess.datagram_counters().clone(),

@@ -418,7 +418,7 @@ impl Collector for Scrape {
         self.path_gauge(
             e,
             "mpflex_path_tier",
-            "The path's tier (priority): 0 primary, 1 secondary, 2 backup.",
+            "The path's tier (priority): 0 primary, 1 secondary, 2 backup, 3 off (at its data cap).",
             |p| Some(p.tier as i64),
         )?;
         self.path_gauge(
@@ -432,6 +432,24 @@ impl Collector for Scrape {
             "mpflex_path_energy_standby",
             "1 while the energy-aware mode holds the path back.",
             |p| Some(p.energy_standby as i64),
+        )?;
+        self.path_gauge(
+            e,
+            "mpflex_path_cap_bytes",
+            "A metered path's data cap per period.",
+            |p| p.cap.as_ref().map(|c| c.limit as i64),
+        )?;
+        self.path_gauge(
+            e,
+            "mpflex_path_cap_used_bytes",
+            "Bytes a capped path carried this period, both directions (frame bytes).",
+            |p| p.cap.as_ref().map(|c| c.used as i64),
+        )?;
+        self.path_gauge(
+            e,
+            "mpflex_path_capped",
+            "1 while a capped path is at its cap (it then runs its at_cap tier: backup or off).",
+            |p| p.cap.as_ref().map(|c| c.capped as i64),
         )?;
         self.path_counter(
             e,
@@ -573,6 +591,13 @@ pub(crate) mod tests {
                 ..Default::default()
             },
             energy_standby: false,
+            cap: (id == 1).then(|| crate::status::snapshot::CapView {
+                limit: 1000,
+                used: 1000,
+                period: "2026-11".into(),
+                capped: true,
+                at_cap: "backup",
+            }),
         };
         SessionView {
             client: Some("lap\"top".into()),
@@ -597,7 +622,13 @@ pub(crate) mod tests {
                     class: TrafficClass::Bulk,
                     pinned: false,
                     paths: vec![10, 20],
+                    rule: Some("video".into()),
+                    allowed: Some("lte".into()),
+                    scheduler_up: "minrtt",
+                    scheduler_down: "ecf",
+                    mask: 2,
                 }],
+                rule_hits: [("video".to_string(), 1)].into_iter().collect(),
                 class_latency: lat,
                 flows: 2,
                 datagrams: mpflex_engine::DatagramCounters {

@@ -40,6 +40,20 @@ pub struct PathView {
     pub energy: PathEnergy,
     /// Held back by the energy-aware mode (on a server: the client said so).
     pub energy_standby: bool,
+    /// (client) Its data cap, if it has one.
+    pub cap: Option<CapView>,
+}
+
+/// A metered path's data cap as the status shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CapView {
+    pub limit: u64,
+    /// Bytes counted this period (both directions, frame bytes; docs/policy.md).
+    pub used: u64,
+    pub period: String,
+    /// Reached: the path now runs `at_cap` (`backup` or `off`).
+    pub capped: bool,
+    pub at_cap: &'static str,
 }
 
 impl PathView {
@@ -66,6 +80,14 @@ pub struct StreamView {
     pub pinned: bool,
     /// Stream bytes per path (index = path id), both directions.
     pub paths: Vec<u64>,
+    /// (client) The policy rule it matched and the paths that allows.
+    pub rule: Option<String>,
+    pub allowed: Option<String>,
+    /// The scheduler of each direction (client to server, server to client).
+    pub scheduler_up: &'static str,
+    pub scheduler_down: &'static str,
+    /// The engine's mask of allowed paths (a bit per path id).
+    pub mask: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -84,6 +106,8 @@ pub struct SessionSnapshot {
     /// (client) `[[paths]]` entries without a path yet.
     pub waiting: Vec<WaitingView>,
     pub stream_list: Vec<StreamView>,
+    /// (client) Streams opened per policy rule since the start (`-`: no rule matched).
+    pub rule_hits: std::collections::BTreeMap<String, u64>,
     pub class_latency: ClassLatency,
     /// Datagram flows open now, the engine's datagram counts and the ingress's drops.
     pub flows: usize,
@@ -144,6 +168,10 @@ impl SessionSnapshot {
                     "class": s.class.name(),
                     "pinned": s.pinned,
                     "paths": s.paths,
+                    "rule": s.rule,
+                    "allowed": s.allowed,
+                    "scheduler_up": s.scheduler_up,
+                    "scheduler_down": s.scheduler_down,
                 })
             })
             .collect();
@@ -163,6 +191,7 @@ impl SessionSnapshot {
                 "name": w.name, "matches": w.matches, "state": w.state,
             })).collect::<Vec<_>>(),
             "stream_list": stream_list,
+            "rule_hits": self.rule_hits,
             "class_latency": class_latency_json(&self.class_latency),
             "datagrams": datagrams_json(self),
             "energy": energy_json(self),
@@ -200,16 +229,17 @@ fn datagrams_json(s: &SessionSnapshot) -> serde_json::Value {
     })
 }
 
-/// The path's tier by name; a path the energy-aware mode holds back is "energy standby"
-/// (tier 3, below backup).
+/// The path's tier by name: a path the energy-aware mode holds back is "energy standby"
+/// (tier 3, below backup); tier 4 is a path at its data cap with `at_cap = "off"`.
 fn tier_name(p: &PathView) -> &'static str {
-    if p.energy_standby {
+    if p.tier >= mpflex_engine::TIER_OFF {
+        "off"
+    } else if p.energy_standby {
         "energy standby"
     } else {
         Tier::from_level(p.tier).name()
     }
 }
-
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
@@ -238,7 +268,7 @@ fn energy_json(s: &SessionSnapshot) -> serde_json::Value {
 fn path_json(p: &PathView) -> serde_json::Value {
     let Some(c) = &p.counters else {
         return serde_json::json!({"id": p.id, "name": p.name, "up": false, "state": p.state_name(),
-                                  "tier": p.tier, "tier_name": Tier::from_level(p.tier).name(), "device": p.device});
+                                  "tier": p.tier, "tier_name": tier_name(p), "device": p.device});
     };
     let s = &p.snap;
     serde_json::json!({
@@ -267,6 +297,7 @@ fn path_json(p: &PathView) -> serde_json::Value {
         "stall_reinjections": c.stall_reinjections,
         "tcp_retransmits": c.tcp_retransmits,
         "datagrams_sent": c.datagrams_sent,
+        "cap": p.cap,
         "owd_us": p.owd_us.map(|(o, _)| o),
         "owd_dev_us": p.owd_us.map(|(_, d)| d),
         "queue_delay_us": p.queue_delay.map(|d| d.as_micros() as u64),

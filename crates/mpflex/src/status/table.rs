@@ -35,6 +35,22 @@ pub fn render_table(v: &serde_json::Value) -> String {
                 _ => name.to_string(),
             };
             let state = p["state"].as_str().unwrap_or("?");
+            let cap = &p["cap"];
+            if cap.is_object() {
+                let mib = |v: &serde_json::Value| v.as_u64().unwrap_or(0) as f64 / (1u64 << 20) as f64;
+                let at = if cap["capped"].as_bool() == Some(true) {
+                    format!(" — cap reached, now {}", cap["at_cap"].as_str().unwrap_or("?"))
+                } else {
+                    String::new()
+                };
+                notes.push(format!(
+                    "{}: metered, {:.1} of {:.1} MiB used in {}{at}",
+                    p["name"].as_str().unwrap_or("?"),
+                    mib(&cap["used"]),
+                    mib(&cap["limit"]),
+                    cap["period"].as_str().unwrap_or("?"),
+                ));
+            }
             if !["up", "suspect", "down", "?"].contains(&state) {
                 let dev = p["device"].as_str().map(|d| format!(" ({d})")).unwrap_or_default();
                 notes.push(format!("{}{dev}: {state}", p["name"].as_str().unwrap_or("?")));
@@ -152,21 +168,28 @@ mod datagram_tests {
 /// Most streams the table lists (the JSON lists all).
 const TABLE_STREAMS: usize = 20;
 /// Widest target shown; longer names keep their end (the port and the domain).
-const TARGET_WIDTH: usize = 60;
+const TARGET_WIDTH: usize = 32;
 
 /// Per stream: id, target, class (`*`: pinned by `[[classes]]`).
 fn streams_table(s: &serde_json::Value) -> String {
     let Some(list) = s["stream_list"].as_array().filter(|l| !l.is_empty()) else {
         return String::new();
     };
-    let mut out = format!("  {:>8} {:<TARGET_WIDTH$} {}\n", "stream", "target", "class");
+    let mut out = format!(
+        "  {:>6} {:<TARGET_WIDTH$} {:<12} {:<14} {:<12} sched up/down\n",
+        "stream", "target", "class", "rule", "paths"
+    );
     for st in list.iter().take(TABLE_STREAMS) {
         let pinned = if st["pinned"].as_bool() == Some(true) { "*" } else { "" };
         out += &format!(
-            "  {:>8} {:<TARGET_WIDTH$} {}{pinned}\n",
+            "  {:>6} {:<TARGET_WIDTH$} {:<12} {:<14} {:<12} {}/{}\n",
             st["id"].as_u64().map_or("?".to_string(), |i| i.to_string()),
             clip(st["target"].as_str().unwrap_or("-"), TARGET_WIDTH),
-            st["class"].as_str().unwrap_or("?"),
+            format!("{}{pinned}", st["class"].as_str().unwrap_or("?")),
+            clip(st["rule"].as_str().unwrap_or("-"), 14),
+            clip(st["allowed"].as_str().unwrap_or("all"), 12),
+            st["scheduler_up"].as_str().unwrap_or("?"),
+            st["scheduler_down"].as_str().unwrap_or("?"),
         );
     }
     if list.len() > TABLE_STREAMS {
@@ -433,15 +456,19 @@ mod tests {
         let t = render_table(&v);
         let rows: Vec<Vec<&str>> = t.lines().map(|l| l.split_whitespace().collect()).collect();
         assert!(t.lines().all(|l| l.chars().count() <= 100), "too wide:\n{t}");
-        assert_eq!(rows[2], ["stream", "target", "class"], "{t}");
-        assert_eq!(rows[3], ["1", "example.com:443", "interactive*"]);
-        assert_eq!(rows[4], ["3", "10.0.0.2:8080", "bulk"]);
+        assert_eq!(
+            rows[2],
+            ["stream", "target", "class", "rule", "paths", "sched", "up/down"],
+            "{t}"
+        );
+        assert_eq!(rows[3][..5], ["1", "example.com:443", "interactive*", "-", "all"]);
+        assert_eq!(rows[4][..3], ["3", "10.0.0.2:8080", "bulk"]);
         assert_eq!(rows[5][2], "realtime");
         assert!(
             rows[5][1].starts_with('…') && rows[5][1].ends_with("a.example.com:443"),
             "{t}"
         );
-        assert_eq!(rows[6], ["7", "-", "bulk"], "target unknown");
+        assert_eq!(rows[6][..3], ["7", "-", "bulk"], "target unknown");
         assert_eq!(clip("a\x1b[2Jb\n", 10), "a?[2Jb?");
         assert_eq!(t.lines().nth(7), Some("  * pinned by [[classes]]"));
         assert_eq!(rows[8][..5], ["class", "count", "p50", "p99", "mean"]);
@@ -456,7 +483,7 @@ mod tests {
             "paths": [], "stream_list": list}]});
         let t = render_table(&v);
         assert_eq!(
-            t.lines().filter(|l| l.ends_with(" bulk")).count(),
+            t.lines().filter(|l| l.contains(" bulk ")).count(),
             TABLE_STREAMS - 2,
             "{t}"
         );
