@@ -1,0 +1,257 @@
+use super::*;
+use crate::config::Role;
+
+fn cfg() -> EngineConfig {
+    EngineConfig::new(Role::Client)
+}
+
+/// An interactive frame goes where it arrives first now: the lower-RTT path while its
+/// queue is short, the other once the first path's queue (in flight beyond its
+/// bandwidth-delay product, or unsent) outweighs the difference — whatever the smoothed
+/// RTTs say.
+/// The kernel's count restarts with each connection; the path's total goes on.
+#[test]
+fn kernel_retransmits_add_up_over_reconnections() {
+    let now = Instant::now();
+    let mut paths = Paths::new(&cfg());
+    paths.up(0, now);
+    paths.kernel_retransmits(0, 3);
+    paths.kernel_retransmits(0, 5);
+    paths.kernel_retransmits(0, 5);
+    assert_eq!(paths.get(0).unwrap().counters.tcp_retransmits, 5);
+    paths.down(0);
+    paths.up(0, now);
+    paths.kernel_retransmits(0, 2);
+    assert_eq!(paths.get(0).unwrap().counters.tcp_retransmits, 7);
+}
+
+#[test]
+fn an_interactive_frame_goes_where_it_arrives_first_now() {
+    let t0 = Instant::now();
+    let mut ps = Paths::new(&cfg());
+    for (id, rtt_ms) in [(0usize, 50u64), (1, 70)] {
+        ps.up(id, t0);
+        let s = &mut ps.entry(id).snap;
+        s.alive = true;
+        s.min_rtt = Duration::from_millis(rtt_ms);
+        s.srtt = Duration::from_millis(rtt_ms);
+        s.mss = 1448;
+        s.cwnd = 100;
+        s.delivery_rate = 250_000; // 2 Mbit/s
+    }
+    assert!(ps.urgent_here(1000, 0, 0, t0));
+    assert!(!ps.urgent_here(1000, 1, 0, t0), "path 0 delivers 10 ms sooner");
+    // 40 ms of queue on path 0: 12.5 KB in the pipe (50 ms) plus 10 KB queued.
+    ps.entry(0).snap.in_flight = (12_500 + 10_000) / 1448;
+    assert!(
+        ps.urgent_here(1000, 1, 0, t0),
+        "path 0's queue outweighs its shorter RTT"
+    );
+    assert!(!ps.urgent_here(1000, 0, 0, t0));
+    ps.entry(0).snap.in_flight = 0;
+    ps.entry(0).snap.notsent = 10_000;
+    assert!(ps.urgent_here(1000, 1, 0, t0), "unsent bytes count too");
+    ps.entry(0).snap.notsent = 0;
+    ps.entry(0).snap.in_flight = (12_500 + 10_000) / 1448;
+    // The peer's reports say path 0's frames meet no queue (its in-flight bytes wait
+    // for ACKs on a loaded reverse direction): they win over the model.
+    ps.entry(0).queue.sample(1_025_000, t0);
+    assert!(ps.urgent_here(1000, 0, 0, t0), "a measured queue wins over the model");
+    ps.entry(1).snap.backup = true;
+    assert!(
+        ps.urgent_here(1000, 0, 0, t0),
+        "a backup only when no regular path carries"
+    );
+    assert!(!ps.urgent_here(1000, 1, 0, t0));
+}
+
+#[test]
+fn a_path_holding_data_without_progress_is_stuck_before_it_times_out() {
+    let t0 = Instant::now();
+    let mut ps = Paths::new(&cfg());
+    ps.up(0, t0);
+    ps.entry(0).snap.srtt = Duration::from_millis(50);
+    ps.booked(0, t0, None);
+    // A hedge after max(1.5 × 50 ms, 75 ms) + the ACK delay (5 ms).
+    let hedge = Duration::from_millis(80);
+    assert_eq!(ps.next_timeout(&cfg()), Some(t0 + hedge));
+    assert_eq!(
+        ps.check(0, t0 + hedge - Duration::from_millis(1), &cfg()),
+        PathCheck::Fine
+    );
+    assert_eq!(ps.check(0, t0 + hedge, &cfg()), PathCheck::Hedge);
+    ps.hedged(0);
+    // Suspect after max(3 × 50 ms, 150 ms) + the ACK delay.
+    let after = Duration::from_millis(155);
+    assert_eq!(ps.next_timeout(&cfg()), Some(t0 + after), "one hedge per silence");
+    assert_eq!(
+        ps.check(0, t0 + after - Duration::from_millis(1), &cfg()),
+        PathCheck::Fine
+    );
+    assert_eq!(ps.check(0, t0 + after, &cfg()), PathCheck::Stuck);
+    ps.mark_suspect(0, t0 + after);
+    assert!(!ps.get(0).unwrap().carries());
+    assert_eq!(ps.get(0).unwrap().state(), PathState::Suspect);
+    assert_eq!(ps.check(0, t0 + after, &cfg()), PathCheck::Probe, "probed at once");
+    ps.probed(0, t0 + after);
+    assert_eq!(ps.check(0, t0 + after, &cfg()), PathCheck::Fine, "already suspect");
+    assert_eq!(
+        ps.check(0, t0 + after + Duration::from_millis(300), &cfg()),
+        PathCheck::Probe,
+        "probed again every 300 ms"
+    );
+    assert_eq!(ps.check(0, t0 + cfg().path_timeout, &cfg()), PathCheck::TimedOut);
+    assert!(ps.heard(0, t0 + after, 10), "speaking again lifts the suspicion");
+    assert!(ps.get(0).unwrap().carries());
+}
+
+fn reading(unacked: u32, last_ack_ms: u32, acked: u64) -> TcpInfo {
+    TcpInfo {
+        unacked,
+        last_ack_recv: last_ack_ms,
+        bytes_acked: acked,
+        snd_cwnd: 10,
+        ..TcpInfo::default()
+    }
+}
+
+/// A path that carries only control frames (a downloading client's ACKs) is
+/// suspected from its socket: bytes unacknowledged and no ACK for the threshold. An
+/// ACK, duplicate or not, is a sign of life; after the suspicion, a duplicate asks
+/// for a probe and the first that acknowledges more releases it.
+#[test]
+fn the_kernel_socket_shows_a_silent_path_and_its_answer() {
+    let t0 = Instant::now();
+    let ms = |n: u64| t0 + Duration::from_millis(n);
+    let mut ps = Paths::new(&cfg());
+    ps.up(0, t0);
+    ps.up(1, t0);
+    ps.entry(0).snap.min_rtt = Duration::from_millis(20);
+    ps.read_kernel(0, &reading(0, 0, 100), ms(1000), false);
+    // Control bytes written at 1000 ms; the socket shows them unacknowledged.
+    ps.read_kernel(0, &reading(2, 20, 100), ms(1020), false);
+    assert_eq!(ps.check(0, ms(1150), &cfg()), PathCheck::Fine);
+    assert_eq!(
+        ps.check(0, ms(1155), &cfg()),
+        PathCheck::Stuck,
+        "150 ms + ACK delay after the socket was last seen empty"
+    );
+    // A duplicate ACK at 1100 ms (nothing newly acknowledged) is a sign of life.
+    ps.read_kernel(0, &reading(2, 10, 100), ms(1110), false);
+    assert_eq!(ps.check(0, ms(1200), &cfg()), PathCheck::Fine);
+    assert_eq!(ps.check(0, ms(1255), &cfg()), PathCheck::Stuck);
+    ps.mark_suspect(0, ms(1255));
+    assert_eq!(ps.get(1).unwrap().state(), PathState::Active);
+    let r = ps.read_kernel(0, &reading(2, 400, 100), ms(1500), false);
+    assert!(!r.released, "no new ACK");
+    ps.probed(0, ms(1500));
+    assert_eq!(ps.check(0, ms(1600), &cfg()), PathCheck::Fine);
+    // A duplicate ACK: the link is back but the connection still waits for its
+    // retransmission. Not released; probed at once.
+    let r = ps.read_kernel(0, &reading(2, 10, 100), ms(1600), false);
+    assert!(!r.released);
+    assert_eq!(ps.check(0, ms(1600), &cfg()), PathCheck::Probe);
+    let r = ps.read_kernel(0, &reading(0, 1, 300), ms(1900), false);
+    assert!(r.released, "acknowledged: released at once");
+    assert_eq!(ps.get(0).unwrap().state(), PathState::Active);
+}
+
+/// Only the best tier among the paths that can carry takes new data; the others
+/// stand by (or drain what they hold). A lower tier takes over while every better
+/// path is down, suspect or degraded.
+#[test]
+fn tiers_carry_in_order() {
+    let t0 = Instant::now();
+    let mut ps = Paths::new(&cfg());
+    for p in 0..3 {
+        ps.up(p, t0);
+    }
+    ps.set_tier(1, 1, t0);
+    ps.set_tier(2, 2, t0);
+    let states = |ps: &Paths| (0..3).map(|p| ps.get(p).unwrap().state()).collect::<Vec<_>>();
+    use PathState::*;
+    assert_eq!(states(&ps), [Active, Standby, Standby]);
+    assert_eq!(ps.snapshots().iter().filter(|s| s.alive).count(), 1);
+    ps.mark_suspect(0, t0);
+    assert_eq!(states(&ps), [Suspect, Active, Standby]);
+    ps.down(1);
+    assert_eq!(states(&ps), [Suspect, Down, Active]);
+    ps.booked(2, t0, None);
+    assert!(ps.heard(0, t0, 10));
+    assert_eq!(
+        states(&ps),
+        [Active, Down, Draining],
+        "the backup delivers what it holds"
+    );
+    ps.released(0b100, t0);
+    assert_eq!(states(&ps), [Active, Down, Standby]);
+}
+#[test]
+fn an_ack_credits_progress_only_to_the_sole_holder() {
+    let t0 = Instant::now();
+    let later = t0 + Duration::from_secs(1);
+    let mut ps = Paths::new(&cfg());
+    ps.up(0, t0);
+    ps.up(1, t0);
+    ps.booked(0, t0, None);
+    ps.booked(1, t0, None);
+    ps.released(0b11, later);
+    for p in 0..2 {
+        let e = ps.get(p).unwrap();
+        assert_eq!((e.held, e.progress), (0, t0), "path {p}: which copy arrived is unknown");
+    }
+    ps.booked(0, t0, None);
+    ps.released(0b01, later);
+    assert_eq!(ps.get(0).unwrap().progress, later);
+}
+
+#[test]
+fn keepalives_go_only_on_idle_paths() {
+    let t0 = Instant::now();
+    let mut ps = Paths::new(&cfg());
+    ps.up(0, t0);
+    assert!(!ps.keepalive(0, t0 + Duration::from_millis(999), &cfg()));
+    assert!(ps.keepalive(0, t0 + cfg().keepalive, &cfg()));
+    assert_eq!(ps.get(0).unwrap().ctrl.front(), Some(&Frame::Ping { id: 1 }));
+    assert!(!ps.keepalive(0, t0 + cfg().keepalive, &cfg()), "just sent one");
+}
+
+#[test]
+fn going_down_forgets_what_the_path_held_and_counts_a_failure() {
+    let t0 = Instant::now();
+    let mut ps = Paths::new(&cfg());
+    ps.up(1, t0);
+    ps.booked(1, t0, Some((5, 100)));
+    assert!(ps.down(1));
+    assert!(!ps.down(1), "only once");
+    let p = ps.get(1).unwrap();
+    assert_eq!((p.held, p.counters.failures, p.status), (0, 1, PathStatus::Down));
+    assert_eq!(ps.get(0).unwrap().status, PathStatus::Down, "never connected");
+}
+
+#[test]
+fn arrival_reports_are_binned_by_the_bytes_in_flight_at_sending() {
+    let t0 = Instant::now();
+    let mut ps = Paths::new(&cfg());
+    ps.up(0, t0);
+    ps.booked(0, t0, Some((100, 0)));
+    ps.booked(0, t0, Some((200, 50 * 1024)));
+    ps.on_report(0, 100, 1000, Duration::ZERO, t0);
+    ps.on_report(0, 200, 9000, Duration::ZERO, t0);
+    assert_eq!(ps.snapshots()[0].owd_us, Some(1000), "an empty path's bin");
+    ps.entry(0).snap.notsent = 50 * 1024;
+    assert_eq!(ps.snapshots()[0].owd_us, Some(9000), "a loaded path's bin");
+}
+
+#[test]
+fn the_fastest_other_path_is_picked_for_a_stall() {
+    let t0 = Instant::now();
+    let mut ps = Paths::new(&cfg());
+    for (i, ms) in [(0, 10), (1, 30), (2, 20)] {
+        ps.up(i, t0);
+        ps.entry(i).snap.srtt = Duration::from_millis(ms);
+    }
+    assert_eq!(ps.fastest_except(0b001), Some(2));
+    ps.mark_suspect(2, t0);
+    assert_eq!(ps.fastest_except(0b001), Some(1));
+}
