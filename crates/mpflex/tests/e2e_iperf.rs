@@ -72,28 +72,7 @@ fn upload(queue_target_ms: u64) -> Upload {
     let remote = format!("10.{}.9.9", lab.topo.net);
     lab.add_remote(&remote);
     let port = IPERF_PORT.to_string();
-    let to = TRANSPARENT_PORT.to_string();
-    sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.topo.client_ns,
-        "iptables",
-        "-t",
-        "nat",
-        "-A",
-        "OUTPUT",
-        "-p",
-        "tcp",
-        "-d",
-        &remote,
-        "--dport",
-        &port,
-        "-j",
-        "REDIRECT",
-        "--to-ports",
-        &to,
-    ]);
+    lab.redirect_to_client(&remote, Some(IPERF_PORT));
     let mut server = lab.spawn_in(
         &lab.topo.server_ns,
         &["iperf3", "-s", "-1", "-B", &remote, "-p", &port],

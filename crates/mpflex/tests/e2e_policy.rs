@@ -269,25 +269,7 @@ fn each_match_kind_routes_a_stream_onto_exactly_its_paths() {
     // Transparent ingress, by the uid of the application's socket.
     let remote = format!("10.{}.9.9", lab.topo.net);
     lab.add_remote(&remote);
-    sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.topo.client_ns,
-        "iptables",
-        "-t",
-        "nat",
-        "-A",
-        "OUTPUT",
-        "-p",
-        "tcp",
-        "-d",
-        &remote,
-        "-j",
-        "REDIRECT",
-        "--to-ports",
-        &TRANSPARENT_PORT.to_string(),
-    ]);
+    lab.redirect_to_client(&remote, None);
     let before = received(&lab);
     let out = Command::new("sh")
         .arg("-c")

@@ -17,27 +17,7 @@ fn redirected_connection_reaches_its_original_destination() {
     // A "remote" service address: on the server's loopback, routed nowhere in the client.
     let remote = format!("10.{}.9.9", lab.topo.net);
     lab.add_remote(&remote);
-    sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.topo.client_ns,
-        "iptables",
-        "-t",
-        "nat",
-        "-A",
-        "OUTPUT",
-        "-p",
-        "tcp",
-        "-d",
-        &remote,
-        "--dport",
-        &ORIGIN_PORT.to_string(),
-        "-j",
-        "REDIRECT",
-        "--to-ports",
-        &TRANSPARENT_PORT.to_string(),
-    ]);
+    lab.redirect_to_client(&remote, Some(ORIGIN_PORT));
     let n = 5 << 20;
     let out = Command::new("sh")
         .arg("-c")

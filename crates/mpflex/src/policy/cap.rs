@@ -105,8 +105,9 @@ impl Cap {
     }
 
     /// The accounting period `unix_secs` (UTC) falls in, as a key that changes exactly
-    /// when the period does: `2026-11-26` for a daily cap, `2026-11` for a monthly one
-    /// (the month its period started in: with reset day 15, 2026-11-10 is in `2026-10`).
+    /// when the period does: `YYYY-MM-DD` for a daily cap, `YYYY-MM` for a monthly one
+    /// (the month its period started in: with reset day 15, the 10th of a month is in
+    /// the previous month's period).
     pub fn period_key(&self, unix_secs: u64) -> String {
         let days = (unix_secs / 86_400) as i64;
         let (y, m, d) = civil_from_days(days);
@@ -173,7 +174,7 @@ mod tests {
 
     #[test]
     fn periods_change_at_midnight_and_on_the_reset_day() {
-        // 2026-11-26T04:00:00Z.
+        // 04:00 UTC on the 26th of November (unix time).
         let t = 1_795_665_600;
         let day = Cap::parse("1 GB/day", None).unwrap();
         assert_eq!(day.period_key(t), "2026-11-26");

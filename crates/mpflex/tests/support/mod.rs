@@ -714,6 +714,34 @@ impl Lab {
             .unwrap_or_default()
     }
 
+    /// Sends the client namespace's own TCP connections to `remote` (on `dport`, or any
+    /// port) to the client's transparent listener: the `iptables REDIRECT` rule of
+    /// docs/transparent.md.
+    pub fn redirect_to_client(&self, remote: &str, dport: Option<u16>) {
+        let port = dport.map(|p| p.to_string());
+        let to = TRANSPARENT_PORT.to_string();
+        let mut args = vec![
+            "ip",
+            "netns",
+            "exec",
+            &self.topo.client_ns,
+            "iptables",
+            "-t",
+            "nat",
+            "-A",
+            "OUTPUT",
+            "-p",
+            "tcp",
+            "-d",
+            remote,
+        ];
+        if let Some(p) = &port {
+            args.extend(["--dport", p]);
+        }
+        args.extend(["-j", "REDIRECT", "--to-ports", &to]);
+        sh(&args);
+    }
+
     /// Makes `addr` a "remote" service address: on the server namespace's loopback (where
     /// the origin listens on every address), routed over path 0 in the client namespace.
     pub fn add_remote(&self, addr: &str) {
