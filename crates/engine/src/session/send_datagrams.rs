@@ -51,9 +51,9 @@ impl Session {
             if bulk {
                 // Late binding, as for stream bytes: a bulk datagram goes to the path
                 // asking now unless another delivers it sooner (its one-way delay, its
-                // queue and its unsent bytes at its rate) by more than the receiver's
-                // reorder window covers. Each path takes what it drains, so the flow
-                // splits by rate, and the receiver puts the order back within its window.
+                // queue and its unsent bytes at its rate) by more than the slack. Each path
+                // takes what it drains, so the flow splits by rate, and the receiver puts
+                // the order back (what arrives early waits for the gap before it).
                 let len = q.data.len() + mpflex_wire::DATAGRAM_HEADER + mpflex_wire::HEADER_LEN;
                 let here = !bulk_declined
                     && (none_carries || self.paths.first_within(len, rec.path, rec.used(out), rec.now, slack));
