@@ -39,7 +39,7 @@ mod supervisor;
 mod writer;
 
 pub use class::{ClassLatency, LatencySummary, TrafficClass, UnknownClass, BULK_BURST, BURST_IDLE, TURN_GAP};
-pub use config::{EngineConfig, Role};
+pub use config::{EngineConfig, Role, IDLE_KEEPALIVE};
 pub use datagram::{
     DatagramClass, DatagramCounters, FlowId, COPY_WAIT, MAX_WAIT, QUEUE_BYTES, REALTIME_MAX_LEN, REALTIME_MAX_RATE,
 };

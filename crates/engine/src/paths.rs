@@ -19,9 +19,13 @@ use crate::config::EngineConfig;
 use crate::kernel::TcpInfo;
 use crate::owd::{OwdEstimator, QueueDelay};
 use crate::supervisor::{
-    probe_every, KernelView, PathState, Quality, Suspicion, Verdict, BIN, TIER_BACKUP, TIER_ENERGY_STANDBY, TIER_OFF,
+    KernelView, PathState, Quality, Suspicion, Verdict, TIER_BACKUP, TIER_ENERGY_STANDBY, TIER_OFF,
 };
 use crate::MAX_PATHS;
+
+mod liveness;
+
+pub(crate) use liveness::{Load, PathCheck};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathStatus {
@@ -264,20 +268,6 @@ impl PathEntry {
     pub fn bif(&self, extra: usize) -> u64 {
         bytes_in_flight(&self.snap) + extra as u64
     }
-}
-
-/// What a timer check found on one path.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum PathCheck {
-    /// Nothing received for the path timeout: it is dead.
-    TimedOut,
-    /// No sign of life for longer than its suspicion threshold while holding data.
-    Stuck,
-    /// Silent for two thirds of its threshold: copy what it holds elsewhere.
-    Hedge,
-    /// Suspect, and a probe is due.
-    Probe,
-    Fine,
 }
 
 /// What a `TCP_INFO` reading changed on a path.
@@ -529,120 +519,6 @@ impl Paths {
         p.held = 0;
         p.counters.suspicions += 1;
         self.refresh();
-    }
-
-    /// Silence after which a path holding data is suspected (see
-    /// [`crate::supervisor::Suspicion::threshold`]): from its minimum RTT, or its smoothed
-    /// RTT while the minimum is unknown.
-    fn suspect_after(&self, p: &PathEntry, now: Instant) -> Duration {
-        p.suspicion.threshold(Self::base_rtt(p), self.ack_delay, now)
-    }
-
-    /// Silence after which what a path holds is copied elsewhere (see
-    /// [`crate::supervisor::Suspicion::hedge_after`]). Only while it holds frames of ours
-    /// not yet copied for this silence.
-    fn hedge_at(&self, p: &PathEntry) -> Option<Instant> {
-        let life = p.last_life();
-        (p.held > 0 && p.hedged != Some(life))
-            .then(|| life + p.suspicion.hedge_after(Self::base_rtt(p), self.ack_delay, life))
-    }
-
-    /// The path's RTT without its queue: the minimum, or the smoothed RTT while the
-    /// minimum is unknown.
-    fn base_rtt(p: &PathEntry) -> Duration {
-        if p.snap.min_rtt.is_zero() {
-            p.snap.srtt
-        } else {
-            p.snap.min_rtt
-        }
-    }
-
-    /// What `path` holds was copied elsewhere at this silence.
-    pub fn hedged(&mut self, path: usize) {
-        let p = &mut self.entries[path];
-        p.hedged = Some(p.last_life());
-    }
-
-    /// How often a path that is suspect or degraded is probed within its own connection:
-    /// a keepalive every bin, so the monitor sees RTT samples and the first answer comes
-    /// soon after the link does.
-    fn keepalive_every(p: &PathEntry, cfg: &EngineConfig) -> Duration {
-        if p.suspect() || p.quality.degraded() {
-            cfg.keepalive.min(BIN)
-        } else {
-            cfg.keepalive
-        }
-    }
-
-    /// The next instant a path timer fires.
-    pub fn next_timeout(&self, cfg: &EngineConfig) -> Option<Instant> {
-        self.entries
-            .iter()
-            .filter(|p| p.is_up() && !p.quiet())
-            .flat_map(|p| {
-                let stuck = (!p.suspect() && p.holding()).then(|| p.last_life() + self.suspect_after(p, p.last_life()));
-                let hedge = (!p.suspect()).then(|| self.hedge_at(p)).flatten();
-                [
-                    Some(p.last_send + Self::keepalive_every(p, cfg)),
-                    Some(p.last_recv + cfg.path_timeout),
-                    stuck,
-                    hedge,
-                    p.suspicion.next_probe,
-                ]
-            })
-            .flatten()
-            .min()
-    }
-
-    /// Checks `path`'s liveness at `now`.
-    pub fn check(&self, path: usize, now: Instant, cfg: &EngineConfig) -> PathCheck {
-        let p = &self.entries[path];
-        if !p.is_up() || p.quiet() {
-            return PathCheck::Fine;
-        }
-        if now.saturating_duration_since(p.last_recv) >= cfg.path_timeout {
-            return PathCheck::TimedOut;
-        }
-        if p.suspect() {
-            if p.suspicion.next_probe.is_some_and(|t| t <= now) {
-                return PathCheck::Probe;
-            }
-            return PathCheck::Fine;
-        }
-        let silent = now.saturating_duration_since(p.last_life());
-        if p.holding() && silent >= self.suspect_after(p, now) {
-            return PathCheck::Stuck;
-        }
-        if self.hedge_at(p).is_some_and(|t| t <= now) {
-            return PathCheck::Hedge;
-        }
-        PathCheck::Fine
-    }
-
-    /// A probe of the suspect `path` is being made at `now`; the next is due a probe
-    /// interval later.
-    pub fn probed(&mut self, path: usize, now: Instant) {
-        let p = &mut self.entries[path];
-        let rtt = if p.snap.min_rtt.is_zero() {
-            p.snap.srtt
-        } else {
-            p.snap.min_rtt
-        };
-        p.suspicion.next_probe = Some(now + probe_every(rtt));
-    }
-
-    /// Queues a keepalive on `path` if it sent nothing for its keepalive interval
-    /// (`every`, shorter while it is suspect or degraded). True if it did.
-    pub fn keepalive(&mut self, path: usize, now: Instant, cfg: &EngineConfig) -> bool {
-        let p = &mut self.entries[path];
-        let every = Self::keepalive_every(p, cfg);
-        if !p.is_up() || p.quiet() || now.saturating_duration_since(p.last_send) < every {
-            return false;
-        }
-        p.ping_id += 1;
-        p.last_send = now;
-        p.ctrl.push_back(Frame::Ping { id: p.ping_id });
-        true
     }
 
     pub fn progress(&mut self, path: usize, now: Instant) {

@@ -22,6 +22,11 @@ use crate::policy::{Policy, RuleConfig};
 pub struct Tuning {
     /// Keepalive interval on idle paths, ms.
     pub keepalive_ms: u64,
+    /// Keepalive interval on the paths of a session that carries nothing (no stream, no
+    /// datagram flow), ms; never below `keepalive_ms`. Such a path is declared dead
+    /// `path_timeout_ms + idle_keepalive_ms - keepalive_ms` after it last heard anything,
+    /// or `path_timeout_ms` after the session starts carrying.
+    pub idle_keepalive_ms: u64,
     /// A path silent for this long is declared dead, ms.
     pub path_timeout_ms: u64,
     /// Per-stream flow-control window, bytes.
@@ -83,6 +88,7 @@ impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             keepalive_ms: 1000,
+            idle_keepalive_ms: mpflex_engine::IDLE_KEEPALIVE.as_millis() as u64,
             path_timeout_ms: 5000,
             stream_window: 4 << 20,
             session_window: 64 << 20,
@@ -154,6 +160,7 @@ impl Tuning {
     pub fn engine(&self, role: Role) -> EngineConfig {
         let mut c = EngineConfig::new(role);
         c.keepalive = Duration::from_millis(self.keepalive_ms);
+        c.idle_keepalive = Duration::from_millis(self.idle_keepalive_ms);
         c.path_timeout = Duration::from_millis(self.path_timeout_ms);
         c.stream_window = self.stream_window;
         c.session_window = self.session_window;

@@ -286,18 +286,8 @@ impl Server {
 /// Drops a session whose paths have all been gone for `session_linger_secs`.
 async fn reaper(srv: Arc<Server>, h: SessionHandle, key: SessionKey) {
     let linger = Duration::from_secs(srv.cfg.session_linger_secs);
-    let mut down_since: Option<Instant> = None;
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-            _ = h.closed.cancelled() => break,
-        }
-        if h.any_path_up() {
-            down_since = None;
-        } else if down_since.get_or_insert_with(Instant::now).elapsed() >= linger {
-            info!("session expired: no path for {linger:?}");
-            break;
-        }
+    if h.pathless_for(linger).await {
+        info!("session expired: no path for {linger:?}");
     }
     h.closed.cancel();
     h.abort_all_streams();

@@ -5,6 +5,11 @@ fn cfg() -> EngineConfig {
     EngineConfig::new(Role::Client)
 }
 
+/// A session that has carried a stream since `t0`.
+fn busy(t0: Instant) -> Load {
+    Load::Carrying { since: t0 }
+}
+
 /// An interactive frame goes where it arrives first now: the lower-RTT path while its
 /// queue is short, the other once the first path's queue (in flight beyond its
 /// bandwidth-delay product, or unsent) outweighs the difference — whatever the smoothed
@@ -74,33 +79,48 @@ fn a_path_holding_data_without_progress_is_stuck_before_it_times_out() {
     ps.booked(0, t0, None);
     // A hedge after max(1.5 × 50 ms, 75 ms) + the ACK delay (5 ms).
     let hedge = Duration::from_millis(80);
-    assert_eq!(ps.next_timeout(&cfg()), Some(t0 + hedge));
+    assert_eq!(ps.next_timeout(&cfg(), busy(t0)), Some(t0 + hedge));
     assert_eq!(
-        ps.check(0, t0 + hedge - Duration::from_millis(1), &cfg()),
+        ps.check(0, t0 + hedge - Duration::from_millis(1), &cfg(), busy(t0)),
         PathCheck::Fine
     );
-    assert_eq!(ps.check(0, t0 + hedge, &cfg()), PathCheck::Hedge);
+    assert_eq!(ps.check(0, t0 + hedge, &cfg(), busy(t0)), PathCheck::Hedge);
     ps.hedged(0);
     // Suspect after max(3 × 50 ms, 150 ms) + the ACK delay.
     let after = Duration::from_millis(155);
-    assert_eq!(ps.next_timeout(&cfg()), Some(t0 + after), "one hedge per silence");
     assert_eq!(
-        ps.check(0, t0 + after - Duration::from_millis(1), &cfg()),
+        ps.next_timeout(&cfg(), busy(t0)),
+        Some(t0 + after),
+        "one hedge per silence"
+    );
+    assert_eq!(
+        ps.check(0, t0 + after - Duration::from_millis(1), &cfg(), busy(t0)),
         PathCheck::Fine
     );
-    assert_eq!(ps.check(0, t0 + after, &cfg()), PathCheck::Stuck);
+    assert_eq!(ps.check(0, t0 + after, &cfg(), busy(t0)), PathCheck::Stuck);
     ps.mark_suspect(0, t0 + after);
     assert!(!ps.get(0).unwrap().carries());
     assert_eq!(ps.get(0).unwrap().state(), PathState::Suspect);
-    assert_eq!(ps.check(0, t0 + after, &cfg()), PathCheck::Probe, "probed at once");
-    ps.probed(0, t0 + after);
-    assert_eq!(ps.check(0, t0 + after, &cfg()), PathCheck::Fine, "already suspect");
     assert_eq!(
-        ps.check(0, t0 + after + Duration::from_millis(300), &cfg()),
+        ps.check(0, t0 + after, &cfg(), busy(t0)),
+        PathCheck::Probe,
+        "probed at once"
+    );
+    ps.probed(0, t0 + after);
+    assert_eq!(
+        ps.check(0, t0 + after, &cfg(), busy(t0)),
+        PathCheck::Fine,
+        "already suspect"
+    );
+    assert_eq!(
+        ps.check(0, t0 + after + Duration::from_millis(300), &cfg(), busy(t0)),
         PathCheck::Probe,
         "probed again every 300 ms"
     );
-    assert_eq!(ps.check(0, t0 + cfg().path_timeout, &cfg()), PathCheck::TimedOut);
+    assert_eq!(
+        ps.check(0, t0 + cfg().path_timeout, &cfg(), busy(t0)),
+        PathCheck::TimedOut
+    );
     assert!(ps.heard(0, t0 + after, 10), "speaking again lifts the suspicion");
     assert!(ps.get(0).unwrap().carries());
 }
@@ -130,27 +150,27 @@ fn the_kernel_socket_shows_a_silent_path_and_its_answer() {
     ps.read_kernel(0, &reading(0, 0, 100), ms(1000), false);
     // Control bytes written at 1000 ms; the socket shows them unacknowledged.
     ps.read_kernel(0, &reading(2, 20, 100), ms(1020), false);
-    assert_eq!(ps.check(0, ms(1150), &cfg()), PathCheck::Fine);
+    assert_eq!(ps.check(0, ms(1150), &cfg(), busy(t0)), PathCheck::Fine);
     assert_eq!(
-        ps.check(0, ms(1155), &cfg()),
+        ps.check(0, ms(1155), &cfg(), busy(t0)),
         PathCheck::Stuck,
         "150 ms + ACK delay after the socket was last seen empty"
     );
     // A duplicate ACK at 1100 ms (nothing newly acknowledged) is a sign of life.
     ps.read_kernel(0, &reading(2, 10, 100), ms(1110), false);
-    assert_eq!(ps.check(0, ms(1200), &cfg()), PathCheck::Fine);
-    assert_eq!(ps.check(0, ms(1255), &cfg()), PathCheck::Stuck);
+    assert_eq!(ps.check(0, ms(1200), &cfg(), busy(t0)), PathCheck::Fine);
+    assert_eq!(ps.check(0, ms(1255), &cfg(), busy(t0)), PathCheck::Stuck);
     ps.mark_suspect(0, ms(1255));
     assert_eq!(ps.get(1).unwrap().state(), PathState::Active);
     let r = ps.read_kernel(0, &reading(2, 400, 100), ms(1500), false);
     assert!(!r.released, "no new ACK");
     ps.probed(0, ms(1500));
-    assert_eq!(ps.check(0, ms(1600), &cfg()), PathCheck::Fine);
+    assert_eq!(ps.check(0, ms(1600), &cfg(), busy(t0)), PathCheck::Fine);
     // A duplicate ACK: the link is back but the connection still waits for its
     // retransmission. Not released; probed at once.
     let r = ps.read_kernel(0, &reading(2, 10, 100), ms(1600), false);
     assert!(!r.released);
-    assert_eq!(ps.check(0, ms(1600), &cfg()), PathCheck::Probe);
+    assert_eq!(ps.check(0, ms(1600), &cfg(), busy(t0)), PathCheck::Probe);
     let r = ps.read_kernel(0, &reading(0, 1, 300), ms(1900), false);
     assert!(r.released, "acknowledged: released at once");
     assert_eq!(ps.get(0).unwrap().state(), PathState::Active);
@@ -210,10 +230,64 @@ fn keepalives_go_only_on_idle_paths() {
     let t0 = Instant::now();
     let mut ps = Paths::new(&cfg());
     ps.up(0, t0);
-    assert!(!ps.keepalive(0, t0 + Duration::from_millis(999), &cfg()));
-    assert!(ps.keepalive(0, t0 + cfg().keepalive, &cfg()));
+    assert!(!ps.keepalive(0, t0 + Duration::from_millis(999), &cfg(), busy(t0)));
+    assert!(ps.keepalive(0, t0 + cfg().keepalive, &cfg(), busy(t0)));
     assert_eq!(ps.get(0).unwrap().ctrl.front(), Some(&Frame::Ping { id: 1 }));
-    assert!(!ps.keepalive(0, t0 + cfg().keepalive, &cfg()), "just sent one");
+    assert!(
+        !ps.keepalive(0, t0 + cfg().keepalive, &cfg(), busy(t0)),
+        "just sent one"
+    );
+}
+
+/// A session that carries nothing sends a keepalive every `idle_keepalive` (25 s), and
+/// its path is dead `path_timeout` (5 s) after the keepalive it should have heard (29 s
+/// of silence); carrying, every second and after 5 s of silence, as before.
+#[test]
+fn an_idle_session_keeps_its_paths_alive_less_often_and_waits_longer() {
+    let t0 = Instant::now();
+    let s = |n: u64| t0 + Duration::from_secs(n);
+    let c = cfg();
+    let mut ps = Paths::new(&c);
+    ps.up(0, t0);
+    assert_eq!(c.idle_keepalive(), Duration::from_secs(25));
+    assert_eq!(ps.next_timeout(&c, Load::Idle), Some(s(25)));
+    assert!(!ps.keepalive(0, s(24), &c, Load::Idle));
+    assert!(ps.keepalive(0, s(25), &c, Load::Idle));
+    assert_eq!(
+        ps.check(0, s(29) - Duration::from_millis(1), &c, Load::Idle),
+        PathCheck::Fine
+    );
+    assert_eq!(ps.check(0, s(29), &c, Load::Idle), PathCheck::TimedOut);
+    assert_eq!(ps.check(0, s(5), &c, busy(t0)), PathCheck::TimedOut);
+    // Below `keepalive`, `idle_keepalive` is `keepalive`: nothing changes when idle.
+    let off = EngineConfig {
+        idle_keepalive: Duration::ZERO,
+        ..cfg()
+    };
+    assert_eq!(ps.check(0, s(5), &off, Load::Idle), PathCheck::TimedOut);
+}
+
+/// A session that starts carrying after 20 s of idleness: the paths' keepalives are due
+/// at once, and a path that hears nothing more is dead 5 s after the start — not 29 s
+/// after it last heard, nor 5 s after that (which has passed).
+#[test]
+fn a_session_that_starts_carrying_checks_its_idle_paths_within_the_path_timeout() {
+    let t0 = Instant::now();
+    let s = |n: u64| t0 + Duration::from_secs(n);
+    let c = cfg();
+    let mut ps = Paths::new(&c);
+    ps.up(0, t0);
+    ps.up(1, t0);
+    ps.heard(1, s(19), 10);
+    let load = busy(s(20));
+    assert_eq!(ps.next_timeout(&c, load), Some(s(1)), "keepalives overdue");
+    assert!(ps.keepalive(0, s(20), &c, load));
+    assert!(ps.keepalive(1, s(20), &c, load));
+    assert_eq!(ps.check(0, s(25) - Duration::from_millis(1), &c, load), PathCheck::Fine);
+    assert_eq!(ps.check(0, s(25), &c, load), PathCheck::TimedOut);
+    assert_eq!(ps.check(1, s(25), &c, load), PathCheck::TimedOut);
+    // Started carrying late in a long silence: never later than idle would have been.
+    assert_eq!(ps.check(0, s(29), &c, busy(s(28))), PathCheck::TimedOut);
 }
 
 #[test]

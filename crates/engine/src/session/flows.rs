@@ -6,9 +6,14 @@ use super::*;
 impl Session {
     /// (client) Opens a datagram flow towards `addr`. The peer hears of it with the flow's
     /// first datagram on each path. `None` while `max_flows` flows are open: the peer
-    /// would refuse more, and each costs memory here until its association ends.
+    /// would refuse more, and each costs memory here until its association ends. Timed
+    /// by the session clock, as [`Session::open_stream`].
     pub fn open_flow(&mut self, addr: TargetAddr) -> Option<FlowId> {
-        (self.dgrams.len() < self.cfg.max_flows).then(|| self.dgrams.open(addr))
+        if self.dgrams.len() >= self.cfg.max_flows {
+            return None;
+        }
+        self.start_carrying(self.last_now);
+        Some(self.dgrams.open(addr))
     }
 
     /// Queues a datagram of `flow` (at most [`mpflex_wire::MAX_DATAGRAM`] bytes). Returns

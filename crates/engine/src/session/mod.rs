@@ -30,7 +30,7 @@ use crate::config::{EngineConfig, Role};
 use crate::control::Feedback;
 use crate::datagram::{DatagramClass, DatagramCounters, Datagrams, FlowId, PendingClose};
 use crate::flow::{SessionFlow, Stream, StreamRead};
-use crate::paths::{bytes_in_flight, PathCounters, PathStatus, Paths};
+use crate::paths::{bytes_in_flight, Load, PathCounters, PathStatus, Paths};
 use crate::recv::Assembler;
 use crate::send::SendQueue;
 use crate::supervisor::{PathState, TIER_BACKUP, TIER_PRIMARY};
@@ -61,6 +61,9 @@ pub enum Event {
     StreamReset { stream: StreamId, code: u8 },
     /// Frames are waiting: paths that are idle should poll again.
     WakePaths,
+    /// Frames for this path only are waiting (its keepalive, or the answer to the peer's):
+    /// its writer should poll again.
+    WakePath(usize),
     /// The path has been silent for too long; the driver should drop its connection.
     PathTimedOut(usize),
     /// (server) The client says the path's link is gone (its connection cannot carry
@@ -139,6 +142,9 @@ pub struct Session {
     events: VecDeque<Event>,
     /// Latest time the driver told us.
     last_now: Instant,
+    /// When the session last started carrying (its first stream or flow after none):
+    /// the path timers' [`Load`].
+    carrying_since: Instant,
     /// Paths the scheduler told to wait: a send elsewhere changes the picture for them.
     waiting: u64,
     /// (sender) The gap last re-sent on a `Stall`; one per gap.
@@ -221,6 +227,7 @@ impl Session {
             feedback: Feedback::default(),
             events: VecDeque::new(),
             last_now: now,
+            carrying_since: now,
             waiting: 0,
             stall_served: None,
             interactive_seen: None,
@@ -248,14 +255,46 @@ impl Session {
         self.events.push_back(Event::WakePaths);
     }
 
+    /// Path-local control (a keepalive, its answer) waits on `path` only: its writer
+    /// alone need look. A server holds thousands of idle paths, and waking every writer
+    /// of a session for one path's keepalive doubled the wake-ups they cost.
+    fn wake_path(&mut self, path: usize) {
+        self.events.push_back(Event::WakePath(path));
+    }
+
+    /// What the session carries, for the path timers: idle while it has no stream and no
+    /// datagram flow (keepalives then come further apart, see
+    /// [`EngineConfig::idle_keepalive`]).
+    pub(crate) fn load(&self) -> Load {
+        if self.streams.is_empty() && self.dgrams.len() == 0 {
+            Load::Idle
+        } else {
+            Load::Carrying {
+                since: self.carrying_since,
+            }
+        }
+    }
+
+    /// A stream or flow is about to open at `now`: if it is the first, the session starts
+    /// carrying. Every path's keepalive at the carrying interval is then overdue: the next
+    /// timeout is due at once and sends them, so a path that died while the session was
+    /// idle shows within the path timeout.
+    fn start_carrying(&mut self, now: Instant) {
+        if self.load() == Load::Idle {
+            self.carrying_since = now;
+        }
+    }
+
     // ----- streams, local side -----
 
     /// (client) Opens a stream towards `addr`. Its first bytes, offered at once with
-    /// [`Session::stream_send`], ride in the Open frame.
+    /// [`Session::stream_send`], ride in the Open frame. Timed by the session clock: the
+    /// driver sets it first ([`Session::set_clock`]).
     pub fn open_stream(&mut self, addr: TargetAddr) -> StreamId {
         debug_assert_eq!(self.cfg.role, Role::Client);
         let id = self.next_stream;
         self.next_stream = self.next_stream.wrapping_add(1).max(1);
+        self.start_carrying(self.last_now);
         self.streams.insert(id, Stream::new(self.cfg.stream_window));
         self.send.set_class(id, TrafficClass::Interactive);
         self.send.stage_open(id, addr, self.last_now);

@@ -26,7 +26,7 @@ impl Session {
             Frame::HelloAck { .. } => return Err(ProtocolError::Unexpected("HelloAck")),
             Frame::Ping { id } => {
                 self.paths.entry(path).ctrl.push_back(Frame::Pong { id });
-                self.wake();
+                self.wake_path(path);
             }
             Frame::Pong { .. } => {}
             Frame::Close { code } => self.events.push_back(Event::Closed { code }),
@@ -105,7 +105,7 @@ impl Session {
                 }
             }
             Frame::FlowOpen { .. } if self.cfg.role == Role::Client => return Err(ProtocolError::UnexpectedFlowOpen),
-            Frame::FlowOpen { flow, addr } => self.on_flow_open(flow, addr),
+            Frame::FlowOpen { flow, addr } => self.on_flow_open(flow, addr, now),
             Frame::FlowClose { flow, code } => {
                 if self.dgrams.remove(flow).is_some() {
                     if code == mpflex_wire::flow_close::REFUSED {
@@ -121,7 +121,7 @@ impl Session {
     /// (server) The peer opened a datagram flow (again, if another path told us first).
     /// Beyond `max_flows` it is refused rather than the session cut off: a flood of flows
     /// from one application must not take the others' streams down with it.
-    fn on_flow_open(&mut self, flow: crate::FlowId, addr: mpflex_wire::TargetAddr) {
+    fn on_flow_open(&mut self, flow: crate::FlowId, addr: mpflex_wire::TargetAddr, now: Instant) {
         if self.dgrams.contains(flow) {
             return;
         }
@@ -141,6 +141,7 @@ impl Session {
             self.wake();
             return;
         }
+        self.start_carrying(now);
         if self.dgrams.accept(flow, addr.clone()) {
             self.events.push_back(Event::FlowOpened { flow, addr });
         }
@@ -288,6 +289,7 @@ impl Session {
                 if self.streams.len() >= self.cfg.max_streams {
                     return Err(ProtocolError::TooManyStreams);
                 }
+                self.start_carrying(self.last_now);
                 self.streams.insert(stream, Stream::new(self.cfg.stream_window));
                 self.send.set_class(stream, TrafficClass::Interactive);
                 // The client's rule restricts the stream's downloads to its paths too.

@@ -10,7 +10,7 @@ impl Session {
     pub fn poll_timeout(&self) -> Option<Instant> {
         [
             self.feedback.deadline(),
-            self.paths.next_timeout(&self.cfg),
+            self.paths.next_timeout(&self.cfg, self.load()),
             self.dgrams.release_at(self.gap_wait()),
             self.energy_deadline(),
         ]
@@ -56,8 +56,9 @@ impl Session {
             self.wake();
         }
         self.energy_tick(now);
+        let load = self.load();
         for i in 0..self.paths.len() {
-            match self.paths.check(i, now, &self.cfg) {
+            match self.paths.check(i, now, &self.cfg, load) {
                 PathCheck::TimedOut => {
                     self.events.push_back(Event::PathTimedOut(i));
                     self.path_down(i);
@@ -79,8 +80,8 @@ impl Session {
                 }
                 PathCheck::Fine => {}
             }
-            if self.paths.keepalive(i, now, &self.cfg) {
-                self.wake();
+            if self.paths.keepalive(i, now, &self.cfg, load) {
+                self.wake_path(i);
             }
         }
     }

@@ -165,6 +165,8 @@ pub struct Opened {
 pub struct SessionHandle {
     inner: Arc<Mutex<Shared>>,
     timer: Arc<Notify>,
+    /// Signalled when a path connection joins or ends ([`SessionHandle::pathless_for`]).
+    pub paths_changed: Arc<Notify>,
     opens: Option<mpsc::UnboundedSender<Opened>>,
     /// (server) Where flows the peer opens go.
     pub flow_opens: Option<mpsc::UnboundedSender<FlowOpened>>,
@@ -220,6 +222,7 @@ impl SessionHandle {
                 timer_deadline: None,
             })),
             timer: Arc::new(Notify::new()),
+            paths_changed: Arc::new(Notify::new()),
             opens,
             flow_opens: None,
             closed: CancellationToken::new(),
@@ -251,6 +254,11 @@ impl SessionHandle {
         while let Some(ev) = sh.sess.poll_event() {
             match ev {
                 Event::WakePaths => wake_paths = true,
+                Event::WakePath(p) => {
+                    if let Some(slot) = sh.paths.get(p) {
+                        slot.wake.notify_one();
+                    }
+                }
                 Event::StreamReadable(id) => {
                     if let Some(s) = sh.streams.get(&id) {
                         s.readable.notify_one();
@@ -419,6 +427,7 @@ impl SessionHandle {
         signals.peer_scheduler = mpflex_sched::NAMES.iter().copied().find(|n| *n == scheduler);
         let signals = Arc::new(signals);
         let (id, rest) = self.with(|sh| {
+            sh.sess.set_clock(Instant::now());
             let id = sh.sess.open_stream(addr);
             if class.is_some() {
                 sh.sess.set_stream_class(id, class);
@@ -448,6 +457,7 @@ impl SessionHandle {
     /// here, with a log line).
     pub fn open_flow(&self, addr: TargetAddr, sink: mpsc::Sender<(FlowId, FlowMsg)>) -> Option<FlowId> {
         self.with(|sh| {
+            sh.sess.set_clock(Instant::now());
             let Some(id) = sh.sess.open_flow(addr.clone()) else {
                 sh.udp.dropped_flow_limit += 1;
                 debug!(%addr, "datagram dropped: the session has as many flows as it may");
@@ -556,6 +566,7 @@ impl SessionHandle {
             sh.sess.path_up(p, Instant::now());
             (sh.paths[p].wake.clone(), sh.paths[p].generation)
         });
+        self.paths_changed.notify_one();
         let sock = Arc::new(sock);
         let t = Arc::new(transport);
         let res = tokio::select! {
@@ -570,6 +581,7 @@ impl SessionHandle {
                 sh.sess.path_down(p);
             }
         });
+        self.paths_changed.notify_one();
         kill.cancel();
         res
     }
@@ -608,6 +620,31 @@ impl SessionHandle {
     /// Whether any path is up.
     pub fn any_path_up(&self) -> bool {
         self.with(|sh| (0..sh.sess.num_paths()).any(|p| sh.sess.path_status(p) == mpflex_engine::PathStatus::Up))
+    }
+
+    /// Waits until no path of the session has been up for `linger`: true then, false if
+    /// the session closed first. Woken by its paths joining and ending, not by a clock: a
+    /// server holds thousands of sessions, and looking at each twice a second cost more
+    /// than their keepalives.
+    pub async fn pathless_for(&self, linger: Duration) -> bool {
+        loop {
+            // A change signalled between a look and the wait is kept by the `Notify`.
+            if self.any_path_up() {
+                tokio::select! {
+                    _ = self.paths_changed.notified() => continue,
+                    _ = self.closed.cancelled() => return false,
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(linger) => {
+                    if !self.any_path_up() {
+                        return true;
+                    }
+                }
+                _ = self.paths_changed.notified() => {}
+                _ = self.closed.cancelled() => return false,
+            }
+        }
     }
 
     /// The signal the engine raises when path `p` should be probed.

@@ -25,12 +25,11 @@ const QUICKACK_READ: usize = 1448;
 
 /// An idle writer of a session that carries streams or flows reads its socket's
 /// statistics at least this often, so the schedulers decide on fresh ones when data comes.
+/// A writer of a session that carries nothing waits for the engine alone, which wakes it
+/// for data and for each keepalive (its statistics are read then): a server holding
+/// thousands of idle sessions spent a quarter of a core refreshing them five times a
+/// second, and still a few percent once every 5 s.
 const IDLE_REFRESH: Duration = Duration::from_millis(200);
-/// The same for a session that carries nothing: it needs no fresh statistics until data
-/// comes, and the engine wakes the writer for that and for every keepalive. A server
-/// holding thousands of idle sessions spent a quarter of a core on the faster refresh
-/// (two `getsockopt`s per path, five times a second).
-const IDLE_SESSION_REFRESH: Duration = Duration::from_secs(5);
 
 /// Free room the reader keeps in its buffer: it starts at the smallest and doubles while
 /// reads fill it, up to the largest. An idle path (keepalives only) then holds kilobytes,
@@ -158,14 +157,15 @@ pub(super) async fn path_writer(
                     _ = tokio::time::sleep(retry) => {}
                 }
             }
-            WriterStep::Idle { until } => {
-                let refresh = if carrying { IDLE_REFRESH } else { IDLE_SESSION_REFRESH };
-                let deadline = until.unwrap_or_else(|| Instant::now() + refresh);
-                tokio::select! {
-                    _ = wake.notified() => {}
-                    _ = tokio::time::sleep_until(deadline.into()) => {}
+            WriterStep::Idle { until } => match until.or_else(|| carrying.then(|| Instant::now() + IDLE_REFRESH)) {
+                Some(deadline) => {
+                    tokio::select! {
+                        _ = wake.notified() => {}
+                        _ = tokio::time::sleep_until(deadline.into()) => {}
+                    }
                 }
-            }
+                None => wake.notified().await,
+            },
             WriterStep::Write { reset_ssthresh } => {
                 for r in &records {
                     seal_record(&t, &mut nonce, &mut wire[r.clone()])?;

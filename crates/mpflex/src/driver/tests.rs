@@ -215,3 +215,56 @@ async fn peer_reset_reaches_the_application_as_a_reset() {
     }
     h.closed.cancel();
 }
+
+/// A server's session expires `linger` after its last path ended — not while a path is
+/// up, however long — and the wait ends without a clock ticking meanwhile: it is woken by
+/// the path ending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_expires_only_after_lingering_without_a_path() {
+    let (cpriv, cpub) = generate_keypair();
+    let (spriv, spub) = generate_keypair();
+    let auth = HashMap::from([(cpub, "c".to_string())]);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (csock, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+    let (mut csock, mut ssock) = (csock.unwrap(), accepted.unwrap().0);
+    let guard = ReplayGuard::default();
+    let (ct, st) = tokio::join!(
+        client_handshake(&mut csock, &[], &cpriv, &spub),
+        server_handshake(&mut ssock, &spriv, &auth, &guard)
+    );
+    let (_ct, st) = (ct.unwrap(), st.unwrap().0);
+    let sched = mpflex_sched::by_name("minrtt").unwrap();
+    let sess = Session::new(EngineConfig::new(Role::Server), sched, Instant::now());
+    let h = SessionHandle::new(sess, vec!["p".into()], None, 64 * 1024);
+    let joined = crate::pathconn::Joined {
+        nonces: (0, 0),
+        leftover: bytes::BytesMut::new(),
+    };
+    let path = tokio::spawn({
+        let h = h.clone();
+        async move { h.run_path(0, ssock, st, joined).await }
+    });
+    eventually("path up", || h.any_path_up()).await;
+    let linger = Duration::from_millis(300);
+    let wait = tokio::spawn({
+        let h = h.clone();
+        async move { h.pathless_for(linger).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!wait.is_finished(), "expired while its path was up");
+    let gone = Instant::now();
+    drop(csock);
+    let _ = path.await;
+    let expired = tokio::time::timeout(Duration::from_secs(3), wait)
+        .await
+        .expect("not expired 3 s after its path ended")
+        .unwrap();
+    assert!(expired);
+    let after = gone.elapsed();
+    assert!(
+        after >= linger && after < linger + Duration::from_millis(200),
+        "expired {after:?} after its path ended"
+    );
+    h.closed.cancel();
+}
