@@ -122,6 +122,34 @@ fn a_dark_path_is_suspected_within_its_threshold_and_nothing_is_lost() {
     );
 }
 
+/// The same outage with LTE's congestion window at ten segments, where CUBIC leaves an
+/// idle connection (RFC 2861's restart after idle, `tcp_slow_start_after_idle`; BBR keeps
+/// its window): LTE carried nothing for seconds before WiFi went dark. The copies of what
+/// WiFi held are sealed into records, and a record is opened only once all of it arrived:
+/// a record one byte beyond what ten segments carry waits a whole LTE round trip (70 ms)
+/// for the ACKs that let its tail go. The gap must not grow by that round trip.
+#[test]
+fn a_dark_path_is_replaced_within_the_window_an_idle_path_restarts_with() {
+    let restarted = PathSpec {
+        cwnd: Some(10),
+        ..lte()
+    };
+    let s = stream(
+        &[wifi(), restarted],
+        |_| {},
+        6,
+        |sim, ms| {
+            if ms == 3000 {
+                sim.blackhole(0);
+            }
+        },
+    );
+    let gap = s.max_gap(2900, 6000);
+    println!("blackhole, LTE window 10 segments: longest gap {gap} ms");
+    assert_eq!(s.lost(), 0);
+    assert!(gap <= 160, "longest gap {gap} ms");
+}
+
 /// The link comes back at 4 s, but the silent connection's kernel would retransmit only at
 /// its backed-off timer, 5 s later. The driver's probe connection (here: a reconnection as
 /// soon as a probe is made after the link is back) gets through at once, and the path
