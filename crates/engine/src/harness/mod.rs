@@ -189,6 +189,14 @@ impl Pair {
         }
     }
 
+    /// The path's connections hold their windows at four segments (`on`), as BBR does
+    /// for about 200 ms every 10 s to measure the minimum RTT, or reopen them.
+    pub fn probe_rtt(&mut self, path: usize, on: bool) {
+        for d in &mut self.dirs[path] {
+            d.sock.probing_rtt = on;
+        }
+    }
+
     /// The path's link as it is now.
     pub fn spec(&self, path: usize) -> PathSpec {
         self.specs[path]
