@@ -85,7 +85,7 @@ fn stream(
     Streamed { sim, arrivals, sent }
 }
 
-/// WiFi goes dark at 3 s without either side being told. After max(2 × 50 ms, 100 ms) +
+/// WiFi goes dark at 3 s without either side being told. After max(1.5 × 50 ms, 75 ms) +
 /// the ACK delay without a sign of life the sender copies what WiFi holds to LTE, and
 /// after max(3 × 50 ms, 150 ms) + the ACK delay it suspects WiFi and re-sends the rest;
 /// the receiver suspects it too (its ACKs on it go unacknowledged) and sends its control

@@ -126,12 +126,16 @@ impl PathSnapshot {
     /// Whether the window is BBR's minimum-RTT probe rather than what the path carries:
     /// BBR holds it at four segments for about 200 ms every 10 s to drain its queue
     /// (PROBE_RTT; Cardwell et al., "BBR: Congestion-Based Congestion Control", ACM Queue
-    /// 2016) while its pacing rate stays at its bandwidth estimate. A window of four
-    /// segments or fewer that is at most a quarter of what the path paces per round trip
-    /// is that probe: a window-based congestion control paces at 1.2–2 times its window.
+    /// 2016) while its pacing rate stays at its bandwidth estimate. A BBR path (one with
+    /// a `bandwidth` estimate) whose window is four segments and at most a quarter of what
+    /// it paces per round trip is in that probe. A window-based congestion control keeps
+    /// no estimate: its small window after a loss (paced by what is still in flight, so
+    /// also far below its pacing rate) is the path's capacity.
     pub fn probing_rtt(&self) -> bool {
-        let window = self.cwnd.max(1) as f64 * self.mss.max(1) as f64;
-        self.cwnd <= PROBE_RTT_CWND && self.pacing_rate as f64 * self.srtt.as_secs_f64() >= 4.0 * window
+        let window = self.cwnd as f64 * self.mss.max(1) as f64;
+        self.bandwidth > 0
+            && self.cwnd == PROBE_RTT_CWND
+            && self.pacing_rate as f64 * self.srtt.as_secs_f64() >= 4.0 * window
     }
 
     /// Usable for data: alive, and not a backup unless `allow_backup`.

@@ -63,8 +63,8 @@ mod tests {
 
     /// The faster path's window is BBR's minimum-RTT probe (four segments, paced at a
     /// rate that sends 60 per round trip): the slower path waits for it while the backlog
-    /// is a stream's, and takes the overflow of a bulk backlog. A window-based congestion
-    /// control's small window (paced at 1.2 times it) is a full path as ever.
+    /// is a stream's, and takes the overflow of a bulk backlog. A path without a bandwidth
+    /// estimate (not BBR) or paced at 1.2 times its window is full as ever.
     #[test]
     fn a_faster_path_probing_its_rtt_is_waited_for_unless_the_backlog_is_bulk() {
         let now = Instant::now();
@@ -72,6 +72,8 @@ mod tests {
         paths[0].cwnd = 4;
         paths[0].in_flight = 4;
         paths[0].pacing_rate = 60 * 1448 * 20; // 60 segments per 50 ms
+        assert!(!paths[0].probing_rtt(), "no bandwidth estimate: not BBR");
+        paths[0].bandwidth = 60 * 1448 * 20;
         assert!(paths[0].probing_rtt());
         let wait = Decision::Wait { until: None };
         assert_eq!(MinRtt.decide(now, 1, &paths, &queue(1000), 4096), wait);

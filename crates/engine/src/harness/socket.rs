@@ -127,6 +127,8 @@ pub struct SimSocket {
     /// BBR's minimum-RTT probe (PROBE_RTT): the window held at four segments while the
     /// pacing rate stays what the path's window sets it to.
     pub probing_rtt: bool,
+    /// Reports a congestion control's bandwidth estimate, as BBR's `tcp_bbr_info` does.
+    pub bbr: bool,
     /// The most bytes ever unsent in the socket (for late-binding tests).
     pub max_notsent: usize,
     /// The longest a segment waited in the bottleneck queue (its RTT beyond the path's
@@ -167,6 +169,7 @@ impl SimSocket {
             rng: (spec.delay.as_nanos() as u64 ^ (spec.rate as u64).rotate_left(32)) | 1,
             dark: false,
             probing_rtt: false,
+            bbr: false,
             max_notsent: 0,
             max_queue_delay: Duration::ZERO,
             queue_delay_sum: Duration::ZERO,
@@ -181,6 +184,12 @@ impl SimSocket {
         } else {
             self.cwnd
         }
+    }
+
+    /// The congestion control's bandwidth estimate, bytes per second (BBR's: the link's
+    /// rate; a window-based one keeps none).
+    pub fn cc_bandwidth(&self) -> Option<u64> {
+        self.bbr.then_some(self.spec.rate as u64 * 1000)
     }
 
     /// Bytes in flight (sent, not acknowledged).
