@@ -212,14 +212,14 @@ impl Session {
         if !self.paths.get(path).is_some_and(|p| p.is_up()) {
             return PollTransmit::Wait { until: None };
         }
-        // A capped path takes records only within what is left of its allowance (while
-        // too little is left it carries no data: see `Paths::set_allowance`).
         let Limits {
             max,
             window,
             bulk,
             bulk_exact,
         } = limits;
+        // A capped path takes records only within what is left of its allowance (while
+        // too little is left it carries no data: see `Paths::set_allowance`).
         let (max, bulk) = match self.paths.get(path).and_then(|p| p.allowance) {
             Some(left) => (max.min(left as usize), bulk.min(left as usize)),
             None => (max, bulk),
