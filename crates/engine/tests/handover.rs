@@ -85,7 +85,7 @@ fn stream(
     Streamed { sim, arrivals, sent }
 }
 
-/// WiFi goes dark at 3 s without either side being told. After max(2 × 50 ms, 100 ms) +
+/// WiFi goes dark at 3 s without either side being told. After max(1.5 × 50 ms, 75 ms) +
 /// the ACK delay without a sign of life the sender copies what WiFi holds to LTE, and
 /// after max(3 × 50 ms, 150 ms) + the ACK delay it suspects WiFi and re-sends the rest;
 /// the receiver suspects it too (its ACKs on it go unacknowledged) and sends its control
@@ -120,6 +120,34 @@ fn a_dark_path_is_suspected_within_its_threshold_and_nothing_is_lost() {
         s.sim.probes.iter().any(|&(p, _)| p == 0),
         "the client asks for probes of the dark path"
     );
+}
+
+/// The same outage with LTE's congestion window at ten segments, where CUBIC leaves an
+/// idle connection (RFC 2861's restart after idle, `tcp_slow_start_after_idle`; BBR keeps
+/// its window): LTE carried nothing for seconds before WiFi went dark. The copies of what
+/// WiFi held are sealed into records, and a record is opened only once all of it arrived:
+/// a record one byte beyond what ten segments carry waits a whole LTE round trip (70 ms)
+/// for the ACKs that let its tail go. The gap must not grow by that round trip.
+#[test]
+fn a_dark_path_is_replaced_within_the_window_an_idle_path_restarts_with() {
+    let restarted = PathSpec {
+        cwnd: Some(10),
+        ..lte()
+    };
+    let s = stream(
+        &[wifi(), restarted],
+        |_| {},
+        6,
+        |sim, ms| {
+            if ms == 3000 {
+                sim.blackhole(0);
+            }
+        },
+    );
+    let gap = s.max_gap(2900, 6000);
+    println!("blackhole, LTE window 10 segments: longest gap {gap} ms");
+    assert_eq!(s.lost(), 0);
+    assert!(gap <= 160, "longest gap {gap} ms");
 }
 
 /// The link comes back at 4 s, but the silent connection's kernel would retransmit only at
@@ -196,6 +224,49 @@ fn walking_away(f: f64, delay: bool) -> PathSpec {
         loss: 0.10 * f,
         ..wifi()
     }
+}
+
+/// The lab's `degrade`: the link `f` of the way out of coverage, its rate falling to 7 %
+/// (0.5 Mbit/s, a quarter of the stream's), its loss rising to 10 % and its one-way delay
+/// by 50 ms.
+fn fading(f: f64) -> PathSpec {
+    PathSpec {
+        delay: Duration::from_micros((25_000.0 + 50_000.0 * f) as u64),
+        rate: (880.0 * (1.0 - 0.93 * f)) as usize,
+        loss: 0.10 * f,
+        ..wifi()
+    }
+}
+
+/// WiFi fades as in the lab's `degrade` ([`fading`]) from 5 s and goes dark at 10 s; the
+/// stream left it for LTE as its RTT rose (no proactive logic). Shortly before the outage
+/// LTE's BBR probes its minimum RTT: its window is four segments for 200 ms, a third of
+/// what the stream needs. A scheduler that reads that window as a full path hands the rest
+/// to the fading WiFi, where it crawls at a quarter of the stream's rate until the outage
+/// strands it (224–390 ms gaps in the lab). Waiting for LTE, the stream goes on at four
+/// segments per LTE round trip and catches up when the probe ends.
+#[test]
+fn a_minimum_rtt_probe_does_not_send_the_stream_to_a_fading_path() {
+    let s = stream(
+        &[wifi(), lte()],
+        |c| c.proactive = false,
+        14,
+        |sim, ms| {
+            if (5000..10_000).contains(&ms) && ms % 250 == 0 {
+                sim.set_spec(0, fading((ms - 5000) as f64 / 5000.0));
+            }
+            match ms {
+                9600 => sim.probe_rtt(1, true),
+                9800 => sim.probe_rtt(1, false),
+                10_000 => sim.blackhole(0),
+                _ => {}
+            }
+        },
+    );
+    let gap = s.max_gap(4900, 13_000);
+    println!("fading WiFi, LTE probing its RTT: longest gap {gap} ms");
+    assert_eq!(s.lost(), 0);
+    assert!(gap <= 100, "longest gap {gap} ms");
 }
 
 /// Streams 14 s while WiFi walks out of coverage from 5 s to 10 s ([`walking_away`]) and

@@ -123,6 +123,21 @@ impl PathSnapshot {
         self.delivery_rate.max(self.pacing_rate)
     }
 
+    /// Whether the window is BBR's minimum-RTT probe rather than what the path carries:
+    /// BBR holds it at four segments for about 200 ms every 10 s to drain its queue
+    /// (PROBE_RTT; Cardwell et al., "BBR: Congestion-Based Congestion Control", ACM Queue
+    /// 2016) while its pacing rate stays at its bandwidth estimate. A BBR path (one with
+    /// a `bandwidth` estimate) whose window is four segments and at most a quarter of what
+    /// it paces per round trip is in that probe. A window-based congestion control keeps
+    /// no estimate: its small window after a loss (paced by what is still in flight, so
+    /// also far below its pacing rate) is the path's capacity.
+    pub fn probing_rtt(&self) -> bool {
+        let window = self.cwnd as f64 * self.mss.max(1) as f64;
+        self.bandwidth > 0
+            && self.cwnd == PROBE_RTT_CWND
+            && self.pacing_rate as f64 * self.srtt.as_secs_f64() >= 4.0 * window
+    }
+
     /// Usable for data: alive, and not a backup unless `allow_backup`.
     pub fn usable(&self, allow_backup: bool) -> bool {
         self.alive && (allow_backup || !self.backup)
@@ -142,6 +157,30 @@ pub(crate) fn faster_available(paths: &[PathSnapshot], me: usize, allow_backup: 
         .iter()
         .enumerate()
         .any(|(i, p)| i != me && p.usable(allow_backup) && p.ready && p.has_cwnd_space() && p.srtt < m.srtt)
+}
+
+/// BBR's window while it probes the minimum RTT, segments (`bbr_cwnd_min_target`).
+pub const PROBE_RTT_CWND: u32 = 4;
+/// How long BBR probes the minimum RTT (`bbr_probe_rtt_mode_ms`).
+pub const PROBE_RTT: Duration = Duration::from_millis(200);
+
+/// Whether a path faster than `me` is only held back by BBR's minimum-RTT probe
+/// ([`PathSnapshot::probing_rtt`]) while the `backlog` is one it sends within the probe
+/// and a round trip at its sending rate: `me` waits for it. The probe's window is no
+/// measure of the path, and the slower path handed the overflow for those 200 ms may be
+/// one that is failing (a WiFi link fading out of coverage took a quarter of a stream's
+/// rate, and an outage stranded what it took); the faster path meanwhile delivers four
+/// segments per round trip and catches up when the probe ends. A bulk backlog, more than
+/// that, overflows as ever.
+pub(crate) fn faster_probing(paths: &[PathSnapshot], me: usize, allow_backup: bool, backlog: u64) -> bool {
+    let m = &paths[me];
+    paths.iter().enumerate().any(|(i, p)| {
+        i != me
+            && p.usable(allow_backup)
+            && p.srtt < m.srtt
+            && p.probing_rtt()
+            && (backlog as f64) <= p.sending_rate() as f64 * (PROBE_RTT + p.srtt).as_secs_f64()
+    })
 }
 
 /// Index of the usable path with the smallest smoothed RTT among those with an RTT sample

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use crate::{backups_allowed, faster_available, Decision, PathSnapshot, QueueView, Scheduler};
+use crate::{backups_allowed, faster_available, faster_probing, Decision, PathSnapshot, QueueView, Scheduler};
 
 #[derive(Debug, Default)]
 pub struct MinRtt;
@@ -16,21 +16,16 @@ impl Scheduler for MinRtt {
         "minrtt"
     }
 
-    fn decide(
-        &mut self,
-        _now: Instant,
-        path: usize,
-        paths: &[PathSnapshot],
-        _q: &QueueView,
-        budget: usize,
-    ) -> Decision {
+    fn decide(&mut self, _now: Instant, path: usize, paths: &[PathSnapshot], q: &QueueView, budget: usize) -> Decision {
         let allow_backup = backups_allowed(paths);
         let me = &paths[path];
         if !me.usable(allow_backup) {
             return Decision::Wait { until: None };
         }
         // A faster path that is ready and has room takes precedence; it is being asked too.
-        if faster_available(paths, path, allow_backup) {
+        // So does one whose window is only BBR's minimum-RTT probe, for a backlog it
+        // carries soon after the probe.
+        if faster_available(paths, path, allow_backup) || faster_probing(paths, path, allow_backup, q.bytes) {
             Decision::Wait { until: None }
         } else {
             Decision::head(budget)
@@ -63,6 +58,32 @@ mod tests {
         assert_eq!(MinRtt.decide(now, 1, &paths, &queue(1000), 4096), Decision::head(4096));
         paths[0].in_flight = 0;
         paths[0].ready = false;
+        assert_eq!(MinRtt.decide(now, 1, &paths, &queue(1000), 4096), Decision::head(4096));
+    }
+
+    /// The faster path's window is BBR's minimum-RTT probe (four segments, paced at a
+    /// rate that sends 60 per round trip): the slower path waits for it while the backlog
+    /// is a stream's, and takes the overflow of a bulk backlog. A path without a bandwidth
+    /// estimate (not BBR) or paced at 1.2 times its window is full as ever.
+    #[test]
+    fn a_faster_path_probing_its_rtt_is_waited_for_unless_the_backlog_is_bulk() {
+        let now = Instant::now();
+        let mut paths = [path(0, 50), path(1, 70)];
+        paths[0].cwnd = 4;
+        paths[0].in_flight = 4;
+        paths[0].pacing_rate = 60 * 1448 * 20; // 60 segments per 50 ms
+        assert!(!paths[0].probing_rtt(), "no bandwidth estimate: not BBR");
+        paths[0].bandwidth = 60 * 1448 * 20;
+        assert!(paths[0].probing_rtt());
+        let wait = Decision::Wait { until: None };
+        assert_eq!(MinRtt.decide(now, 1, &paths, &queue(1000), 4096), wait);
+        assert_eq!(
+            MinRtt.decide(now, 1, &paths, &queue(8 << 20), 4096),
+            Decision::head(4096),
+            "bulk overflows"
+        );
+        paths[0].pacing_rate = 4 * 1448 * 20 * 6 / 5;
+        assert!(!paths[0].probing_rtt());
         assert_eq!(MinRtt.decide(now, 1, &paths, &queue(1000), 4096), Decision::head(4096));
     }
 

@@ -189,6 +189,16 @@ impl Pair {
         }
     }
 
+    /// The path's connections hold their windows at four segments (`on`), as BBR does
+    /// for about 200 ms every 10 s to measure the minimum RTT, or reopen them; from then
+    /// on they report a bandwidth estimate, as BBR's do.
+    pub fn probe_rtt(&mut self, path: usize, on: bool) {
+        for d in &mut self.dirs[path] {
+            d.sock.probing_rtt = on;
+            d.sock.bbr = true;
+        }
+    }
+
     /// The path's link as it is now.
     pub fn spec(&self, path: usize) -> PathSpec {
         self.specs[path]
@@ -327,7 +337,8 @@ fn run_writer(tx: &mut Session, path: usize, d: &mut Direction, now: Instant) {
         out.clear();
         records.clear();
         let info = d.sock.info(now);
-        match tx.drive_writer(path, &mut d.writer, &info, None, now, &mut out, &mut records) {
+        let bandwidth = d.sock.cc_bandwidth();
+        match tx.drive_writer(path, &mut d.writer, &info, bandwidth, now, &mut out, &mut records) {
             WriterStep::Write { .. } => {
                 for r in &records {
                     d.sock.write(&out[r.clone()]);

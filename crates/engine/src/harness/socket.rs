@@ -124,6 +124,11 @@ pub struct SimSocket {
     rng: u64,
     /// Delivers nothing and acknowledges nothing (a link gone dark or dead).
     pub dark: bool,
+    /// BBR's minimum-RTT probe (PROBE_RTT): the window held at four segments while the
+    /// pacing rate stays what the path's window sets it to.
+    pub probing_rtt: bool,
+    /// Reports a congestion control's bandwidth estimate, as BBR's `tcp_bbr_info` does.
+    pub bbr: bool,
     /// The most bytes ever unsent in the socket (for late-binding tests).
     pub max_notsent: usize,
     /// The longest a segment waited in the bottleneck queue (its RTT beyond the path's
@@ -163,11 +168,28 @@ impl SimSocket {
             total_retrans: 0,
             rng: (spec.delay.as_nanos() as u64 ^ (spec.rate as u64).rotate_left(32)) | 1,
             dark: false,
+            probing_rtt: false,
+            bbr: false,
             max_notsent: 0,
             max_queue_delay: Duration::ZERO,
             queue_delay_sum: Duration::ZERO,
             queue_delay_samples: 0,
         }
+    }
+
+    /// The window segments leave under: four while probing the minimum RTT.
+    fn window(&self) -> u32 {
+        if self.probing_rtt {
+            self.cwnd.min(4)
+        } else {
+            self.cwnd
+        }
+    }
+
+    /// The congestion control's bandwidth estimate, bytes per second (BBR's: the link's
+    /// rate; a window-based one keeps none).
+    pub fn cc_bandwidth(&self) -> Option<u64> {
+        self.bbr.then_some(self.spec.rate as u64 * 1000)
     }
 
     /// Bytes in flight (sent, not acknowledged).
@@ -183,7 +205,7 @@ impl SimSocket {
         // tcp_rate_check_app_limited, at the start of tcp_sendmsg: less than a segment
         // unsent and room in the window: the samples of what is in flight now are
         // application-limited.
-        if self.unsent.len() < MSS as usize && (self.flight.len() as u32) < self.cwnd {
+        if self.unsent.len() < MSS as usize && (self.flight.len() as u32) < self.window() {
             self.app_limited_until = (self.delivered + self.in_flight_bytes()).max(1);
         }
         self.unsent.extend_from_slice(bytes);
@@ -272,7 +294,7 @@ impl SimSocket {
                 self.ack(s, now);
             }
         }
-        while (self.flight.len() as u32) < self.cwnd && !self.unsent.is_empty() {
+        while (self.flight.len() as u32) < self.window() && !self.unsent.is_empty() {
             let len = self.unsent.len().min(MSS as usize);
             let bytes = self.unsent.split_to(len).freeze();
             if self.flight.is_empty() {
@@ -393,7 +415,7 @@ impl SimSocket {
         TcpInfo {
             state: 1,
             snd_mss: MSS,
-            snd_cwnd: self.cwnd,
+            snd_cwnd: self.window(),
             snd_ssthresh: INFINITE_SSTHRESH,
             unacked: self.flight.len() as u32,
             bytes_sent: self.delivered + self.in_flight_bytes(),

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use mpflex_wire::{Frame, MAX_RECORD};
 
-use super::transmit::Rec;
+use super::record::Rec;
 use super::Session;
 use crate::datagram::DatagramClass;
 use crate::paths::arrival_secs;

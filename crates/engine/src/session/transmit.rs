@@ -9,6 +9,7 @@ use std::time::Instant;
 use mpflex_sched::{Decision, End, PathSnapshot, QueueView};
 use mpflex_wire::{record, Frame, MAX_RECORD, RECORD_OVERHEAD};
 
+use super::record::{trace_decision, Limits, Rec};
 use super::Session;
 use crate::kernel::TcpInfo;
 use crate::reinject::{self, Request};
@@ -23,37 +24,6 @@ pub enum PollTransmit {
     /// Nothing to send on this path now; poll again on [`super::Event::WakePaths`] or at
     /// `until`.
     Wait { until: Option<Instant> },
-}
-
-/// The record being built for one path.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Rec {
-    pub path: usize,
-    /// Where the record starts in the output buffer, and the most it may hold.
-    start: usize,
-    max: usize,
-    pub now: Instant,
-    /// The session clock's timestamp for frames sent now.
-    ts: u32,
-    /// The most bulk (scheduled) bytes the record may hold, and whether that is queue
-    /// control's limit (frames are then cut to fit it).
-    bulk: usize,
-    bulk_exact: bool,
-}
-
-impl Rec {
-    pub fn used(&self, out: &[u8]) -> usize {
-        out.len() - self.start
-    }
-
-    /// Room left for bulk bytes.
-    fn bulk_room(&self, out: &[u8]) -> usize {
-        self.bulk.min(self.max).saturating_sub(self.used(out))
-    }
-
-    pub fn fits(&self, out: &[u8], f: &Frame) -> bool {
-        self.used(out) + f.encoded_len() <= self.max
-    }
 }
 
 /// How stale a socket's `TCP_INFO` may get while it has bytes unacknowledged: an idle
@@ -178,7 +148,11 @@ impl Session {
         // write now gets holds its first frames back by a round trip or more: a path
         // restarting after an idle spell with 10 segments, given 32 KB of frames a
         // silent path held, delivered the first of them 85 ms late. Records stay within
-        // that window (one frame at least); a large window changes nothing.
+        // that window; only a record's first frame may exceed it (progress). The window
+        // is no floor for the record's other frames: ten segments (CUBIC's restart
+        // window) hold less than one largest frame, and a record filled to that size
+        // with small frames sent its tail an LTE round trip after the rest. A large
+        // window changes nothing.
         let window = self
             .paths
             .get(path)
@@ -187,18 +161,20 @@ impl Session {
             .unwrap_or(MAX_RECORD);
         while out.len() - base < budget.total {
             let start = record::begin(out);
-            let room = budget
-                .total
-                .saturating_sub(start - base)
-                .min(window.saturating_sub(RECORD_OVERHEAD))
-                .max(frame)
-                .min(MAX_RECORD);
+            let room = budget.total.saturating_sub(start - base).max(frame).min(MAX_RECORD);
+            let within = window.saturating_sub(RECORD_OVERHEAD).min(room);
             let bulk = if budget.bulk_limited() {
                 budget.bulk.saturating_sub(start - base)
             } else {
                 room
             };
-            match self.poll_record(path, now, out, room, bulk, budget.bulk_limited()) {
+            let limits = Limits {
+                max: room,
+                window: within,
+                bulk,
+                bulk_exact: budget.bulk_limited(),
+            };
+            match self.poll_record(path, now, out, limits) {
                 PollTransmit::Sent(_) => records.push(start..record::end(out, start)),
                 PollTransmit::Wait { until } => {
                     out.truncate(start);
@@ -218,24 +194,28 @@ impl Session {
     /// Appends to `out` what `path` should send now, at most `max` bytes. Call when the
     /// path's socket can take bytes.
     pub fn poll_transmit(&mut self, path: usize, now: Instant, out: &mut Vec<u8>, max: usize) -> PollTransmit {
-        self.poll_record(path, now, out, max, max, false)
+        let limits = Limits {
+            max,
+            window: max,
+            bulk: max,
+            bulk_exact: false,
+        };
+        self.poll_record(path, now, out, limits)
     }
 
     /// [`Session::poll_transmit`] with at most `bulk` bytes of bulk frames, cut to fit if
     /// `bulk_exact` (queue control's limit).
-    fn poll_record(
-        &mut self,
-        path: usize,
-        now: Instant,
-        out: &mut Vec<u8>,
-        max: usize,
-        bulk: usize,
-        bulk_exact: bool,
-    ) -> PollTransmit {
+    fn poll_record(&mut self, path: usize, now: Instant, out: &mut Vec<u8>, limits: Limits) -> PollTransmit {
         self.last_now = self.last_now.max(now);
         if !self.paths.get(path).is_some_and(|p| p.is_up()) {
             return PollTransmit::Wait { until: None };
         }
+        let Limits {
+            max,
+            window,
+            bulk,
+            bulk_exact,
+        } = limits;
         // A capped path takes records only within what is left of its allowance (while
         // too little is left it carries no data: see `Paths::set_allowance`).
         let (max, bulk) = match self.paths.get(path).and_then(|p| p.allowance) {
@@ -246,6 +226,7 @@ impl Session {
             path,
             start: out.len(),
             max,
+            window: window.min(max),
             now,
             ts: self.ts(now),
             bulk,
@@ -482,7 +463,7 @@ impl Session {
                     sooner_only,
                     used: rec.used(out),
                     max: rec.max,
-                    limit: rec.used(out) + max_bytes.min(budget),
+                    limit: (rec.used(out) + max_bytes.min(budget)).min(rec.window.max(rec.used(out))),
                 };
                 self.send_copies(rec, out, req)
             }
@@ -527,7 +508,7 @@ impl Session {
             // limit only into an otherwise empty record: a record of control frames goes
             // alone, and the next decision sees their bytes.
             let over = out.len() + len > limit && (!first || (exact && rec.used(out) > 0));
-            if rec.used(out) + len > rec.max || over {
+            if !rec.takes(rec.used(out), len) || over {
                 break;
             }
             first = false;
@@ -633,34 +614,4 @@ impl Session {
         self.paths.spend(rec.path, n as u64);
         PollTransmit::Sent(n)
     }
-}
-
-/// Logs a scheduling decision with the statistics it was made on (trace level).
-fn trace_decision(path: usize, snaps: &[PathSnapshot], queue: &QueueView, budget: usize, decision: &Decision) {
-    if !tracing::enabled!(tracing::Level::TRACE) {
-        return;
-    }
-    let view: Vec<String> = snaps
-        .iter()
-        .map(|p| {
-            format!(
-                "{}:{}{} srtt={}us min_rtt={}us rttvar={}us cwnd={}{} inflight={} notsent={} rate={} pacing={} bw={} owd={:?}",
-                p.id,
-                if p.alive { "up" } else { "down" },
-                if p.ready { ",ready" } else { "" },
-                p.srtt.as_micros(),
-                p.min_rtt.as_micros(),
-                p.rttvar.as_micros(),
-                p.cwnd,
-                p.restart_cwnd.map(|w| format!("->{w}")).unwrap_or_default(),
-                p.in_flight,
-                p.notsent,
-                p.delivery_rate,
-                p.pacing_rate,
-                p.bandwidth,
-                p.owd_us,
-            )
-        })
-        .collect();
-    tracing::trace!(path, queue = queue.bytes, budget, ?decision, paths = ?view, "schedule");
 }
