@@ -168,7 +168,7 @@ struct RunArgs {
     /// a buffer-based ABR) or rate (throughput-based); handover: blackhole (the default:
     /// the link goes dark), carrier (the client's interface loses carrier), degrade (5 s
     /// of falling rate and rising loss and delay, then dark), appear (the last path's link
-    /// joins at 1/3 of the run); udp-bulk: down,up (default: both).
+    /// joins at 1/3 of the run); udp-bulk: down,up (default), down-95,up-95.
     #[arg(long)]
     variants: Option<String>,
     /// Seconds per run of bulk (20), handover (30), udp-bulk (30); seconds of the bulk of upload-ping and

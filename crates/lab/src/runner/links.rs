@@ -35,7 +35,8 @@ impl Links {
 
 /// What the bottleneck queues held during a run, per path in profile order: each
 /// direction's packet sojourn (queueing plus serialisation) p50/p99 and the emulator's
-/// own lateness p99, in ms, and the packets under 200 bytes. A queue-control claim is
+/// own lateness p99, in ms, the packets under 200 bytes, the IP bytes delivered and the
+/// packets the queue dropped. A queue-control claim is
 /// checked here, at the queue itself; lateness shows when the machine rather than the
 /// model added delay; small packets are acknowledgements and slivers that cost the
 /// link's rate.
@@ -52,6 +53,16 @@ pub(super) fn link_fields(stats: &[[crate::link::LinkStats; 2]]) -> Fields {
         );
         f.insert(format!("link_{dir}_late_p99_ms"), q(&|s| s.late.quantile_ms(0.99)));
         f.insert(format!("link_{dir}_small_packets"), q(&|s| Some(s.small as f64)));
+        // What the link carried (IP bytes) and what its queue dropped: whether a
+        // transport filled a link, and whether it overran the link's buffer doing so.
+        f.insert(
+            format!("link_{dir}_delivered_bytes"),
+            q(&|s| Some(s.delivered_bytes as f64)),
+        );
+        f.insert(
+            format!("link_{dir}_dropped_queue"),
+            q(&|s| Some(s.dropped_queue as f64)),
+        );
     }
     f
 }

@@ -569,7 +569,14 @@ impl Bench<'_> {
                 self.measure(point, &via)?
             }
         };
-        let (after, dup_after) = mpflex::counters(&mpflex::status(self.topo, bin, k)?, upload);
+        let status = mpflex::status(self.topo, bin, k)?;
+        let (after, dup_after) = mpflex::counters(&status, upload);
+        let mut extra = extra;
+        if self.spec().datagrams() {
+            // The client's datagram counts (since the pair started, unless kept up): its
+            // queue's drops when it sends, its reordering when it receives.
+            extra.insert("mpflex_client_datagrams".into(), status["datagrams"].clone());
+        }
         let delta = after
             .iter()
             .zip(before.iter().chain(std::iter::repeat(&0)))
