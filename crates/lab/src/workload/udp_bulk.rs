@@ -92,7 +92,9 @@ impl Spec for UdpBulk {
 
     fn summary(&self) -> Summary {
         let table = Table {
-            heading: |_| format!(", iperf3 -u offered at Σ capacity ({LEN}-byte datagrams) — median (p10–p90)"),
+            heading: |_| {
+                format!(", iperf3 -u, {LEN}-byte datagrams, offered Σ capacity (`-95`: 95 % of it) — median (p10–p90)")
+            },
             columns: vec![
                 ("offered, Mbit/s", Column::Dist(|r| r.field("offered_mbit"), 2)),
                 ("delivered, Mbit/s", Column::Dist(|r| r.goodput_mbit, 2)),
