@@ -233,3 +233,31 @@ pub fn canonical(a: SocketAddr) -> SocketAddr {
         v4 => v4,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection made to the listener's own address was not diverted: refused, so it
+    /// cannot be carried back to this host. One to the same port on another address
+    /// (what a TPROXY rule hands over) is its destination.
+    #[tokio::test]
+    async fn a_connection_to_the_listener_itself_is_refused() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let _c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        let e = original_dst_tcp(&s, port).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        // Another listener port: the local address is the destination.
+        assert_eq!(
+            original_dst_tcp(&s, port.wrapping_add(1)).unwrap(),
+            SocketAddr::from(([127, 0, 0, 1], port))
+        );
+        assert!(is_local(IpAddr::from([127, 0, 0, 1])));
+        assert!(
+            !is_local(IpAddr::from([192, 0, 2, 77])),
+            "TEST-NET-1 is no address here"
+        );
+    }
+}
