@@ -12,7 +12,7 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::lan::{lan_behind_client, Divert, Tool, TCP_TPROXY_PORT};
+use support::lan::{doc_block, lan_namespace, script_in, Tool, TCP_TPROXY_PORT};
 use support::*;
 
 /// The IPv6 origin's port (the harness's origin listens on IPv4 only).
@@ -97,18 +97,22 @@ fn streams_refused(status: &serde_json::Value) -> u64 {
     s.as_u64().unwrap_or(0)
 }
 
-/// Downloads over IPv4 and IPv6 from the LAN host through `tool`'s rules, then a denied
-/// destination.
+/// Downloads over IPv4 and IPv6 from the LAN host through `tool`'s rules (docs/
+/// transparent.md's blocks, as written), then a denied destination; then the undo blocks.
 fn lan_fetches(test: &str, tool: Tool) {
-    let tools: &[&str] = match tool {
-        Tool::Nft => &["nft"],
-        Tool::Iptables => &["iptables", "ip6tables"],
+    let (tools, rules): (&[&str], _) = match tool {
+        Tool::Nft => (&["nft"], "router, TPROXY: nftables"),
+        Tool::Iptables => (&["iptables", "ip6tables"], "router, TPROXY: iptables"),
     };
     if !ready(test) || !mpflex_netns::require_tools(test, tools) {
         return;
     }
     let (lab, _origin6) = tproxy_lab();
-    let lan = lan_behind_client(&lab, &[Divert::TcpTproxy], tool);
+    let lan = lan_namespace(&lab);
+    let c = lab.topo.client_ns.clone();
+    let routing = "router, TPROXY: policy routing";
+    script_in(&c, &doc_block("transparent.md", rules));
+    script_in(&c, &doc_block("transparent.md", routing));
     let forwarding = sh(&[
         "ip",
         "netns",

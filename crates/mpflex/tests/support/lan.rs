@@ -42,6 +42,28 @@ impl Drop for LanHost {
 /// Builds the LAN behind `lab`'s client and its rules (`divert`, written with `tool`),
 /// and the policy routing `TPROXY` needs (mark 1 → table 100 → local delivery).
 pub fn lan_behind_client(lab: &Lab, divert: &[Divert], tool: Tool) -> LanHost {
+    let lan = lan_namespace(lab);
+    let c = lab.topo.client_ns.clone();
+    let run = |line: &str| {
+        let mut v = vec!["ip", "netns", "exec", &c];
+        v.extend(line.split(' '));
+        sh(&v);
+    };
+    match tool {
+        Tool::Nft => nft_rules(divert, &run),
+        Tool::Iptables => iptables_rules(divert, &run),
+    }
+    for (v, any) in [("-4", "0.0.0.0/0"), ("-6", "::/0")] {
+        sh(&["ip", "-n", &c, v, "rule", "add", "fwmark", "1", "lookup", "100"]);
+        sh(&[
+            "ip", "-n", &c, v, "route", "add", "local", any, "dev", "lo", "table", "100",
+        ]);
+    }
+    lan
+}
+
+/// The LAN behind `lab`'s client, its rules and routing left to the caller.
+pub fn lan_namespace(lab: &Lab) -> LanHost {
     let c = lab.topo.client_ns.clone();
     let lan = LanHost(format!("{}-lan", lab.topo.name));
     let l = lan.0.clone();
@@ -60,22 +82,31 @@ pub fn lan_behind_client(lab: &Lab, divert: &[Divert], tool: Tool) -> LanHost {
     sh(&["ip", "-n", &l, "link", "set", "lo", "up"]);
     sh(&["ip", "-n", &l, "route", "add", "default", "via", "192.168.77.1"]);
     sh(&["ip", "-n", &l, "-6", "route", "add", "default", "via", "fd77::1"]);
-    let run = |line: &str| {
-        let mut v = vec!["ip", "netns", "exec", &c];
-        v.extend(line.split(' '));
-        sh(&v);
-    };
-    match tool {
-        Tool::Nft => nft_rules(divert, &run),
-        Tool::Iptables => iptables_rules(divert, &run),
-    }
-    for (v, any) in [("-4", "0.0.0.0/0"), ("-6", "::/0")] {
-        sh(&["ip", "-n", &c, v, "rule", "add", "fwmark", "1", "lookup", "100"]);
-        sh(&[
-            "ip", "-n", &c, v, "route", "add", "local", any, "dev", "lo", "table", "100",
-        ]);
-    }
     lan
+}
+
+/// The shell block of `docs/<doc>` whose first line is `# <title>`.
+pub fn doc_block(doc: &str, title: &str) -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/");
+    let text = std::fs::read_to_string(format!("{path}{doc}")).unwrap();
+    let start = text
+        .find(&format!("```sh\n# {title}\n"))
+        .unwrap_or_else(|| panic!("docs/{doc} has no block `# {title}`"));
+    let body = &text[start + "```sh\n".len()..];
+    body[..body.find("\n```").unwrap()].to_string()
+}
+
+/// Runs a shell script as root in namespace `ns` (bash, stopping at the first error).
+pub fn script_in(ns: &str, script: &str) {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "bash", "-euo", "pipefail", "-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "in {ns}:\n{script}\nfailed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// docs/transparent.md's nftables rules, one table per family.
