@@ -182,3 +182,43 @@ fn tproxy_tcp_from_a_lan_host_with_nftables() {
 fn tproxy_tcp_from_a_lan_host_with_iptables() {
     lan_fetches("tproxy_tcp_from_a_lan_host_with_iptables", Tool::Iptables);
 }
+
+/// The router's own application through the TPROXY listener: its packets to one address
+/// are marked in OUTPUT, rerouted through `lo` and diverted in PREROUTING. Its socket is
+/// in the client's namespace, so the owner lookup finds it and the `uids = [0]` rule
+/// matches (and puts the download on p1), as it would for `REDIRECT`.
+#[test]
+fn tproxy_tcp_from_a_local_application_has_its_owner() {
+    let test = "tproxy_tcp_from_a_local_application_has_its_owner";
+    if !ready(test) || !mpflex_netns::require_tools(test, &["nft"]) {
+        return;
+    }
+    let (lab, _origin6) = tproxy_lab();
+    let c = lab.topo.client_ns.clone();
+    let remote = lab.service_addr(false);
+    script_in(
+        &c,
+        &format!(
+            "nft add table ip local
+nft add chain ip local output '{{ type route hook output priority mangle ; }}'
+nft add rule ip local output ip daddr {remote} meta l4proto tcp meta mark set 1
+nft add chain ip local prerouting '{{ type filter hook prerouting priority mangle ; }}'
+nft add rule ip local prerouting iifname lo meta mark 1 meta l4proto tcp tproxy to :{TCP_TPROXY_PORT} accept
+ip rule add fwmark 1 lookup 100
+ip route add local 0.0.0.0/0 dev lo table 100"
+        ),
+    );
+    let n: u64 = 2 << 20;
+    let before = lab.client_path_bytes();
+    let url = format!("http://{remote}:{ORIGIN_PORT}/bytes/{n}");
+    assert_eq!(fetch(&c, &url), Ok(lab.expected_sha256(n)), "{url} through TPROXY");
+    let d: Vec<u64> = lab
+        .client_path_bytes()
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a - b)
+        .collect();
+    assert!(d[0] >= n && d[1] < 64 << 10, "per-path bytes {d:?}");
+    let hits = &lab.client_status()["rule_hits"];
+    assert_eq!(hits["root-apps"], 1, "{hits}");
+}
