@@ -5,7 +5,8 @@
 //! the host asked for, and mpflex carries them. The client's namespace does not forward,
 //! so nothing reaches the origin around mpflex. A connection to a destination the
 //! server's ACL denies is reset and counted on both sides. A LAN host's connection has no
-//! owner on the client: `listeners = ["tproxy"]` matches it, `uids` does not.
+//! owner on the client: `listeners = ["tproxy"]` matches it, `uids` does not; the client
+//! namespace's own application, diverted through `lo`, has one.
 
 mod support;
 
