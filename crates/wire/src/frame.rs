@@ -173,8 +173,10 @@ pub enum Frame {
     },
     /// One UDP datagram of `flow`. Not sequenced: it is never acknowledged, re-sent or
     /// reordered, and one lost with its path stays lost (UDP's own contract; RFC 768).
-    /// `seq` numbers the flow's datagrams (wrapping) only so that a receiver can drop the
-    /// second of two `copied` datagrams: a realtime flow's datagrams go on two paths.
+    /// `seq` numbers the flow's datagrams (wrapping), one numbering for `copied` ones and
+    /// one for the rest: a receiver drops the second of two `copied` datagrams (a
+    /// realtime flow's datagrams go on two paths), and puts the others back in the order
+    /// the sender's paths took them.
     Datagram {
         flow: u32,
         seq: u16,

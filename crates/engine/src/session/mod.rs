@@ -14,6 +14,7 @@ mod energy;
 mod flows;
 mod paths;
 mod receive;
+mod send_datagrams;
 mod timers;
 mod transmit;
 

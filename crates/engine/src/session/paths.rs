@@ -11,8 +11,13 @@ impl Session {
         if self.paths.get(path).is_some_and(|p| p.is_up()) {
             self.send.lost_on(path);
         }
-        // A new connection has heard of no flow yet.
+        // A new connection has heard of no flow yet, and what the old one carried here
+        // and did not deliver will not come.
         self.dgrams.path_gone(path);
+        let mut ready = Vec::new();
+        self.dgrams.path_down_rx(path, self.up_mask(), &mut ready);
+        self.events
+            .extend(ready.into_iter().map(|(flow, data)| Event::Datagram { flow, data }));
         self.paths.up(path, now);
         self.announce_tier(path);
         // Control state may have been lost with an earlier connection; restate it.
@@ -45,8 +50,13 @@ impl Session {
         if !self.paths.down(path) {
             return;
         }
-        // Datagrams it took are not sent again (see `crate::datagram`).
+        // Datagrams it took are not sent again (see `crate::datagram`), and those it
+        // carried here that never came are not waited for.
         self.dgrams.path_gone(path);
+        let mut ready = Vec::new();
+        self.dgrams.path_down_rx(path, self.up_mask(), &mut ready);
+        self.events
+            .extend(ready.into_iter().map(|(flow, data)| Event::Datagram { flow, data }));
         self.tell_path_gone(path);
         self.send.lost_on(path);
         // Acks and window updates handed to the dead path may never arrive.

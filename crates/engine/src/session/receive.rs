@@ -91,7 +91,14 @@ impl Session {
                         self.events.push_back(Event::Datagram { flow, data });
                     } else {
                         let mut ready = Vec::new();
-                        self.dgrams.reorder(flow, seq, data, now, &mut ready);
+                        let up = self.up_mask();
+                        let a = crate::datagram::reorder::Arrived {
+                            path,
+                            seq,
+                            data,
+                            at: now,
+                        };
+                        self.dgrams.reorder(flow, a, up, &mut ready);
                         self.events
                             .extend(ready.into_iter().map(|(flow, data)| Event::Datagram { flow, data }));
                     }

@@ -1,6 +1,6 @@
 //! The session's clocks: the delayed ACK, path timeouts, suspicion, probes and keepalives.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{Event, Session};
 use crate::paths::PathCheck;
@@ -11,7 +11,7 @@ impl Session {
         [
             self.feedback.deadline(),
             self.paths.next_timeout(&self.cfg),
-            self.dgrams.release_at(self.reorder_window()),
+            self.dgrams.release_at(self.gap_wait()),
             self.energy_deadline(),
         ]
         .into_iter()
@@ -19,22 +19,37 @@ impl Session {
         .min()
     }
 
-    /// How long a bulk datagram waits for a missing one before it
-    /// ([`crate::datagram::reorder_window`]), from the spread of the carrying paths' RTTs
-    /// as this side's kernel measures them.
-    pub(crate) fn reorder_window(&self) -> std::time::Duration {
+    /// How much later than its earliest path a path may deliver a bulk datagram and
+    /// still take it ([`crate::datagram::placement_slack`]), from the spread of the
+    /// carrying paths' RTTs as this side's kernel measures them.
+    pub(crate) fn placement_slack(&self) -> Duration {
         let rtts = || self.paths.iter().filter(|p| p.carries()).map(|p| p.snap.srtt);
         let spread = match (rtts().max(), rtts().min()) {
             (Some(hi), Some(lo)) => hi - lo,
-            _ => std::time::Duration::ZERO,
+            _ => Duration::ZERO,
         };
-        crate::datagram::reorder_window(spread)
+        crate::datagram::placement_slack(spread)
+    }
+
+    /// How long a missing bulk datagram is waited for while no path is seen to have lost
+    /// it ([`crate::datagram::gap_wait`]), from the slowest up path's RTT.
+    pub(crate) fn gap_wait(&self) -> Duration {
+        let slowest = self.paths.iter().filter(|p| p.is_up()).map(|p| p.snap.srtt).max();
+        crate::datagram::gap_wait(slowest.unwrap_or_default())
+    }
+
+    /// A bit for each path that is up.
+    pub(crate) fn up_mask(&self) -> u64 {
+        self.paths
+            .iter()
+            .filter(|p| p.is_up())
+            .fold(0, |m, p| m | (1 << p.snap.id))
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
         self.last_now = self.last_now.max(now);
         let mut ready = Vec::new();
-        self.dgrams.release(now, self.reorder_window(), &mut ready);
+        self.dgrams.release(now, self.gap_wait(), &mut ready);
         self.events
             .extend(ready.into_iter().map(|(flow, data)| Event::Datagram { flow, data }));
         if self.feedback.on_timeout(now) {

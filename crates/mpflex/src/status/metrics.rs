@@ -258,7 +258,7 @@ impl Collector for Scrape {
             "mpflex_session_datagrams",
             "Datagrams handed to paths (sent, of which realtime copies: copy), delivered to \
              applications (received), second copies dropped (duplicate), bulk datagrams \
-             delivered after the reorder window (late), and gaps it stopped waiting for (gap).",
+             delivered after the receiver gave up waiting for them (late), and gaps it gave up (gap).",
             rows,
         )?;
         let rows = self.per_session_by("reason", |s| {

@@ -11,13 +11,14 @@
 //!   the second path covers one failure, and the paths' rate is not spent on more
 //!   (issue 24; the redundant scheduler's trade-off in seed 000, applied to one class);
 //! - a *bulk* flow (a QUIC download's packets) goes on one path each: in order, to the
-//!   path asking for bytes unless another delivers it sooner by more than the reorder
-//!   window, so each path takes what it drains and the flow splits by the paths' rates.
-//!   The receiver puts a bulk flow's datagrams back in order, waiting
-//!   for a missing one at most a short window (the paths' delay difference and a margin,
-//!   [`reorder_window`]): QUIC takes a packet three behind the newest as lost (RFC 9002
-//!   §6.1.1), and two paths of different delay reorder far more than that. A datagram
-//!   that never comes (lost with its path) holds the flow back only that long;
+//!   path asking for bytes unless another delivers it sooner by more than a few
+//!   milliseconds ([`placement_slack`]), so each path takes what it drains and the flow
+//!   splits by the paths' rates. A bulk datagram is numbered when a path takes it, and
+//!   the receiver puts the flow back in that order ([`reorder`]): a number missing there
+//!   is in flight on the other path or lost with a dead one, never dropped in a queue,
+//!   so it waits for the gap to fill rather than a guessed window (QUIC takes a packet
+//!   three behind the newest as lost, RFC 9002 §6.1.1, and two paths of different delay
+//!   reorder far more than that);
 //! - datagrams wait in one bounded queue per session ([`Datagrams::limit`] datagrams and
 //!   [`QUEUE_BYTES`] bytes); when it is full the oldest goes (a late datagram is worth
 //!   less than a new one to every realtime application), counted — the oldest of the
@@ -30,6 +31,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mpflex_wire::TargetAddr;
+
+pub mod reorder;
 
 /// Identifies a datagram flow (chosen by the client, which opens all flows).
 pub type FlowId = u32;
@@ -76,20 +79,31 @@ pub const COPY_WAIT: Duration = Duration::from_millis(200);
 /// Copied datagrams the receiver remembers per flow, to drop the second copy.
 const DEDUP_WINDOW: u32 = 128;
 
-/// The least and most a bulk datagram waits for one missing before it.
+/// The margin of [`placement_slack`], and the least a gap is waited for.
 pub const REORDER_MIN: Duration = Duration::from_millis(2);
+
+/// The most a bulk datagram is placed later than its earliest path would deliver it
+/// (the sender's slack), and the most a gap is waited for with no path declared dead: a
+/// path whose datagrams are this late is failing.
 pub const REORDER_MAX: Duration = Duration::from_millis(50);
+pub const GAP_WAIT_MAX: Duration = Duration::from_secs(1);
 
-/// Most bulk datagrams one flow holds while waiting for a missing one; beyond, it stops
-/// waiting (the window's worth at a high rate, and a bound on memory).
-const REORDER_HOLD: usize = 256;
-
-/// How long a bulk datagram waits for a missing one before it: half the spread of the
-/// carrying paths' round-trip times (their one-way delays differ by about that much) and
-/// a margin of [`REORDER_MIN`], at most [`REORDER_MAX`] (a path slower than that by more
-/// is failing, and its datagrams count as lost).
-pub fn reorder_window(spread: Duration) -> Duration {
+/// How much later than the path that would deliver it first a path asking for bytes may
+/// deliver a bulk datagram and still take it: half the spread of the carrying paths'
+/// round-trip times (their one-way delays differ by about that much) and a margin of
+/// [`REORDER_MIN`], at most [`REORDER_MAX`]. The receiver holds what arrives ahead of it
+/// that long; a path asking sooner than it would deliver keeps the link busy.
+pub fn placement_slack(spread: Duration) -> Duration {
     (spread / 2 + REORDER_MIN).min(REORDER_MAX)
+}
+
+/// How long the receiver waits for a missing bulk datagram when no path has been seen
+/// to lose it: twice the slowest path's round-trip time (its one-way delay, its queue
+/// and a margin as large again), between [`REORDER_MIN`] and [`GAP_WAIT_MAX`]. It
+/// matters only while a path is silently failing; every other gap fills or is given up
+/// by the paths' order ([`reorder`]).
+pub fn gap_wait(slowest_rtt: Duration) -> Duration {
+    (slowest_rtt * 2).clamp(REORDER_MIN, GAP_WAIT_MAX)
 }
 
 /// Counts of one session's datagrams, for the metrics. Each drop also logs (at debug:
@@ -130,9 +144,11 @@ struct Flow {
     addr: TargetAddr,
     /// The next `seq` of a realtime and of a bulk datagram: one numbering per class,
     /// because the receiver puts bulk datagrams back in order by `seq` and a realtime
-    /// one taking a number between them would be a gap it waits a whole window for (a
-    /// flow is reclassified as its rate changes: a QUIC download's small packets are
-    /// realtime whenever its rate dips).
+    /// one taking a number between them would be a gap it waits for (a flow is
+    /// reclassified as its rate changes: a QUIC download's small packets are realtime
+    /// whenever its rate dips). A realtime datagram is numbered when queued (its copies
+    /// share the number), a bulk one when a path takes it ([`Datagrams::bulk_seq`]), so
+    /// a bulk datagram the queue drops leaves no gap for the receiver to wait on.
     next_seq: [u16; 2],
     /// (client) Paths that carried the flow's `FlowOpen` on their current connection.
     announced: u64,
@@ -146,14 +162,8 @@ struct Flow {
     rx_seen: u128,
     /// Its datagrams in the queue.
     queued: usize,
-    /// (receiver) The bulk `seq` expected next, and those held until it comes, with when
-    /// each arrived.
-    rx_next: Option<u16>,
-    held: std::collections::BTreeMap<u16, (Bytes, Instant)>,
-    /// How long its gaps took to fill lately (a decaying maximum), grown when one filled
-    /// after the receiver stopped waiting: the window adapts to the reordering the flow
-    /// sees, which includes the queues in the sender's sockets that no RTT shows.
-    rx_wait: Duration,
+    /// (receiver) The order of its bulk datagrams.
+    order: reorder::Order,
 }
 
 impl Flow {
@@ -168,9 +178,7 @@ impl Flow {
             rx_high: None,
             rx_seen: 0,
             queued: 0,
-            rx_next: None,
-            held: std::collections::BTreeMap::new(),
-            rx_wait: Duration::ZERO,
+            order: reorder::Order::default(),
         }
     }
 
@@ -190,12 +198,6 @@ impl Flow {
         } else {
             DatagramClass::Bulk
         }
-    }
-
-    /// The reorder window of this flow: `base` (from the paths' RTTs) or a quarter more
-    /// than its gaps took to fill lately, whichever is longer, at most [`REORDER_MAX`].
-    fn window(&self, base: Duration) -> Duration {
-        base.max(self.rx_wait + self.rx_wait / 4).min(REORDER_MAX)
     }
 
     /// Whether a copied datagram `seq` is the first of its copies to arrive.
@@ -233,6 +235,7 @@ impl Flow {
 #[derive(Debug)]
 pub(crate) struct Queued {
     pub flow: FlowId,
+    /// A realtime datagram's number; a bulk one's is given when a path takes it.
     pub seq: u16,
     pub class: DatagramClass,
     pub data: Bytes,
@@ -345,9 +348,15 @@ impl Datagrams {
     pub fn push(&mut self, flow: FlowId, data: Bytes, now: Instant) -> Option<DatagramClass> {
         let f = self.flows.get_mut(&flow)?;
         let class = f.classify(data.len(), now);
-        let next = &mut f.next_seq[class as usize];
-        let seq = *next;
-        *next = next.wrapping_add(1);
+        let seq = match class {
+            DatagramClass::Realtime => {
+                let next = &mut f.next_seq[class as usize];
+                let seq = *next;
+                *next = next.wrapping_add(1);
+                seq
+            }
+            DatagramClass::Bulk => 0,
+        };
         f.queued += 1;
         self.queued_bytes += data.len();
         self.queue.push_back(Queued {
@@ -467,77 +476,55 @@ impl Datagrams {
         true
     }
 
-    /// A bulk datagram arrived (its copies already filtered): what is in order now goes
-    /// to `out`, the rest waits ([`Datagrams::release`]).
-    pub fn reorder(&mut self, flow: FlowId, seq: u16, data: Bytes, now: Instant, out: &mut Vec<(FlowId, Bytes)>) {
+    /// The number the next bulk datagram of `flow` a path takes gets.
+    pub fn bulk_seq(&self, flow: FlowId) -> u16 {
+        self.flows
+            .get(&flow)
+            .map_or(0, |f| f.next_seq[DatagramClass::Bulk as usize])
+    }
+
+    /// A path took `flow`'s bulk datagram numbered [`Datagrams::bulk_seq`].
+    pub fn bulk_sent(&mut self, flow: FlowId) {
+        if let Some(f) = self.flows.get_mut(&flow) {
+            let next = &mut f.next_seq[DatagramClass::Bulk as usize];
+            *next = next.wrapping_add(1);
+        }
+    }
+
+    /// A bulk datagram arrived (its copies already filtered): what is in order
+    /// now goes to `out`, the rest waits ([`reorder`]). `up`: a bit per path that is up.
+    pub fn reorder(&mut self, flow: FlowId, a: reorder::Arrived, up: u64, out: &mut Vec<(FlowId, Bytes)>) {
         let Some(f) = self.flows.get_mut(&flow) else { return };
-        let next = *f.rx_next.get_or_insert(seq);
-        let ahead = seq.wrapping_sub(next) as i16;
-        if ahead < 0 {
-            // Later than the window let it be: still worth more delivered than dropped,
-            // and the window was too short.
-            self.counters.late += 1;
-            f.rx_wait = (f.rx_wait * 2 + REORDER_MIN).min(REORDER_MAX);
-            out.push((flow, data));
-            return;
-        }
-        if ahead > 0 {
-            let rel = |s: u16| s.wrapping_sub(next);
-            f.held.insert(seq, (data, now));
-            if f.held.len() > REORDER_HOLD {
-                // Stop waiting: the lowest held becomes the next expected.
-                let low = *f.held.keys().min_by_key(|&&s| rel(s)).expect("held");
-                f.rx_next = Some(low);
-                self.counters.gaps += 1;
-                Self::drain(flow, f, out);
-            }
-            return;
-        }
-        if let Some(first) = f.held.values().map(|(_, t)| *t).min() {
-            // A gap filled: how long it held the flow back.
-            let took = now.saturating_duration_since(first);
-            f.rx_wait = took.max(f.rx_wait.mul_f64(0.98));
-        }
-        f.rx_next = Some(seq.wrapping_add(1));
-        out.push((flow, data));
-        Self::drain(flow, f, out);
+        let mut ready = Vec::new();
+        let (arrival, gaps) = f.order.arrive(a, up, &mut ready);
+        self.counters.late += (arrival == reorder::Arrival::Late) as u64;
+        self.counters.gaps += gaps;
+        out.extend(ready.into_iter().map(|d| (flow, d)));
     }
 
-    /// Delivers the held datagrams that continue `f`'s order.
-    fn drain(flow: FlowId, f: &mut Flow, out: &mut Vec<(FlowId, Bytes)>) {
-        while let Some(next) = f.rx_next {
-            let Some((d, _)) = f.held.remove(&next) else { break };
-            out.push((flow, d));
-            f.rx_next = Some(next.wrapping_add(1));
-        }
-    }
-
-    /// Gives up waiting where a held datagram has waited `window`: the gap before it is
-    /// lost (counted in `gaps`), and what follows it in order goes to `out`.
-    pub fn release(&mut self, now: Instant, window: Duration, out: &mut Vec<(FlowId, Bytes)>) {
+    /// (receiver) `path`'s connection went: the gaps only it could have filled are
+    /// given up, and what waited behind them goes to `out`.
+    pub fn path_down_rx(&mut self, path: usize, up: u64, out: &mut Vec<(FlowId, Bytes)>) {
         for (&flow, f) in self.flows.iter_mut() {
-            while let Some(next) = f.rx_next {
-                let rel = |s: u16| s.wrapping_sub(next);
-                let Some((&low, &(_, at))) = f.held.iter().min_by_key(|(&s, _)| rel(s)) else {
-                    break;
-                };
-                let oldest = f.held.values().map(|(_, t)| *t).min().unwrap_or(at);
-                if now.saturating_duration_since(oldest) < f.window(window) {
-                    break;
-                }
-                f.rx_next = Some(low);
-                self.counters.gaps += 1;
-                Self::drain(flow, f, out);
-            }
+            let mut ready = Vec::new();
+            self.counters.gaps += f.order.path_down(path, up, &mut ready);
+            out.extend(ready.into_iter().map(|d| (flow, d)));
+        }
+    }
+
+    /// Gives up waiting where a held datagram has waited `wait` (counted in `gaps`), and
+    /// what follows the gap in order goes to `out`.
+    pub fn release(&mut self, now: Instant, wait: Duration, out: &mut Vec<(FlowId, Bytes)>) {
+        for (&flow, f) in self.flows.iter_mut() {
+            let mut ready = Vec::new();
+            self.counters.gaps += f.order.release(now, wait, &mut ready);
+            out.extend(ready.into_iter().map(|d| (flow, d)));
         }
     }
 
     /// When the longest-held datagram's wait ends.
-    pub fn release_at(&self, window: Duration) -> Option<Instant> {
-        self.flows
-            .values()
-            .filter_map(|f| f.held.values().map(|(_, t)| *t).min().map(|t| t + f.window(window)))
-            .min()
+    pub fn release_at(&self, wait: Duration) -> Option<Instant> {
+        self.flows.values().filter_map(|f| f.order.release_at(wait)).min()
     }
 
     pub fn queued(&self) -> (usize, usize) {
@@ -550,178 +537,4 @@ impl Datagrams {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn addr() -> TargetAddr {
-        TargetAddr::Ip("10.0.0.1:53".parse().unwrap())
-    }
-
-    /// The first copy of each `seq` is delivered and the second not, in either order and
-    /// across the 16-bit wrap; a copy older than the window is dropped.
-    #[test]
-    fn dedup_keeps_the_first_copy() {
-        let mut d = Datagrams::new(16);
-        let id = d.open(addr());
-        for seq in [65534u16, 65535, 0, 1] {
-            assert!(d.on_receive(id, seq, true, 10));
-        }
-        assert!(!d.on_receive(id, 65535, true, 10));
-        assert!(!d.on_receive(id, 1, true, 10));
-        assert!(d.on_receive(id, 3, true, 10));
-        assert!(d.on_receive(id, 2, true, 10), "a late first copy still counts");
-        assert!(!d.on_receive(id, 2, true, 10));
-        assert!(d.on_receive(id, 200, true, 10));
-        assert!(!d.on_receive(id, 3, true, 10), "beyond the window");
-        // Datagrams sent once are never taken for copies.
-        assert!(d.on_receive(id, 3, false, 10));
-        assert!(d.on_receive(id, 3, false, 10));
-        assert_eq!(d.counters.duplicates, 4);
-        assert_eq!(d.counters.received, 9);
-        assert!(!d.on_receive(99, 0, false, 10));
-        assert_eq!(d.counters.dropped_unknown_flow, 1);
-    }
-
-    /// A flow whose class changes numbers each class on its own, so the receiver's
-    /// reordering of its bulk datagrams never waits for a number a realtime one took.
-    #[test]
-    fn each_class_is_numbered_on_its_own() {
-        let t0 = Instant::now();
-        let mut d = Datagrams::new(64);
-        let id = d.open(addr());
-        let mut classes = Vec::new();
-        for (i, c) in [
-            DatagramClass::Bulk,
-            DatagramClass::Realtime,
-            DatagramClass::Bulk,
-            DatagramClass::Realtime,
-            DatagramClass::Realtime,
-            DatagramClass::Bulk,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            d.pin(id, Some(c));
-            assert_eq!(d.push(id, Bytes::from(vec![0u8; 100]), t0), Some(c), "{i}");
-            classes.push(c);
-        }
-        let seqs: Vec<(DatagramClass, u16)> = d.queue.iter().map(|q| (q.class, q.seq)).collect();
-        use DatagramClass::*;
-        assert_eq!(
-            seqs,
-            [
-                (Bulk, 0),
-                (Realtime, 0),
-                (Bulk, 1),
-                (Realtime, 1),
-                (Realtime, 2),
-                (Bulk, 2)
-            ]
-        );
-        // The receiver: the bulk ones come out at once, nothing held, no gap.
-        let mut rx = Datagrams::new(64);
-        let rid = rx.open(addr());
-        let mut out = Vec::new();
-        for (c, seq) in seqs {
-            assert!(rx.on_receive(rid, seq, c == Realtime, 100));
-            if c == Bulk {
-                rx.reorder(rid, seq, Bytes::from_static(b"x"), t0, &mut out);
-            }
-        }
-        assert_eq!(out.len(), 3);
-        assert_eq!(rx.release_at(REORDER_MAX), None, "nothing held");
-        assert_eq!((rx.counters.gaps, rx.counters.late), (0, 0));
-    }
-
-    /// Bulk datagrams come out in order: a gap holds those behind it until it fills or
-    /// the window passes (then it counts as a gap), a datagram later than that is
-    /// delivered anyway and counted late; the order survives the 16-bit wrap.
-    #[test]
-    fn bulk_datagrams_are_put_back_in_order() {
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
-        let w = ms(10);
-        let mut d = Datagrams::new(16);
-        let id = d.open(addr());
-        let mut out = Vec::new();
-        let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
-        let got = |out: &mut Vec<(FlowId, Bytes)>| -> Vec<String> {
-            out.drain(..)
-                .map(|(_, x)| String::from_utf8(x.to_vec()).unwrap())
-                .collect()
-        };
-        d.reorder(id, 65534, b("a"), t0, &mut out);
-        d.reorder(id, 0, b("c"), t0, &mut out);
-        d.reorder(id, 1, b("d"), t0, &mut out);
-        assert_eq!(got(&mut out), ["a"]);
-        assert_eq!(d.release_at(w), Some(t0 + w));
-        d.reorder(id, 65535, b("b"), t0 + ms(3), &mut out);
-        assert_eq!(got(&mut out), ["b", "c", "d"]);
-        assert_eq!(d.release_at(w), None);
-        d.reorder(id, 3, b("f"), t0 + ms(4), &mut out);
-        d.release(t0 + ms(13), w, &mut out);
-        assert!(out.is_empty(), "still within the window");
-        d.release(t0 + ms(14), w, &mut out);
-        assert_eq!(got(&mut out), ["f"]);
-        assert_eq!(d.counters.gaps, 1);
-        d.reorder(id, 2, b("e"), t0 + ms(20), &mut out);
-        assert_eq!(got(&mut out), ["e"]);
-        assert_eq!(d.counters.late, 1);
-        assert_eq!(reorder_window(Duration::ZERO), REORDER_MIN);
-        assert_eq!(reorder_window(ms(20)), ms(12));
-        assert_eq!(reorder_window(ms(500)), REORDER_MAX);
-    }
-
-    /// A flood from one flow fills the queue: its own oldest datagrams go, the other
-    /// flow's stay.
-    #[test]
-    fn a_flood_drops_its_own_datagrams() {
-        let t0 = Instant::now();
-        let mut d = Datagrams::new(10);
-        let call = d.open(addr());
-        let flood = d.open(addr());
-        d.push(call, Bytes::from_static(b"voice 0"), t0);
-        for _ in 0..50 {
-            d.push(flood, Bytes::from(vec![0; 1000]), t0);
-        }
-        d.push(call, Bytes::from_static(b"voice 1"), t0);
-        assert_eq!(d.counters.dropped_queue_full, 42);
-        let calls = d.queue.iter().filter(|q| q.flow == call).count();
-        assert_eq!(calls, 2, "the call's datagrams stay");
-        assert_eq!(d.queued(), (10, 8 * 1000 + 14));
-        d.expire(t0 + MAX_WAIT);
-        assert_eq!(d.queued(), (0, 0));
-        assert_eq!(d.counters.dropped_expired, 10);
-    }
-
-    /// Small datagrams at a voice rate are realtime; large ones, or small ones at a high
-    /// rate, bulk; a pinned class wins.
-    #[test]
-    fn classes_follow_size_and_rate() {
-        let t0 = Instant::now();
-        let mut d = Datagrams::new(100_000);
-        let voice = d.open(addr());
-        let flood = d.open(addr());
-        for i in 0..200u32 {
-            let t = t0 + Duration::from_millis(20 * i as u64);
-            assert_eq!(
-                d.push(voice, Bytes::from(vec![0; 160]), t),
-                Some(DatagramClass::Realtime)
-            );
-        }
-        assert_eq!(
-            d.push(voice, Bytes::from(vec![0; 1200]), t0 + Duration::from_secs(5)),
-            Some(DatagramClass::Bulk)
-        );
-        let mut last = None;
-        for i in 0..2000u64 {
-            last = d.push(flood, Bytes::from(vec![0; 400]), t0 + Duration::from_micros(100 * i));
-        }
-        assert_eq!(last, Some(DatagramClass::Bulk), "400-byte datagrams at 4 MB/s");
-        d.pin(flood, Some(DatagramClass::Realtime));
-        assert_eq!(
-            d.push(flood, Bytes::from(vec![0; 400]), t0 + Duration::from_millis(200)),
-            Some(DatagramClass::Realtime)
-        );
-    }
-}
+mod tests;
