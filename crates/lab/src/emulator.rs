@@ -288,6 +288,8 @@ impl Emulator {
                 m.stats.sojourn.clear();
                 m.stats.late.clear();
                 m.stats.small = 0;
+                m.stats.delivered_bytes = 0;
+                m.stats.dropped_queue = 0;
             });
         }
     }

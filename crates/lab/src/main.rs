@@ -160,18 +160,18 @@ struct RunArgs {
     /// (comma-separated).
     #[arg(long, default_value = "tcp-wifi,tcp-lte,mptcp,oracle,mpflex:minrtt")]
     systems: String,
-    /// chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload or
-    /// handover.
+    /// chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload,
+    /// handover, voip, quic or udp-bulk.
     #[arg(long, default_value = "chunk")]
     workload: String,
     /// bulk: down,up; shortflows: seq,par (default: both); video: buffer (the default,
     /// a buffer-based ABR) or rate (throughput-based); handover: blackhole (the default:
     /// the link goes dark), carrier (the client's interface loses carrier), degrade (5 s
     /// of falling rate and rising loss and delay, then dark), appear (the last path's link
-    /// joins at 1/3 of the run).
+    /// joins at 1/3 of the run); udp-bulk: down,up (default), down-95,up-95.
     #[arg(long)]
     variants: Option<String>,
-    /// Seconds per run of bulk (20), handover (30); seconds of the bulk of upload-ping and
+    /// Seconds per run of bulk (20), handover (30), udp-bulk (30); seconds of the bulk of upload-ping and
     /// download-ping (20, after 2.5 s of idle pings); seconds of video played (120);
     /// web-under-upload ignores it (3 idle/loaded pairs per run).
     #[arg(long)]

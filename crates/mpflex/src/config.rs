@@ -398,6 +398,10 @@ pub struct ClientConfig {
     /// Transparent UDP: where `TPROXY` rules divert datagrams (docs/udp.md).
     #[serde(default)]
     pub transparent_udp_listen: Option<SocketAddr>,
+    /// Transparent TCP by `TPROXY` (the router case): where the rules divert connections
+    /// (docs/transparent.md). May share its port with `transparent_udp_listen`.
+    #[serde(default)]
+    pub transparent_tproxy_listen: Option<SocketAddr>,
     #[serde(default)]
     pub status_listen: Option<SocketAddr>,
     pub paths: Vec<PathConfig>,
@@ -643,8 +647,22 @@ impl ClientConfig {
                 mpflex_sched::NAMES.join(", ")
             );
         }
-        if self.socks_listen.is_none() && self.transparent_listen.is_none() && self.transparent_udp_listen.is_none() {
-            bail!("socks_listen / transparent_listen / transparent_udp_listen: at least one ingress is needed");
+        if self.socks_listen.is_none()
+            && self.transparent_listen.is_none()
+            && self.transparent_udp_listen.is_none()
+            && self.transparent_tproxy_listen.is_none()
+        {
+            bail!(
+                "socks_listen / transparent_listen / transparent_udp_listen / transparent_tproxy_listen: at least one ingress is needed"
+            );
+        }
+        if let (Some(r), Some(t)) = (self.transparent_listen, self.transparent_tproxy_listen) {
+            if r.port() == t.port() {
+                bail!(
+                    "transparent_tproxy_listen: port {} is transparent_listen's too; REDIRECT and TPROXY need a listener each",
+                    t.port()
+                );
+            }
         }
         self.private_key()?;
         decode_key(&self.server_public_key, "server_public_key")?;

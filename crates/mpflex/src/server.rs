@@ -323,7 +323,10 @@ async fn egress_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::Unbounded
                     } else {
                         debug!(stream = o.stream, addr = %o.addr, "connect failed: {e:#}");
                     }
-                    h.with(|sh| sh.sess.stream_reset(o.stream, code));
+                    h.with(|sh| {
+                        sh.streams_refused += u64::from(code == reset::REFUSED);
+                        sh.sess.stream_reset(o.stream, code)
+                    });
                 }
             }
         });

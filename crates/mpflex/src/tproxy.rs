@@ -1,11 +1,18 @@
-//! Transparent UDP: datagrams diverted to the client by a `TPROXY` rule keep their
-//! original destination, which the kernel hands over with each datagram
-//! (`IP_RECVORIGDSTADDR`, `IPV6_RECVORIGDSTADDR`; linux/in.h, ip(7)). Answers must come
-//! from that destination, so they go out of a socket bound to it, a non-local address,
-//! which `IP_TRANSPARENT` permits (ip(7); it needs `CAP_NET_ADMIN`).
+//! The `TPROXY` ingress (the router case: the applications are on a LAN behind this host).
 //!
-//! The rules (router case: the applications are on a LAN behind this host; the exact
-//! commands are in docs/udp.md):
+//! UDP: datagrams diverted to the client by a `TPROXY` rule keep their original
+//! destination, which the kernel hands over with each datagram (`IP_RECVORIGDSTADDR`,
+//! `IPV6_RECVORIGDSTADDR`; linux/in.h, ip(7)). Answers must come from that destination,
+//! so they go out of a socket bound to it, a non-local address, which `IP_TRANSPARENT`
+//! permits (ip(7); it needs `CAP_NET_ADMIN`).
+//!
+//! TCP: a listener with `IP_TRANSPARENT` accepts connections to any address a `TPROXY`
+//! rule diverts to it, and an accepted connection's local address is the destination
+//! the application asked for (the kernel's Documentation/networking/tproxy.rst): no
+//! conntrack entry and no NAT, unlike `REDIRECT` (`crate::redirect`).
+//!
+//! The rules (the exact commands, nftables and iptables, are in docs/transparent.md and
+//! docs/udp.md):
 //! `nft add rule ip mangle prerouting iifname "lan0" meta l4proto udp tproxy to :1082 meta mark set 1`
 //! with `ip rule add fwmark 1 lookup 100` and `ip route add local 0.0.0.0/0 dev lo table 100`.
 
@@ -16,7 +23,7 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use tokio::io::Interest;
-use tokio::net::UdpSocket;
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
 /// linux/in.h and linux/in6.h.
 const IP_TRANSPARENT: libc::c_int = 19;
@@ -82,6 +89,53 @@ pub fn listen(addr: SocketAddr) -> io::Result<UdpSocket> {
     let s = UdpSocket::from_std(s.into())?;
     crate::listen::deep_receive_buffer(&s)?;
     Ok(s)
+}
+
+/// The TCP listener `TPROXY` rules send connections to: `IP_TRANSPARENT` on IPv4, and
+/// on IPv6 `IPV6_TRANSPARENT` plus the IPv4 option, so one `[::]` listener takes both
+/// families (as the UDP one).
+pub fn listen_tcp(addr: SocketAddr) -> io::Result<TcpListener> {
+    let bind = || -> io::Result<TcpListener> {
+        let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        s.set_reuse_address(true)?;
+        let fd = s.as_raw_fd();
+        if addr.is_ipv4() {
+            set(fd, libc::SOL_IP, IP_TRANSPARENT)?;
+        } else {
+            set(fd, libc::SOL_IPV6, IPV6_TRANSPARENT)?;
+            set(fd, libc::SOL_IP, IP_TRANSPARENT).ok();
+        }
+        s.set_nonblocking(true)?;
+        s.bind(&SockAddr::from(addr))?;
+        s.listen(1024)?;
+        TcpListener::from_std(s.into())
+    };
+    bind().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("transparent_tproxy_listen {addr}: {e} (IP_TRANSPARENT needs CAP_NET_ADMIN)"),
+        )
+    })
+}
+
+/// The destination a connection accepted on [`listen_tcp`] was sent to: its local
+/// address. A connection made to the listener itself (to an address of this host, not
+/// diverted) is an `InvalidInput` error, so that it cannot be carried back to this host.
+pub fn original_dst_tcp(stream: &TcpStream, listener_port: u16) -> io::Result<SocketAddr> {
+    let dst = canonical(stream.local_addr()?);
+    if dst.port() == listener_port && is_local(dst.ip()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("connection to {dst} was not diverted by TPROXY (its destination is the listener itself)"),
+        ));
+    }
+    Ok(dst)
+}
+
+/// Whether `ip` is an address of this host (in this network namespace): a socket without
+/// `IP_TRANSPARENT` can bind to it (`EADDRNOTAVAIL` otherwise; ip(7)).
+fn is_local(ip: IpAddr) -> bool {
+    std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
 /// A socket to answer an application from `from` (the destination it sent to).
@@ -177,5 +231,33 @@ pub fn canonical(a: SocketAddr) -> SocketAddr {
             None => a,
         },
         v4 => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection made to the listener's own address was not diverted: refused, so it
+    /// cannot be carried back to this host. One to the same port on another address
+    /// (what a TPROXY rule hands over) is its destination.
+    #[tokio::test]
+    async fn a_connection_to_the_listener_itself_is_refused() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let _c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        let e = original_dst_tcp(&s, port).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        // Another listener port: the local address is the destination.
+        assert_eq!(
+            original_dst_tcp(&s, port.wrapping_add(1)).unwrap(),
+            SocketAddr::from(([127, 0, 0, 1], port))
+        );
+        assert!(is_local(IpAddr::from([127, 0, 0, 1])));
+        assert!(
+            !is_local(IpAddr::from([192, 0, 2, 77])),
+            "TEST-NET-1 is no address here"
+        );
     }
 }

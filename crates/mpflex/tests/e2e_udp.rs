@@ -12,6 +12,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
+use support::lan::{lan_behind_client, Divert, Tool};
 use support::*;
 
 const ECHO_PORT: u16 = 5300;
@@ -368,83 +369,6 @@ fn udp_idle_timeout_and_a_flood_beside_a_call() {
     drop(a);
 }
 
-/// A namespace of the lab's group, deleted with the test.
-struct ExtraNs(String);
-
-impl Drop for ExtraNs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip")
-            .args(["netns", "del", &self.0])
-            .status();
-    }
-}
-
-/// A LAN namespace behind the client's (192.168.77.0/24, fd77::/64), whose UDP the
-/// client's namespace diverts to `transparent_udp_listen` (port 1082) with nftables
-/// `tproxy` rules, and, with `tcp`, whose TCP it redirects to `transparent_listen` (port
-/// 1081). The client's namespace does not forward: nothing gets around mpflex.
-fn lan_behind_client(lab: &Lab, tcp: bool) -> (ExtraNs, String) {
-    let c = lab.topo.client_ns.clone();
-    let lan = ExtraNs(format!("{}-lan", lab.topo.name));
-    let l = lan.0.clone();
-    sh(&["ip", "netns", "add", &l]);
-    sh(&[
-        "ip", "link", "add", "lan0", "netns", &c, "type", "veth", "peer", "name", "eth0", "netns", &l,
-    ]);
-    for (ns, dev, v4, v6) in [
-        (&c, "lan0", "192.168.77.1/24", "fd77::1/64"),
-        (&l, "eth0", "192.168.77.2/24", "fd77::2/64"),
-    ] {
-        sh(&["ip", "-n", ns, "addr", "add", v4, "dev", dev]);
-        sh(&["ip", "-n", ns, "-6", "addr", "add", v6, "dev", dev, "nodad"]);
-        sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
-    }
-    sh(&["ip", "-n", &l, "link", "set", "lo", "up"]);
-    sh(&["ip", "-n", &l, "route", "add", "default", "via", "192.168.77.1"]);
-    sh(&["ip", "-n", &l, "-6", "route", "add", "default", "via", "fd77::1"]);
-    let nft = |args: &str| {
-        let mut v = vec!["ip", "netns", "exec", &c, "nft"];
-        v.extend(args.split(' '));
-        sh(&v);
-    };
-    for family in ["ip", "ip6"] {
-        nft(&format!("add table {family} mpflex"));
-        nft(&format!(
-            "add chain {family} mpflex prerouting {{ type filter hook prerouting priority mangle ; }}"
-        ));
-        nft(&format!(
-            "add rule {family} mpflex prerouting iifname lan0 meta l4proto udp tproxy to :1082 meta mark set 1"
-        ));
-        if tcp {
-            nft(&format!(
-                "add chain {family} mpflex nat {{ type nat hook prerouting priority dstnat ; }}"
-            ));
-            nft(&format!(
-                "add rule {family} mpflex nat iifname lan0 meta l4proto tcp redirect to :1081"
-            ));
-        }
-    }
-    sh(&["ip", "-n", &c, "rule", "add", "fwmark", "1", "lookup", "100"]);
-    sh(&[
-        "ip",
-        "-n",
-        &c,
-        "route",
-        "add",
-        "local",
-        "0.0.0.0/0",
-        "dev",
-        "lo",
-        "table",
-        "100",
-    ]);
-    sh(&["ip", "-n", &c, "-6", "rule", "add", "fwmark", "1", "lookup", "100"]);
-    sh(&[
-        "ip", "-n", &c, "-6", "route", "add", "local", "::/0", "dev", "lo", "table", "100",
-    ]);
-    (lan, l)
-}
-
 /// `iperf3 -u` from the LAN host through the transparent ingresses (its control
 /// connection by REDIRECT, its datagrams by TPROXY) over two 10 Mbit/s paths, offered
 /// 16 Mbit/s (0.8 of their sum): most of it arrives and little is lost. Issue 24's floor
@@ -463,7 +387,8 @@ fn iperf3_udp_through_tproxy() {
         routed: true,
         ..Default::default()
     });
-    let (_lan, l) = lan_behind_client(&lab, true);
+    let lan = lan_behind_client(&lab, &[Divert::UdpTproxy, Divert::TcpRedirect], Tool::Nft);
+    let l = lan.0.clone();
     let remote = lab.service_addr(false);
     let mut server = lab.spawn_in(
         &lab.topo.server_ns,
@@ -513,7 +438,7 @@ fn tproxy_udp_from_a_lan_host() {
         ..Default::default()
     });
     start_echo(&lab.topo.server_ns, ECHO_PORT);
-    let (lan, _) = lan_behind_client(&lab, false);
+    let lan = lan_behind_client(&lab, &[Divert::UdpTproxy], Tool::Nft);
     let l = lan.0.clone();
 
     let v4: SocketAddr = format!("{}:{ECHO_PORT}", lab.service_addr(false)).parse().unwrap();

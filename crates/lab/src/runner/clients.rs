@@ -45,13 +45,20 @@ const DEGRADE_RAMP: Duration = Duration::from_secs(5);
 /// How often the degrading link's parameters change.
 const DEGRADE_STEP: Duration = Duration::from_millis(250);
 
-/// One `workload-client` run; returns its JSON fields. With `change`, the path fails at a
-/// third of `secs` and comes back at two thirds meanwhile, as its event says.
-pub(super) fn workload(topo: &Topology, args: &[String], change: Option<PathChange<'_>>, secs: f64) -> Result<Fields> {
+/// One `workload-client` run in namespace `ns` (the client's, or a LAN host's behind it);
+/// returns its JSON fields. With `change`, the path fails at a third of `secs` and comes
+/// back at two thirds meanwhile, as its event says.
+pub(super) fn workload(
+    topo: &Topology,
+    ns: &str,
+    args: &[String],
+    change: Option<PathChange<'_>>,
+    secs: f64,
+) -> Result<Fields> {
     if let Some(c) = change.as_ref().filter(|c| c.event == PathEvent::Appear) {
         return appear(topo, args, c, secs);
     }
-    let child = workload_child(topo, args)?;
+    let child = workload_child(ns, args)?;
     if let Some(c) = change {
         let t0 = Instant::now();
         let down_at = t0 + Duration::from_secs_f64(secs / 3.0);
@@ -120,7 +127,7 @@ fn appear(topo: &Topology, args: &[String], c: &PathChange<'_>, secs: f64) -> Re
     crate::netns::run(&["ip", "-n", ns, "addr", "del", &cidr, "dev", &dev])?;
     // Let the client see it go before the stream starts.
     std::thread::sleep(Duration::from_millis(300));
-    let child = workload_child(topo, args)?;
+    let child = workload_child(&topo.client_ns, args)?;
     let data = |emu: &Emulator| {
         let s = &emu.stats()[c.path][0];
         s.delivered - s.small
@@ -163,9 +170,9 @@ fn set_path(topo: &Topology, c: &PathChange<'_>, up: bool) -> Result<()> {
     Ok(())
 }
 
-fn workload_child(topo: &Topology, args: &[String]) -> Result<Child> {
+fn workload_child(ns: &str, args: &[String]) -> Result<Child> {
     Ok(Command::new("ip")
-        .args(["netns", "exec", &topo.client_ns])
+        .args(["netns", "exec", ns])
         .arg(self_exe())
         .arg("workload-client")
         .args(args)

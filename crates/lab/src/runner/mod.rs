@@ -8,6 +8,8 @@
 //! trace's position, a path's TCP state) would bias the next one's measurement.
 
 mod clients;
+mod lan;
+mod links;
 mod mpflex;
 mod oracle;
 mod system;
@@ -26,13 +28,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub use system::{parse_builds, System};
 
 use crate::emulator::Emulator;
-use crate::link::Rate;
 use crate::netns::Topology;
 use crate::profile::Profile;
 use crate::record::{kernel_paces, Build, Record};
 use crate::units::{human, sanitize};
 use crate::workload::bulk::{Window, WINDOW};
 use crate::workload::{chunk, Fields, Spec, Workload};
+use links::{link_fields, Links};
 use mpflex::Procs;
 
 pub const TCP_PORT: u16 = 9000;
@@ -160,6 +162,10 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
         cfg.idle_restart as u8
     ))?;
     let plan = Plan::new(cfg);
+    let lan = match cfg.workload.spec().transparent() {
+        true => Some(lan::Lan::create(&topo)?),
+        false => None,
+    };
     let mut bench = Bench {
         cfg,
         topo: &topo,
@@ -168,6 +174,7 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> Result<usize> {
         stop,
         out: OpenOptions::new().create(true).append(true).open(&cfg.out)?,
         links: Links::of(&cfg.profile),
+        lan,
         builds: describe_builds(cfg)?,
         bar: progress_bar(cfg.ccs.len() * plan.items.len() * plan.modes.len() * cfg.reps * plan.systems.len()),
         written: 0,
@@ -247,34 +254,6 @@ impl<'a> Plan<'a> {
     }
 }
 
-/// The profile's figures records carry.
-struct Links {
-    /// Σ of the path rates down and up, bytes/s (unlimited paths count nothing).
-    down: f64,
-    up: f64,
-    /// The smallest round-trip delay.
-    min_rtt_ms: f64,
-    /// Whether a path replays a trace.
-    traced: bool,
-}
-
-impl Links {
-    fn of(profile: &Profile) -> Links {
-        let paths = &profile.paths;
-        Links {
-            down: paths.iter().filter_map(|p| p.down.bytes_per_sec()).sum(),
-            up: paths.iter().filter_map(|p| p.up.bytes_per_sec()).sum(),
-            min_rtt_ms: paths
-                .iter()
-                .map(|p| (p.down.delay + p.up.delay).as_secs_f64() * 1000.0)
-                .fold(f64::INFINITY, f64::min),
-            traced: paths
-                .iter()
-                .any(|p| matches!(p.down.rate, Rate::Trace(_)) || matches!(p.up.rate, Rate::Trace(_))),
-        }
-    }
-}
-
 /// One point of a block: what every system measures `reps` times.
 struct Point<'p> {
     cc: &'p str,
@@ -301,6 +280,8 @@ struct Bench<'a> {
     stop: &'a AtomicBool,
     out: File,
     links: Links,
+    /// The LAN host's namespace of a transparent workload.
+    lan: Option<lan::Lan>,
     builds: BTreeMap<Option<String>, Build>,
     bar: ProgressBar,
     written: usize,
@@ -318,9 +299,17 @@ impl Bench<'_> {
     /// The `handover` stream's rate: as configured, except that a link that joins mid-run
     /// (`appear`) is only worth using when the stream wants more than the other paths
     /// carry, so then it asks for every path's capacity together.
+    /// A workload offered at the capacity gets Σ of the path rates in its direction.
     fn rate_kbit(&self, variant: Option<&str>) -> u64 {
+        let capacity = |bytes_per_sec: f64| (bytes_per_sec * 8.0 / 1000.0) as u64;
+        if self.spec().offers_capacity() {
+            return capacity(match self.spec().upload(variant) {
+                true => self.links.up,
+                false => self.links.down,
+            });
+        }
         match self.spec().path_event(variant) {
-            Some(crate::workload::PathEvent::Appear) => self.cfg.rate_kbit.max((self.links.down * 8.0 / 1000.0) as u64),
+            Some(crate::workload::PathEvent::Appear) => self.cfg.rate_kbit.max(capacity(self.links.down)),
             _ => self.cfg.rate_kbit,
         }
     }
@@ -340,6 +329,7 @@ impl Bench<'_> {
                 .iter()
                 .map(|p| crate::energy::kind_of(&p.name).name())
                 .collect(),
+            transparent: self.lan.is_some(),
         }
     }
 
@@ -382,6 +372,9 @@ impl Bench<'_> {
             mpflex::spawn_in(&self.topo.server_ns, &args, None)
         };
         let mut procs = Procs(vec![server(TCP_PORT, false)?, server(MPTCP_PORT, true)?]);
+        if let Some(args) = self.spec().server_command() {
+            procs.0.push(mpflex::spawn_in(&self.topo.server_ns, args, None)?);
+        }
         if self.spec().h3_server() {
             let listen = std::net::SocketAddr::from(([0, 0, 0, 0], crate::workload::quic::PORT));
             let args = crate::workload::quic::server_args(listen)?;
@@ -559,14 +552,31 @@ impl Bench<'_> {
         }
         let upload = self.spec().upload(point.variant);
         let (before, dup_before) = mpflex::counters(&mpflex::status(self.topo, bin, k)?, upload);
-        let via = [
-            "--server".into(),
-            format!("127.0.0.1:{TCP_PORT}"),
-            "--socks".into(),
-            mpflex::socks_addr(k),
-        ];
-        let (ms, extra) = self.measure(point, &via)?;
-        let (after, dup_after) = mpflex::counters(&mpflex::status(self.topo, bin, k)?, upload);
+        let (ms, extra) = match &self.lan {
+            // The LAN host reaches the server's address, through the TPROXY ingress.
+            Some(lan) => {
+                lan.divert_to(k)?;
+                let via = ["--server".into(), format!("{}:{TCP_PORT}", self.topo.server_addr(0))];
+                self.measure_in(&lan.ns, point, &via)?
+            }
+            None => {
+                let via = [
+                    "--server".into(),
+                    format!("127.0.0.1:{TCP_PORT}"),
+                    "--socks".into(),
+                    mpflex::socks_addr(k),
+                ];
+                self.measure(point, &via)?
+            }
+        };
+        let status = mpflex::status(self.topo, bin, k)?;
+        let (after, dup_after) = mpflex::counters(&status, upload);
+        let mut extra = extra;
+        if self.spec().datagrams() {
+            // The client's datagram counts (since the pair started, unless kept up): its
+            // queue's drops when it sends, its reordering when it receives.
+            extra.insert("mpflex_client_datagrams".into(), status["datagrams"].clone());
+        }
         let delta = after
             .iter()
             .zip(before.iter().chain(std::iter::repeat(&0)))
@@ -583,6 +593,11 @@ impl Bench<'_> {
     /// One client run over `via` (its arguments for reaching the server): completion
     /// (ms) and fields.
     fn measure(&self, point: &Point, via: &[String]) -> Result<(f64, Fields)> {
+        self.measure_in(&self.topo.client_ns, point, via)
+    }
+
+    /// [`Bench::measure`] with the client in namespace `ns`.
+    fn measure_in(&self, ns: &str, point: &Point, via: &[String]) -> Result<(f64, Fields)> {
         // Start on quiet links: what the previous run left in flight would otherwise
         // compete with this one.
         let settle = self.emu.wait_quiet(QUIET_WINDOW, QUIET_TRICKLE, QUIET_LIMIT);
@@ -642,7 +657,7 @@ impl Bench<'_> {
             event,
         });
         self.emu.clear_run_stats();
-        let mut f = clients::workload(self.topo, &a, change, self.cfg.secs)?;
+        let mut f = clients::workload(self.topo, ns, &a, change, self.cfg.secs)?;
         self.energy_fields(&mut f);
         self.bound_goodput(point, &mut f)?;
         f.extend(settled);
@@ -771,27 +786,4 @@ impl Bench<'_> {
             extra,
         }
     }
-}
-
-/// What the bottleneck queues held during a run, per path in profile order: each
-/// direction's packet sojourn (queueing plus serialisation) p50/p99 and the emulator's
-/// own lateness p99, in ms, and the packets under 200 bytes. A queue-control claim is
-/// checked here, at the queue itself; lateness shows when the machine rather than the
-/// model added delay; small packets are acknowledgements and slivers that cost the
-/// link's rate.
-fn link_fields(stats: &[[crate::link::LinkStats; 2]]) -> Fields {
-    let mut f = Fields::new();
-    for (dir, i) in [("down", 0), ("up", 1)] {
-        let q = |pick: &dyn Fn(&crate::link::LinkStats) -> Option<f64>| -> serde_json::Value {
-            stats.iter().map(|p| pick(&p[i])).collect::<Vec<_>>().into()
-        };
-        f.insert(format!("link_{dir}_sojourn_p50_ms"), q(&|s| s.sojourn.quantile_ms(0.5)));
-        f.insert(
-            format!("link_{dir}_sojourn_p99_ms"),
-            q(&|s| s.sojourn.quantile_ms(0.99)),
-        );
-        f.insert(format!("link_{dir}_late_p99_ms"), q(&|s| s.late.quantile_ms(0.99)));
-        f.insert(format!("link_{dir}_small_packets"), q(&|s| Some(s.small as f64)));
-    }
-    f
 }

@@ -84,6 +84,9 @@ pub struct Setup<'a> {
     /// profile's path names ([`crate::energy::kind_of`]); written into the configuration
     /// only for the energy-aware system, so older builds run the others.
     pub kinds: Vec<&'static str>,
+    /// The client listens for `TPROXY`-diverted TCP and UDP ([`super::lan`]'s ports
+    /// for pair `k`), for a workload a LAN host runs through it.
+    pub transparent: bool,
 }
 
 /// The system that runs mpflex's energy-aware mode (eMPTCP, docs/energy.md): MinRTT with
@@ -113,6 +116,13 @@ fn configs(topo: &Topology, bin: &Path, setup: &Setup<'_>) -> Result<(String, St
     );
     if energy_aware {
         client += "energy_mode = \"aware\"\n";
+    }
+    if setup.transparent {
+        client += &format!(
+            "transparent_tproxy_listen = \"0.0.0.0:{}\"\ntransparent_udp_listen = \"0.0.0.0:{}\"\n",
+            super::lan::TCP_PORT + k,
+            super::lan::UDP_PORT + k
+        );
     }
     for i in 0..topo.paths {
         client += &format!(

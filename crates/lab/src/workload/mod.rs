@@ -16,6 +16,7 @@ pub mod handover;
 mod net;
 pub mod quic;
 pub mod shortflows;
+pub mod udp_bulk;
 pub mod upload_ping;
 pub mod video;
 pub mod voip;
@@ -63,6 +64,7 @@ workloads! {
     Handover => handover::Handover,
     Voip => voip::Voip,
     Quic => quic::Quic,
+    UdpBulk => udp_bulk::UdpBulk,
 }
 
 impl Workload {
@@ -167,6 +169,24 @@ pub trait Spec: Sync {
         false
     }
 
+    /// A server the runner keeps running in the server namespace besides the chunk
+    /// servers (its command line).
+    fn server_command(&self) -> Option<&'static [&'static str]> {
+        None
+    }
+
+    /// Whether mpflex carries it from a LAN host behind the client through its `TPROXY`
+    /// ingresses (the router case; the runner's `lan`), instead of SOCKS5.
+    fn transparent(&self) -> bool {
+        false
+    }
+
+    /// Whether the client is offered the capacity (Σ path rates in the payload's
+    /// direction) as its rate (`ClientRun::rate_kbit`).
+    fn offers_capacity(&self) -> bool {
+        false
+    }
+
     /// Whether this variant's payload goes up (client to server).
     fn upload(&self, _variant: Option<&str>) -> bool {
         false
@@ -210,7 +230,7 @@ mod tests {
         assert_eq!(Workload::parse("teleport"), None);
         assert_eq!(
             Workload::names(),
-            "chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload, handover, voip, quic"
+            "chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload, handover, voip, quic, udp-bulk"
         );
     }
 

@@ -139,6 +139,12 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
         info!("transparent redirect on {addr}");
         listeners.push(tokio::spawn(accept_loop(l, h.clone(), Ingress::Redirect)));
     }
+    if let Some(addr) = cfg.transparent_tproxy_listen {
+        let l = crate::tproxy::listen_tcp(addr)?;
+        limit_app_buffers(&l, cfg.tuning.queue_target_ms);
+        info!("transparent TCP (TPROXY) on {addr}");
+        listeners.push(tokio::spawn(accept_loop(l, h.clone(), Ingress::Tproxy(addr.port()))));
+    }
     if let Some(addr) = cfg.transparent_udp_listen {
         let sock = crate::tproxy::listen(addr)?;
         info!("transparent UDP (TPROXY) on {addr}");
@@ -221,6 +227,8 @@ async fn reload_on_hangup(h: SessionHandle, reload: Reload, stop: CancellationTo
 enum Ingress {
     Socks,
     Redirect,
+    /// `TPROXY`, with the listener's port.
+    Tproxy(u16),
 }
 
 /// The receive buffer of application connections under queue control, bytes.
@@ -265,6 +273,7 @@ async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Resul
             }
         }
         Ingress::Redirect => TargetAddr::Ip(crate::redirect::original_dst(&app)?),
+        Ingress::Tproxy(port) => TargetAddr::Ip(crate::tproxy::original_dst_tcp(&app, port)?),
     };
     let policy = h.policy.read().expect("policy lock").clone();
     let wait = match &addr {
@@ -286,8 +295,12 @@ async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Resul
     } else {
         None
     };
+    // The application's socket is this namespace's when REDIRECT caught it in OUTPUT, or
+    // when TPROXY caught a local application's packets rerouted through `lo`; a LAN
+    // host's connection has no socket here and so no owner (uid, gid, cgroup unknown).
     let owner = match (kind, policy.uses_owner(), app.peer_addr()) {
-        (Ingress::Redirect, true, Ok(local)) => {
+        (Ingress::Redirect | Ingress::Tproxy(_), true, Ok(peer)) => {
+            let local = crate::tproxy::canonical(peer);
             // Reads /proc: off the async workers.
             tokio::task::spawn_blocking(move || crate::owner::lookup(local, true))
                 .await
@@ -303,6 +316,7 @@ async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Resul
         listener: Some(match kind {
             Ingress::Socks => "socks",
             Ingress::Redirect => "transparent",
+            Ingress::Tproxy(_) => "tproxy",
         }),
         user: user.as_deref(),
         ..Default::default()

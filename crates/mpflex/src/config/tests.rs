@@ -206,3 +206,27 @@ fn a_bad_class_override_names_the_key_and_the_entry() {
     let e = load::<ClientConfig>(Some(&f.0), &[]).unwrap_err().to_string();
     assert!(e.contains("port"), "{e}");
 }
+
+#[test]
+fn tproxy_tcp_is_an_ingress_of_its_own() {
+    let paths = "[[paths]]\nname = \"a\"\nserver = \"10.0.0.1:7000\"\n";
+    let only = format!("transparent_tproxy_listen = \"[::]:1083\"\n{paths}");
+    let c = with_paths(&format!("socks_listen = \"127.0.0.1:1080\"\n{only}")).unwrap();
+    assert_eq!(c.transparent_tproxy_listen, Some("[::]:1083".parse().unwrap()));
+    // With SOCKS5 off it is still an ingress; sharing the UDP TPROXY port is fine.
+    let f = write(&format!(
+        "private_key = \"{KEY}\"\nserver_public_key = \"{KEY}\"\ntransparent_udp_listen = \"[::]:1083\"\n{only}"
+    ));
+    let mut c: ClientConfig = load(Some(&f.0), &[]).unwrap();
+    c.socks_listen = None;
+    c.validate().unwrap();
+    c.transparent_tproxy_listen = None;
+    c.transparent_udp_listen = None;
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("at least one ingress"), "{e}");
+    // REDIRECT's port cannot be TPROXY's too.
+    let e = with_paths(&format!("transparent_listen = \"[::]:1083\"\n{only}"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("transparent_tproxy_listen: port 1083"), "{e}");
+}

@@ -139,6 +139,8 @@ pub struct Shared {
     pub caps: Vec<crate::client::caps::CapSlot>,
     /// (client) Streams opened per policy rule (`-`: none matched).
     pub rule_hits: std::collections::BTreeMap<String, u64>,
+    /// Streams the server refused (its `[acl]`): the application saw a reset.
+    pub streams_refused: u64,
     timer_deadline: Option<Instant>,
 }
 
@@ -219,6 +221,7 @@ impl SessionHandle {
                 waiting: Vec::new(),
                 caps: Vec::new(),
                 rule_hits: Default::default(),
+                streams_refused: 0,
                 timer_deadline: None,
             })),
             timer: Arc::new(Notify::new()),
@@ -275,6 +278,7 @@ impl SessionHandle {
                         // Only a server refuses; the application sees just a reset, so
                         // the log says why and where to change it.
                         if code == reset::REFUSED {
+                            sh.streams_refused += 1;
                             let to = s.target.as_ref().map_or("?".to_string(), |t| t.to_string());
                             info!(stream, "stream to {to} refused by the server's [acl]: allow it there (the server's log names the rule)");
                         }
@@ -730,6 +734,7 @@ impl SessionHandle {
                 waiting: sh.waiting.clone(),
                 stream_list,
                 rule_hits: sh.rule_hits.clone(),
+                streams_refused: sh.streams_refused,
                 class_latency: sess.class_latency().clone(),
                 flows: sess.num_flows(),
                 datagrams: sess.datagram_counters().clone(),

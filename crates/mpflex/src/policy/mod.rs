@@ -45,7 +45,8 @@ pub struct RuleConfig {
     pub gids: Vec<u32>,
     #[serde(default)]
     pub cgroups: Vec<String>,
-    /// The ingress the stream came in on: `socks` or `transparent`.
+    /// The ingress the stream came in on: `socks`, `transparent` (`REDIRECT`) or `tproxy`
+    /// (TCP by `TPROXY`).
     #[serde(default)]
     pub listeners: Vec<String>,
     /// (SOCKS5) The user name the application authenticated with (RFC 1929).
@@ -109,7 +110,7 @@ pub struct Facts<'a> {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub cgroup: Option<&'a str>,
-    /// `socks` or `transparent`.
+    /// `socks`, `transparent` or `tproxy`.
     pub listener: Option<&'a str>,
     pub user: Option<&'a str>,
     /// The class `[[classes]]` gives the destination, if any.
@@ -179,7 +180,7 @@ struct Rule {
 }
 
 /// Ingress names a `listeners` matcher knows.
-pub const LISTENERS: &[&str] = &["socks", "transparent"];
+pub const LISTENERS: &[&str] = &["socks", "transparent", "tproxy"];
 
 /// The compiled `[[rules]]`.
 #[derive(Debug, Clone, Default)]
@@ -319,7 +320,7 @@ fn compile(i: usize, e: &RuleConfig, path_names: Option<&[String]>) -> Result<Ru
             return Err(err(
                 i,
                 "listeners",
-                format!("unknown listener {l:?} (socks or transparent)"),
+                format!("unknown listener {l:?} (socks, transparent or tproxy)"),
             ));
         }
     }

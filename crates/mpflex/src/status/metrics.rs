@@ -228,6 +228,13 @@ impl Collector for Scrape {
         // Per session.
         let rows = self.per_session(|s| ConstGauge::new(s.snap.flows as i64));
         family(e, "mpflex_session_flows", "Datagram flows open now.", rows)?;
+        let rows = self.per_session(|s| ConstCounter::new(s.snap.streams_refused));
+        family(
+            e,
+            "mpflex_session_streams_refused",
+            "Streams refused by the server's [acl]; the application's connection was reset.",
+            rows,
+        )?;
         let rows = self.per_session(|s| ConstCounter::new(s.snap.datagrams.flows_refused));
         family(
             e,
@@ -629,6 +636,7 @@ pub(crate) mod tests {
                     mask: 2,
                 }],
                 rule_hits: [("video".to_string(), 1)].into_iter().collect(),
+                streams_refused: 3,
                 class_latency: lat,
                 flows: 2,
                 datagrams: mpflex_engine::DatagramCounters {
@@ -710,6 +718,10 @@ pub(crate) mod tests {
             r#"mpflex_session_datagrams_dropped_total{{{l},reason="frag"}} 4"#
         )));
         assert!(text.contains(&format!(r#"mpflex_session_flows{{{l}}} 2"#)), "{text}");
+        assert!(
+            text.contains(&format!(r#"mpflex_session_streams_refused_total{{{l}}} 3"#)),
+            "{text}"
+        );
         assert!(
             line(&text, "# TYPE mpflex_session_datagrams_dropped_total ").ends_with(" counter"),
             "{text}"

@@ -108,6 +108,9 @@ pub struct SessionSnapshot {
     pub stream_list: Vec<StreamView>,
     /// (client) Streams opened per policy rule since the start (`-`: no rule matched).
     pub rule_hits: std::collections::BTreeMap<String, u64>,
+    /// Streams the server's `[acl]` refused since the start (each reset at its
+    /// application).
+    pub streams_refused: u64,
     pub class_latency: ClassLatency,
     /// Datagram flows open now, the engine's datagram counts and the ingress's drops.
     pub flows: usize,
@@ -192,6 +195,7 @@ impl SessionSnapshot {
             })).collect::<Vec<_>>(),
             "stream_list": stream_list,
             "rule_hits": self.rule_hits,
+            "streams_refused": self.streams_refused,
             "class_latency": class_latency_json(&self.class_latency),
             "datagrams": datagrams_json(self),
             "energy": energy_json(self),

@@ -25,6 +25,8 @@ pub const SERVER_PORT: u16 = 7000;
 pub const CLIENT_STATUS: u16 = 9190;
 pub const SERVER_STATUS: u16 = 9191;
 
+pub mod lan;
+
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// Whether an end-to-end test `test` can run here (see the module doc); if not it is

@@ -5,6 +5,7 @@ pattern (time-to-first-byte probes), POST /upload returns "<sha256> <length>".
 The pattern's period (1 MiB + 7) matches no frame or record size."""
 import hashlib
 import random
+import socket
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -76,6 +77,8 @@ class Handler(BaseHTTPRequestHandler):
 if __name__ == "__main__":
     addr = sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1"
     port = int(sys.argv[2]) if len(sys.argv) > 2 else 8080
+    if ":" in addr:
+        ThreadingHTTPServer.address_family = socket.AF_INET6
     ThreadingHTTPServer.daemon_threads = True
     ThreadingHTTPServer.request_queue_size = 4096
     srv = ThreadingHTTPServer((addr, port), Handler)
