@@ -82,7 +82,8 @@ pub(crate) const URGENT_MARGIN: Duration = Duration::from_millis(2);
 /// When a frame of `len` bytes handed to the path now reaches the peer, seconds from now:
 /// the one-way propagation delay (half the minimum RTT, or of the smoothed RTT while the
 /// minimum is unknown), the queue ahead of it, and the time its own bytes and those unsent
-/// in the socket take at the path's rate. Not the smoothed RTT: it lags a queue that
+/// in the socket take at the path's rate or, if longer, to fit its congestion window
+/// ([`window_wait`]). Not the smoothed RTT: it lags a queue that
 /// built up or drained (the latency issue asks for the path that delivers first *now*;
 /// TxDelay, seed 000 ch. IV, counts the local queue the same way). The queue is the one
 /// the peer's arrival reports measure (`queue`) while they are fresh; otherwise the bytes
@@ -107,7 +108,21 @@ pub(crate) fn arrival_secs(s: &PathSnapshot, queue: Option<Duration>, len: usize
             (in_flight - pipe).max(0.0) / rate
         }
     };
-    base.as_secs_f64() / 2.0 + queued + (s.notsent as f64 + len as f64) / rate
+    let ahead = s.notsent as f64 + len as f64;
+    base.as_secs_f64() / 2.0 + queued + (ahead / rate).max(window_wait(s, ahead))
+}
+
+/// How long the last of `ahead` bytes written to the socket now waits for room in the
+/// congestion window, seconds: beyond the window, segments leave as acknowledgements free
+/// room, a window per round trip. The delivery rate does not show a window cut: BBR's
+/// ProbeRTT holds a path at four segments for 200 ms every 10 s (Cardwell et al., BBR),
+/// and a loss halves CUBIC's, while the rate estimate still reads the rate before; an
+/// interactive frame written there waits a round trip or more.
+fn window_wait(s: &PathSnapshot, ahead: f64) -> f64 {
+    let cwnd = s.send_cwnd().max(1) as f64;
+    let segments = (ahead / s.mss.max(1) as f64).ceil();
+    let over = (s.in_flight as f64 + segments - cwnd).max(0.0);
+    over / cwnd * s.srtt.as_secs_f64()
 }
 
 #[derive(Debug)]

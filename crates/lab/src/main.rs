@@ -173,7 +173,7 @@ struct RunArgs {
     variants: Option<String>,
     /// Seconds per run of bulk (20), handover (30), udp-bulk (30); seconds of the bulk of upload-ping and
     /// download-ping (20, after 2.5 s of idle pings); seconds of video played (120);
-    /// web-under-upload ignores it (3 idle/loaded pairs per run).
+    /// web-under-upload ignores it (10 idle/loaded pairs per run).
     #[arg(long)]
     secs: Option<f64>,
     /// handover: the constant stream's rate, kbit/s.

@@ -10,10 +10,6 @@ fn busy(t0: Instant) -> Load {
     Load::Carrying { since: t0 }
 }
 
-/// An interactive frame goes where it arrives first now: the lower-RTT path while its
-/// queue is short, the other once the first path's queue (in flight beyond its
-/// bandwidth-delay product, or unsent) outweighs the difference — whatever the smoothed
-/// RTTs say.
 /// The kernel's count restarts with each connection; the path's total goes on.
 #[test]
 fn kernel_retransmits_add_up_over_reconnections() {
@@ -30,6 +26,10 @@ fn kernel_retransmits_add_up_over_reconnections() {
     assert_eq!(paths.get(0).unwrap().counters.tcp_retransmits, 7);
 }
 
+/// An interactive frame goes where it arrives first now: the lower-RTT path while its
+/// queue is short, the other once the first path's queue (in flight beyond its
+/// bandwidth-delay product, or unsent) outweighs the difference — whatever the smoothed
+/// RTTs say.
 #[test]
 fn an_interactive_frame_goes_where_it_arrives_first_now() {
     let t0 = Instant::now();
@@ -68,6 +68,40 @@ fn an_interactive_frame_goes_where_it_arrives_first_now() {
         "a backup only when no regular path carries"
     );
     assert!(!ps.urgent_here(1000, 1, 0, t0));
+}
+
+/// A path whose congestion window was cut (BBR's ProbeRTT: four segments for 200 ms)
+/// delivers a frame written behind a full window a round trip or more later, although
+/// its delivery rate still reads the rate before the cut: an interactive frame goes on
+/// the other path then, and back once the window is open again.
+#[test]
+fn a_full_window_delays_an_interactive_frame() {
+    let t0 = Instant::now();
+    let mut ps = Paths::new(&cfg());
+    for (id, rtt_ms) in [(0usize, 50u64), (1, 70)] {
+        ps.up(id, t0);
+        let s = &mut ps.entry(id).snap;
+        s.alive = true;
+        s.min_rtt = Duration::from_millis(rtt_ms);
+        s.srtt = Duration::from_millis(rtt_ms);
+        s.mss = 1448;
+        s.cwnd = 100;
+        s.delivery_rate = 250_000;
+    }
+    assert!(ps.urgent_here(1000, 0, 0, t0));
+    let s = &mut ps.entry(0).snap;
+    s.cwnd = 4;
+    s.in_flight = 4;
+    s.notsent = 8 * 1448;
+    let eta = arrival_secs(&ps.get(0).unwrap().snap, None, 1000);
+    // Nine segments beyond a window of four: 2.25 round trips of 50 ms.
+    assert!((eta - (0.025 + 0.1125)).abs() < 1e-6, "{eta}");
+    assert!(ps.urgent_here(1000, 1, 0, t0), "the window makes path 0 later");
+    assert!(!ps.urgent_here(1000, 0, 0, t0));
+    let s = &mut ps.entry(0).snap;
+    s.cwnd = 100;
+    s.notsent = 0;
+    assert!(ps.urgent_here(1000, 0, 0, t0), "the window open again");
 }
 
 #[test]

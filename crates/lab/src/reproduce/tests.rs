@@ -207,3 +207,33 @@ fn the_section_replaces_its_old_self_or_goes_before_the_first_heading() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Each claim's row carries what the gain cost in duplicate bytes: the range of the
+/// per-point medians for the claimed system and for the baseline, `–` for a system that
+/// does not report them.
+#[test]
+fn a_finding_states_the_duplicate_bytes() {
+    let mut recs = Vec::new();
+    for (size, dup) in [(1u64 << 18, 50u64), (1 << 20, 100)] {
+        let paths = r#","bytes_per_path":[600,400]"#;
+        recs.push(rec(
+            "mpflex:dems-f",
+            "seed-default",
+            size,
+            300.0,
+            &format!(r#"{paths},"dup_bytes":{dup}"#),
+        ));
+        recs.push(rec(
+            "mpflex:minrtt",
+            "seed-default",
+            size,
+            400.0,
+            &format!(r#"{paths},"dup_bytes":0"#),
+        ));
+        recs.push(rec("mptcp", "seed-default", size, 500.0, ""));
+    }
+    let f = judge(claim("dems"), &recs);
+    assert_eq!(f.cost, "mpflex:dems-f: 5.0–10.0 %; mpflex:minrtt: 0.0 %");
+    let f = judge(claim("mpflex-file"), &recs);
+    assert_eq!(f.cost, "mpflex:minrtt: 0.0 %; mptcp: –");
+}

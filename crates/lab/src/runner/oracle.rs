@@ -14,7 +14,9 @@ use crate::workload::Fields;
 /// `step`, then the two neighbours of its best at one step. `first_best` (in steps) is
 /// the first repetition's best, set by it; later repetitions measure it and its two
 /// neighbours, so that every repetition measures the same shares and each share has a
-/// median. `measure(share)` runs one transfer. Breaks (between transfers) on a stop.
+/// median. `measure(share)` runs one transfer. Breaks (between transfers) on a stop. The
+/// result carries the best transfer's `path_finish_ms` (when each path's last byte
+/// arrived), as every other system's record does.
 pub(super) fn sweep(
     step: f64,
     first_best: &mut Option<usize>,
@@ -24,6 +26,7 @@ pub(super) fn sweep(
     let fine = (1.0 / step).round().max(1.0) as usize;
     let coarse = (fine / 2).max(1);
     let mut best: Option<(f64, f64)> = None;
+    let mut best_finish: Option<serde_json::Value> = None;
     let mut shares: Vec<usize> = match *first_best {
         Some(b) => [b.checked_sub(1), Some(b), Some(b + 1)]
             .into_iter()
@@ -51,6 +54,7 @@ pub(super) fn sweep(
         });
         if best.is_none_or(|(b, _)| ms < b) {
             best = Some((ms, p));
+            best_finish = f.get("path_finish_ms").cloned();
         }
         if refine && i == coarse + 1 && fine > coarse {
             // Coarse sweep done: refine around its best.
@@ -67,6 +71,9 @@ pub(super) fn sweep(
     // Every transfer, for the report's best static share.
     let mut extra = Fields::new();
     extra.insert("oracle_shares".into(), samples.into());
+    if let Some(finish) = best_finish {
+        extra.insert("path_finish_ms".into(), finish);
+    }
     Ok(ControlFlow::Continue(Measured {
         ms,
         share: Some(p),
@@ -86,11 +93,19 @@ mod tests {
         let stop = AtomicBool::new(false);
         let m = sweep(step, first, &stop, |p| {
             seen.push(p);
-            Ok((100.0 + 1000.0 * (p - best_p).abs(), Fields::new()))
+            let mut f = Fields::new();
+            f.insert("path_finish_ms".into(), serde_json::json!([p, 1.0 - p]));
+            Ok((100.0 + 1000.0 * (p - best_p).abs(), f))
         })
         .unwrap();
         let ControlFlow::Continue(m) = m else { panic!("stopped") };
         assert_eq!(m.extra["oracle_shares"].as_array().unwrap().len(), seen.len());
+        let p = m.share.unwrap();
+        assert_eq!(
+            m.extra["path_finish_ms"],
+            serde_json::json!([p, 1.0 - p]),
+            "the best transfer's finish times"
+        );
         (seen, m.share.unwrap())
     }
 

@@ -1,0 +1,346 @@
+//! Judging a claim on its run's records: the per-point medians of the claimed system and
+//! its baseline, the change between them, and the verdict by the claim's [`Rule`].
+
+use super::{Claim, Finding, Rule, Verdict, NOISE};
+use crate::record::Record;
+use crate::summary::quantile;
+use crate::units::human;
+
+/// A point of a run: (profile, variant, mode, size).
+type PointKey = (String, Option<String>, String, u64);
+
+/// Medians of `measure` per point for `system`.
+fn medians(
+    recs: &[Record],
+    system: &str,
+    measure: impl Fn(&Record) -> Option<f64>,
+) -> std::collections::BTreeMap<PointKey, f64> {
+    let mut by: std::collections::BTreeMap<PointKey, Vec<f64>> = Default::default();
+    for r in recs.iter().filter(|r| r.system == system) {
+        if let Some(v) = measure(r) {
+            by.entry((r.profile.clone(), r.variant.clone(), r.mode_label(), r.size))
+                .or_default()
+                .push(v);
+        }
+    }
+    by.into_iter().map(|(k, v)| (k, quantile(&v, 0.5))).collect()
+}
+
+/// A point's label: the parts that vary in `keys`.
+fn labeller(keys: &[PointKey]) -> impl Fn(&PointKey) -> String {
+    let varies =
+        |f: &dyn Fn(&PointKey) -> String| keys.iter().map(f).collect::<std::collections::BTreeSet<_>>().len() > 1;
+    let (p, v, m, s) = (
+        varies(&|k| k.0.clone()),
+        varies(&|k| format!("{:?}", k.1)),
+        varies(&|k| k.2.clone()),
+        varies(&|k| k.3.to_string()),
+    );
+    move |k: &PointKey| {
+        let mut parts = Vec::new();
+        if p {
+            parts.push(k.0.clone());
+        }
+        if v {
+            parts.extend(k.1.clone());
+        }
+        if m {
+            parts.push(k.2.clone());
+        }
+        if s && k.3 > 0 {
+            parts.push(human(k.3));
+        }
+        parts.join(" ")
+    }
+}
+
+/// (point, ours, baseline's, change %) for every point both have; change < 0 is less
+/// time (or, for `higher_better`, more of the measure).
+fn compare(
+    recs: &[Record],
+    system: &str,
+    baseline: &str,
+    measure: impl Fn(&Record) -> Option<f64> + Copy,
+) -> Vec<(PointKey, f64, f64, f64)> {
+    let ours = medians(recs, system, measure);
+    let base = medians(recs, baseline, measure);
+    ours.into_iter()
+        .filter_map(|(k, o)| {
+            let b = *base.get(&k)?;
+            (b > 0.0).then(|| (k, o, b, (o / b - 1.0) * 100.0))
+        })
+        .collect()
+}
+
+fn pct(x: f64) -> String {
+    format!("{}{:.0} %", if x < 0.0 { "−" } else { "+" }, x.abs())
+}
+
+/// "256 KB −29 %, 1 MB −6 %"; a summary when there are many points.
+fn changes_text(c: &[(PointKey, f64, f64, f64)]) -> String {
+    if c.is_empty() {
+        return "–".into();
+    }
+    let keys: Vec<PointKey> = c.iter().map(|x| x.0.clone()).collect();
+    let label = labeller(&keys);
+    if c.len() <= 9 {
+        return c
+            .iter()
+            .map(|(k, _, _, d)| {
+                let l = label(k);
+                if l.is_empty() {
+                    pct(*d)
+                } else {
+                    format!("{l} {}", pct(*d))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    let d: Vec<f64> = c.iter().map(|x| x.3).collect();
+    let best = c.iter().min_by(|a, b| a.3.total_cmp(&b.3)).expect("some");
+    let faster = d.iter().filter(|x| **x < -NOISE).count();
+    format!(
+        "median {} over {} points, best {} ({}), {} of {} faster by > {NOISE:.0} %",
+        pct(quantile(&d, 0.5)),
+        d.len(),
+        pct(best.3),
+        label(&best.0),
+        faster,
+        d.len()
+    )
+}
+
+fn completion(r: &Record) -> Option<f64> {
+    r.completion_ms
+}
+
+fn bitrate(r: &Record) -> Option<f64> {
+    r.field("bitrate_mbit")
+}
+
+/// The finish gap of a chunk record, ms.
+fn gap(r: &Record) -> Option<f64> {
+    let f: Vec<Option<f64>> = serde_json::from_value(r.extra.get("path_finish_ms")?.clone()).ok()?;
+    crate::workload::chunk::finish_gap_ms(&f)
+}
+
+/// Judges `claim` on the records of its run.
+pub fn judge(claim: &Claim, recs: &[Record]) -> Finding {
+    let recs: Vec<Record> = recs
+        .iter()
+        .filter(|r| claim.profiles.is_empty() || claim.profiles.contains(&r.profile.as_str()))
+        .cloned()
+        .collect();
+    let measure = match claim.rule {
+        Rule::Video => bitrate,
+        _ => completion,
+    };
+    let vs_base = compare(&recs, claim.system, claim.baseline_system, measure);
+    let vs_mptcp = if claim.baseline_system == "mptcp" {
+        Vec::new()
+    } else {
+        compare(&recs, claim.system, "mptcp", measure)
+    };
+    let mptcp_text = if claim.baseline_system == "mptcp" {
+        "(the baseline)".to_string()
+    } else {
+        changes_text(&vs_mptcp)
+    };
+    let mut f = Finding {
+        vs_baseline: changes_text(&vs_base),
+        vs_mptcp: mptcp_text,
+        verdict: Verdict::NotMeasured,
+        why: String::new(),
+        cost: format!(
+            "{}: {}; {}: {}",
+            claim.system,
+            dup_text(&recs, claim.system),
+            claim.baseline_system,
+            dup_text(&recs, claim.baseline_system)
+        ),
+    };
+    if vs_base.is_empty() {
+        f.why = format!(
+            "no records of {} and {} in this run",
+            claim.system, claim.baseline_system
+        );
+        return f;
+    }
+    let reductions: Vec<f64> = vs_base.iter().map(|x| -x.3).collect();
+    let beyond_noise = reductions.iter().any(|r| *r > NOISE);
+    let unpaced = format!("{}+pacing=false", claim.baseline_system);
+    let vs_unpaced = compare(&recs, claim.system, &unpaced, measure);
+    let unpaced_text = if vs_unpaced.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; against {unpaced} (unpaced, as the kernel's MinRTT the paper ran): {}",
+            changes_text(&vs_unpaced)
+        )
+    };
+    match claim.rule {
+        Rule::Range { lo, hi } => {
+            let med = quantile(&reductions, 0.5);
+            f.verdict = if med >= lo - NOISE {
+                Verdict::Reproduced
+            } else if beyond_noise {
+                Verdict::Partly
+            } else {
+                Verdict::Refuted
+            };
+            f.why = format!(
+                "median change over {} points {} (paper −{lo:.0}…−{hi:.0} %); best {}{unpaced_text}",
+                reductions.len(),
+                pct(-med),
+                pct(-reductions.iter().copied().fold(f64::MIN, f64::max))
+            );
+        }
+        Rule::UpTo(figures) => {
+            let mut all_met = true;
+            let mut parts = Vec::new();
+            for &(size, paper) in figures {
+                // A figure for a size covers the sizes from it up to the next figure's.
+                let next = figures
+                    .iter()
+                    .map(|x| x.0)
+                    .filter(|&s| s > size)
+                    .min()
+                    .unwrap_or(u64::MAX);
+                let best = vs_base
+                    .iter()
+                    .filter(|x| x.0 .3 >= size && x.0 .3 < next)
+                    .map(|x| -x.3)
+                    .fold(f64::NAN, f64::max);
+                if best.is_nan() || best < paper - NOISE {
+                    all_met = false;
+                }
+                let at = if next == u64::MAX {
+                    format!("≥ {}", human(size))
+                } else {
+                    human(size)
+                };
+                parts.push(format!("{at}: best {} (paper up to −{paper:.0} %)", pct(-best)));
+            }
+            f.verdict = if all_met {
+                Verdict::Reproduced
+            } else if beyond_noise {
+                Verdict::Partly
+            } else {
+                Verdict::Refuted
+            };
+            f.why = parts.join("; ") + &unpaced_text;
+        }
+        Rule::FinishTogether => {
+            let ours = medians(&recs, claim.system, gap);
+            let base = medians(&recs, claim.baseline_system, gap);
+            let both: Vec<(PointKey, f64, f64)> = base
+                .iter()
+                .filter_map(|(k, b)| Some((k.clone(), *ours.get(k)?, *b)))
+                .collect();
+            let keys: Vec<PointKey> = both.iter().map(|x| x.0.clone()).collect();
+            let label = labeller(&keys);
+            f.vs_baseline = both
+                .iter()
+                .map(|(k, o, b)| format!("{} gap {o:.0} vs {b:.0} ms", label(k)).trim().to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let m = medians(&recs, "mptcp", gap);
+            f.vs_mptcp = if m.is_empty() {
+                "–".into()
+            } else {
+                let v: Vec<f64> = m.values().copied().collect();
+                format!(
+                    "mptcp's gap {:.0}–{:.0} ms",
+                    v.iter().copied().fold(f64::MAX, f64::min),
+                    v.iter().copied().fold(f64::MIN, f64::max)
+                )
+            };
+            let considered: Vec<&(PointKey, f64, f64)> = both.iter().filter(|x| x.2 >= 50.0).collect();
+            let halved = considered.iter().filter(|x| x.1 <= 0.5 * x.2).count();
+            let smaller = both.iter().filter(|x| x.1 < x.2).count();
+            let base_range = if both.is_empty() {
+                "–".to_string()
+            } else {
+                format!(
+                    "{:.0}–{:.0} ms",
+                    both.iter().map(|x| x.2).fold(f64::MAX, f64::min),
+                    both.iter().map(|x| x.2).fold(f64::MIN, f64::max)
+                )
+            };
+            f.verdict = if both.is_empty() {
+                Verdict::NotMeasured
+            } else if !considered.is_empty() && halved == considered.len() {
+                Verdict::Reproduced
+            } else if smaller * 2 > both.len() {
+                Verdict::Partly
+            } else {
+                Verdict::Refuted
+            };
+            f.why = format!(
+                "median gap {} vs {} (shown as ours vs baseline); the baseline's gaps {base_range} (paper 100–450 ms); \
+                 at most half the baseline's at {halved} of {} points where it is ≥ 50 ms; smaller at {smaller} of {}",
+                claim.system,
+                claim.baseline_system,
+                considered.len(),
+                both.len()
+            );
+        }
+        Rule::Video => {
+            let ideal = recs.iter().find_map(|r| r.ideal_mbit).unwrap_or(f64::NAN);
+            let share = |s: &str| {
+                let m = medians(&recs, s, bitrate);
+                let v: Vec<f64> = m.values().copied().collect();
+                (!v.is_empty()).then(|| quantile(&v, 0.5) / ideal * 100.0)
+            };
+            let (ours, base, mptcp) = (share(claim.system), share(claim.baseline_system), share("mptcp"));
+            let gain = vs_base.first().map_or(f64::NAN, |x| x.3);
+            f.vs_baseline = format!(
+                "{} of ideal vs {} ({} bit rate)",
+                ours.map_or("–".into(), |x| format!("{x:.0} %")),
+                base.map_or("–".into(), |x| format!("{x:.0} %")),
+                pct(gain)
+            );
+            f.vs_mptcp = format!(
+                "mptcp {} of ideal; {}",
+                mptcp.map_or("–".into(), |x| format!("{x:.0} %")),
+                changes_text(&vs_mptcp)
+            );
+            f.verdict = match (ours, base) {
+                (Some(o), Some(b)) if o >= 1.5 * b && o >= 80.0 => Verdict::Reproduced,
+                (Some(_), Some(_)) if gain > NOISE => Verdict::Partly,
+                (Some(_), Some(_)) => Verdict::Refuted,
+                _ => Verdict::NotMeasured,
+            };
+            f.why = format!(
+                "average bit rate / ideal {ideal:.2} Mbit/s: {} {}, {} {}, mptcp {} (paper: default 25 %, ECF closest to ideal)",
+                claim.system,
+                ours.map_or("–".into(), |x| format!("{x:.0} %")),
+                claim.baseline_system,
+                base.map_or("–".into(), |x| format!("{x:.0} %")),
+                mptcp.map_or("–".into(), |x| format!("{x:.0} %")),
+            );
+        }
+    }
+    f
+}
+
+/// A record's duplicate bytes as a share of the bytes its paths carried, %.
+fn dup_share(r: &Record) -> Option<f64> {
+    let total: u64 = r.bytes_per_path.as_ref()?.iter().sum();
+    let dup = r.dup_bytes?;
+    (total > 0).then(|| dup as f64 * 100.0 / total as f64)
+}
+
+/// `system`'s duplicate bytes over the points: the range of the per-point medians.
+fn dup_text(recs: &[Record], system: &str) -> String {
+    let m: Vec<f64> = medians(recs, system, dup_share).into_values().collect();
+    let (Some(lo), Some(hi)) = (m.iter().copied().reduce(f64::min), m.iter().copied().reduce(f64::max)) else {
+        return "–".into();
+    };
+    if (hi - lo).abs() < 0.05 {
+        format!("{lo:.1} %")
+    } else {
+        format!("{lo:.1}–{hi:.1} %")
+    }
+}
