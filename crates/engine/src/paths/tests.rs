@@ -26,13 +26,8 @@ fn kernel_retransmits_add_up_over_reconnections() {
     assert_eq!(paths.get(0).unwrap().counters.tcp_retransmits, 7);
 }
 
-/// An interactive frame goes where it arrives first now: the lower-RTT path while its
-/// queue is short, the other once the first path's queue (in flight beyond its
-/// bandwidth-delay product, or unsent) outweighs the difference — whatever the smoothed
-/// RTTs say.
-#[test]
-fn an_interactive_frame_goes_where_it_arrives_first_now() {
-    let t0 = Instant::now();
+/// Two idle paths up at `t0`: RTT 50 and 70 ms, 2 Mbit/s each, windows of 100 segments.
+fn two_paths(t0: Instant) -> Paths {
     let mut ps = Paths::new(&cfg());
     for (id, rtt_ms) in [(0usize, 50u64), (1, 70)] {
         ps.up(id, t0);
@@ -42,8 +37,19 @@ fn an_interactive_frame_goes_where_it_arrives_first_now() {
         s.srtt = Duration::from_millis(rtt_ms);
         s.mss = 1448;
         s.cwnd = 100;
-        s.delivery_rate = 250_000; // 2 Mbit/s
+        s.delivery_rate = 250_000;
     }
+    ps
+}
+
+/// An interactive frame goes where it arrives first now: the lower-RTT path while its
+/// queue is short, the other once the first path's queue (in flight beyond its
+/// bandwidth-delay product, or unsent) outweighs the difference — whatever the smoothed
+/// RTTs say.
+#[test]
+fn an_interactive_frame_goes_where_it_arrives_first_now() {
+    let t0 = Instant::now();
+    let mut ps = two_paths(t0);
     assert!(ps.urgent_here(1000, 0, 0, t0));
     assert!(!ps.urgent_here(1000, 1, 0, t0), "path 0 delivers 10 ms sooner");
     // 40 ms of queue on path 0: 12.5 KB in the pipe (50 ms) plus 10 KB queued.
@@ -77,17 +83,7 @@ fn an_interactive_frame_goes_where_it_arrives_first_now() {
 #[test]
 fn a_full_window_delays_an_interactive_frame() {
     let t0 = Instant::now();
-    let mut ps = Paths::new(&cfg());
-    for (id, rtt_ms) in [(0usize, 50u64), (1, 70)] {
-        ps.up(id, t0);
-        let s = &mut ps.entry(id).snap;
-        s.alive = true;
-        s.min_rtt = Duration::from_millis(rtt_ms);
-        s.srtt = Duration::from_millis(rtt_ms);
-        s.mss = 1448;
-        s.cwnd = 100;
-        s.delivery_rate = 250_000;
-    }
+    let mut ps = two_paths(t0);
     assert!(ps.urgent_here(1000, 0, 0, t0));
     let s = &mut ps.entry(0).snap;
     s.cwnd = 4;
