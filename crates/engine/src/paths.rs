@@ -137,6 +137,9 @@ pub(crate) struct PathEntry {
     pub last_recv: Instant,
     /// Last time anything was handed to this path (a ping counts from when it is queued).
     pub last_send: Instant,
+    /// When the oldest keepalive not followed by anything heard on the path was queued:
+    /// its silence since then is not excused by the session being idle.
+    pub unanswered: Option<Instant>,
     /// Silent too long while holding data (see [`crate::supervisor`]), and the
     /// threshold's hysteresis.
     pub suspicion: Suspicion,
@@ -198,6 +201,7 @@ impl PathEntry {
             dup: VecDeque::new(),
             last_recv: now,
             last_send: now,
+            unanswered: None,
             suspicion: Suspicion::default(),
             quality: Quality::default(),
             tier: 0,
@@ -341,6 +345,7 @@ impl Paths {
         p.snap.ready = false;
         p.last_recv = now;
         p.last_send = now;
+        p.unanswered = None;
         p.progress = now;
         p.held = 0;
         p.suspicion.since = None;
@@ -403,6 +408,7 @@ impl Paths {
         p.snap.backup = p.effective_tier() >= TIER_BACKUP;
         if was_quiet && !p.quiet() {
             p.last_recv = p.last_recv.max(now);
+            p.unanswered = None;
             p.progress = p.progress.max(now);
         }
         self.refresh();
@@ -517,6 +523,7 @@ impl Paths {
         self.ensure(path, now);
         let p = &mut self.entries[path];
         p.last_recv = now;
+        p.unanswered = None;
         p.progress = now;
         p.counters.bytes_received += bytes as u64;
         if p.suspect() && p.is_up() {

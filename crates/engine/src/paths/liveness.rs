@@ -86,9 +86,14 @@ impl Paths {
     /// that starts carrying sends a keepalive on every path at once (theirs are overdue
     /// at the carrying interval), so a path that died while idle is dropped
     /// `path_timeout` after the start at the latest, as a path that dies under load is.
+    /// A keepalive of ours that nothing answered is not excused: a path that died while
+    /// the session still carried (its keepalives then went every second) is dropped
+    /// `path_timeout` after the first of them, whether or not the session went idle
+    /// meanwhile.
     fn dead_at(p: &PathEntry, cfg: &EngineConfig, load: Load) -> Instant {
         let excused = cfg.idle_keepalive().saturating_sub(cfg.keepalive);
         let idle = p.last_recv + cfg.path_timeout + excused;
+        let idle = p.unanswered.map_or(idle, |t| idle.min(t + cfg.path_timeout));
         match load {
             Load::Idle => idle,
             Load::Carrying { since } => idle.min(p.last_recv.max(since) + cfg.path_timeout),
@@ -163,6 +168,7 @@ impl Paths {
         }
         p.ping_id += 1;
         p.last_send = now;
+        p.unanswered.get_or_insert(now);
         p.ctrl.push_back(Frame::Ping { id: p.ping_id });
         true
     }

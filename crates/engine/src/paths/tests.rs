@@ -297,6 +297,29 @@ fn an_idle_session_keeps_its_paths_alive_less_often_and_waits_longer() {
     assert_eq!(ps.check(0, s(5), &off, Load::Idle), PathCheck::TimedOut);
 }
 
+/// A path that died while the session carried and whose keepalives went unanswered is
+/// dropped `path_timeout` after the first of them, even when the session goes idle
+/// before that (the idle allowance is for the peer's slower keepalives, not for ours
+/// going unanswered); anything heard answers them.
+#[test]
+fn unanswered_keepalives_are_not_excused_by_idleness() {
+    let t0 = Instant::now();
+    let s = |n: u64| t0 + Duration::from_secs(n);
+    let c = cfg();
+    let mut ps = Paths::new(&c);
+    ps.up(0, t0);
+    assert!(ps.keepalive(0, s(1), &c, busy(t0)));
+    assert!(ps.keepalive(0, s(2), &c, busy(t0)));
+    assert_eq!(
+        ps.check(0, s(6) - Duration::from_millis(1), &c, Load::Idle),
+        PathCheck::Fine
+    );
+    assert_eq!(ps.check(0, s(6), &c, Load::Idle), PathCheck::TimedOut);
+    // Heard after its keepalive: the idle allowance holds again.
+    ps.heard(0, s(3), 40);
+    assert_eq!(ps.check(0, s(20), &c, Load::Idle), PathCheck::Fine);
+}
+
 /// A session that starts carrying after 20 s of idleness: the paths' keepalives are due
 /// at once, and a path that hears nothing more is dead 5 s after the start — not 29 s
 /// after it last heard, nor 5 s after that (which has passed).
