@@ -185,7 +185,7 @@ mod tests {
         assert_eq!(mid.period_key(t), "2026-10", "before the 27th: October's period");
         assert_eq!(mid.period_key(t + 86_400), "2026-11");
         // January before its reset day belongs to December of the year before.
-        let jan = 1_767_225_600 + 86_400; // 2026-01-02
+        let jan = 1_767_225_600 + 86_400; // the 2nd of January, 00:00 UTC
         assert_eq!(mid.period_key(jan), "2025-12");
         assert_eq!(civil_from_days(0), (1970, 1, 1));
     }
