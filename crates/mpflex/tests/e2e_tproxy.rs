@@ -136,12 +136,7 @@ fn lan_fetches(test: &str, tool: Tool) {
     for url in [&v4, &v6] {
         let before = lab.client_path_bytes();
         assert_eq!(fetch(&lan.0, url), Ok(want.clone()), "{url} through TPROXY");
-        let d: Vec<u64> = lab
-            .client_path_bytes()
-            .iter()
-            .zip(&before)
-            .map(|(a, b)| a - b)
-            .collect();
+        let d = bytes_since(&lab, &before);
         // The "lan" rule keeps it on p2: the LAN host has no owner here, so "root-apps"
         // (uid 0, which every process of this test is) does not match it.
         assert!(d[1] >= n && d[0] < 64 << 10, "{url}: per-path bytes {d:?}");
@@ -213,13 +208,13 @@ ip route add local 0.0.0.0/0 dev lo table 100"
     let before = lab.client_path_bytes();
     let url = format!("http://{remote}:{ORIGIN_PORT}/bytes/{n}");
     assert_eq!(fetch(&c, &url), Ok(lab.expected_sha256(n)), "{url} through TPROXY");
-    let d: Vec<u64> = lab
-        .client_path_bytes()
-        .iter()
-        .zip(&before)
-        .map(|(a, b)| a - b)
-        .collect();
+    let d = bytes_since(&lab, &before);
     assert!(d[0] >= n && d[1] < 64 << 10, "per-path bytes {d:?}");
     let hits = &lab.client_status()["rule_hits"];
     assert_eq!(hits["root-apps"], 1, "{hits}");
+}
+
+/// The bytes each client path received since `before` (a [`Lab::client_path_bytes`]).
+fn bytes_since(lab: &Lab, before: &[u64]) -> Vec<u64> {
+    lab.client_path_bytes().iter().zip(before).map(|(a, b)| a - b).collect()
 }
