@@ -94,7 +94,8 @@ impl Order {
         } else if self.held.insert(n, (data, now)).is_none() {
             self.since.get_or_insert(now);
         }
-        let mut gaps = self.drain(out);
+        self.drain(out);
+        let mut gaps = 0;
         if self.held.len() > HOLD_MAX {
             gaps += self.skip(out);
         }
@@ -125,9 +126,9 @@ impl Order {
         self.since.map(|t| t + wait)
     }
 
-    /// Delivers the held datagrams that continue the order; 0 gaps (for the caller's sum).
-    fn drain(&mut self, out: &mut Vec<Bytes>) -> u64 {
-        let Some(mut next) = self.next else { return 0 };
+    /// Delivers the held datagrams that continue the order.
+    fn drain(&mut self, out: &mut Vec<Bytes>) {
+        let Some(mut next) = self.next else { return };
         let mut moved = false;
         while let Some(entry) = self.held.first_entry() {
             if *entry.key() != next {
@@ -142,7 +143,6 @@ impl Order {
             // The wait starts again with what still waits.
             self.since = self.held.values().map(|(_, t)| *t).min();
         }
-        0
     }
 
     /// Stops waiting for the gap before the first held datagram; 1 if there was one.
