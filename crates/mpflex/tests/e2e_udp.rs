@@ -492,8 +492,10 @@ fn ten_thousand_flows_fit_and_expire() {
     let n = 10_000u16;
     let a = in_ns(&lab.topo.client_ns.clone(), move || {
         let a = Assoc::open(proxy);
+        let mut last = Instant::now();
         for i in 0..n {
             let dst = Dst::Ip(format!("{server}:{}", 20_000 + i).parse().unwrap());
+            last = Instant::now();
             a.send(&dst, &i.to_be_bytes());
             // Paced within the relay socket's receive buffer (a few hundred small
             // datagrams) and the session's datagram queue (1024), with room for a busy
@@ -502,9 +504,13 @@ fn ten_thousand_flows_fit_and_expire() {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
-        a
+        (a, last)
     });
-    let opened = Instant::now();
+    // The last flow opened on the server after its datagram was sent, so none of them
+    // may expire before `idle` after that send (a clock read after the sending thread
+    // was joined could be later than the last flow's opening, and flows then seemed to
+    // expire early).
+    let (a, opened) = a;
     // None: no answer from the status (a busy server may not answer in time), which says
     // nothing of the flows; only a real count ends a wait.
     let flows = |v: &serde_json::Value| datagrams(v)["flows"].as_u64();
