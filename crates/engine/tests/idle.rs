@@ -193,3 +193,48 @@ fn a_path_that_dies_under_load_is_dropped_after_the_path_timeout() {
         "dropped {after:.3} s after it last heard"
     );
 }
+
+/// A path that goes dark in the last moments of a download (the client's request is
+/// done, the server's answer ends 200 ms later): the client sent the path only ACKs,
+/// which nothing answers, and the session goes idle before any keepalive of its was due. Going idle asks every path for a word, so the
+/// client drops the dark path `path_timeout` (5 s) after the stream closed — not at the
+/// idle bound (29 s after it last heard), which the idle allowance alone would give.
+#[test]
+fn a_path_that_dies_as_the_session_goes_idle_is_dropped_after_the_path_timeout() {
+    let mut pair = pair();
+    let id = pair.open(b"GET / HTTP/1.1\r\n\r\n");
+    // 1.5 MB/s: more than one path carries, less than both, so nothing queues up.
+    let chunk = bytes::Bytes::from(vec![7u8; 6000]);
+    let feed = |pair: &mut Pair| {
+        let tick = (pair.now - pair.start).as_millis();
+        if tick.is_multiple_of(4) && pair.server.stream_ids().contains(&id) {
+            assert_eq!(pair.server.stream_send(id, chunk.clone()), chunk.len());
+        }
+    };
+    run_until(&mut pair, 9.8, feed);
+    pair.client.stream_finish(id);
+    run_until(&mut pair, 10.0, feed);
+    pair.blackhole(1);
+    run_until(&mut pair, 10.2, feed);
+    pair.server.stream_finish(id);
+    let mut idle_at = None;
+    let mut dropped = None;
+    run_until(&mut pair, 45.0, |pair| {
+        if idle_at.is_none() && pair.client.num_streams() == 0 {
+            idle_at = Some(secs(pair));
+        }
+        if dropped.is_none() && pair.client.path_status(1) == PathStatus::Down {
+            dropped = Some(secs(pair));
+        }
+    });
+    let idle_at = idle_at.expect("the stream never closed");
+    let dropped = dropped.expect("the dark path was never dropped");
+    println!("dark at 10 s, the client idle at {idle_at:.3} s, dropped the dark path at {dropped:.3} s");
+    assert!(idle_at < 15.0, "the stream closed only at {idle_at:.3} s");
+    assert!(
+        dropped - idle_at <= 5.001,
+        "dropped {:.3} s after the session went idle",
+        dropped - idle_at
+    );
+    assert_eq!(pair.client.path_status(0), PathStatus::Up);
+}

@@ -86,10 +86,10 @@ impl Paths {
     /// that starts carrying sends a keepalive on every path at once (theirs are overdue
     /// at the carrying interval), so a path that died while idle is dropped
     /// `path_timeout` after the start at the latest, as a path that dies under load is.
-    /// A keepalive of ours that nothing answered is not excused: a path that died while
-    /// the session still carried (its keepalives then went every second) is dropped
-    /// `path_timeout` after the first of them, whether or not the session went idle
-    /// meanwhile.
+    /// A question of ours that nothing answered is not excused: a path that died while
+    /// the session still carried (its keepalives then went every second, and going idle
+    /// asks every path once more, see [`Paths::ask`]) is dropped `path_timeout` after the
+    /// first unanswered one, whether or not the session went idle meanwhile.
     fn dead_at(p: &PathEntry, cfg: &EngineConfig, load: Load) -> Instant {
         let excused = cfg.idle_keepalive().saturating_sub(cfg.keepalive);
         let idle = p.last_recv + cfg.path_timeout + excused;
@@ -163,7 +163,18 @@ impl Paths {
     pub fn keepalive(&mut self, path: usize, now: Instant, cfg: &EngineConfig, load: Load) -> bool {
         let p = &mut self.entries[path];
         let every = Self::keepalive_every(p, cfg, load);
-        if !p.is_up() || p.quiet() || now.saturating_duration_since(p.last_send) < every {
+        if now.saturating_duration_since(p.last_send) < every {
+            return false;
+        }
+        self.ask(path, now)
+    }
+
+    /// Queues a ping on `path` now, whatever its keepalive clock says, and starts its
+    /// unanswered clock if none runs: the path is dead `path_timeout` after the first
+    /// question nothing answered. False if the path is down or kept quiet.
+    pub fn ask(&mut self, path: usize, now: Instant) -> bool {
+        let p = &mut self.entries[path];
+        if !p.is_up() || p.quiet() {
             return false;
         }
         p.ping_id += 1;

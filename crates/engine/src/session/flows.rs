@@ -37,6 +37,7 @@ impl Session {
         let Some(announced) = self.dgrams.remove(flow) else {
             return;
         };
+        self.settle_load();
         if code == mpflex_wire::flow_close::REFUSED {
             self.dgrams.counters.flows_refused += 1;
         }

@@ -146,6 +146,8 @@ pub struct Session {
     /// When the session last started carrying (its first stream or flow after none):
     /// the path timers' [`Load`].
     carrying_since: Instant,
+    /// The session carried nothing when last looked at ([`Session::settle_load`]).
+    idle: bool,
     /// Paths the scheduler told to wait: a send elsewhere changes the picture for them.
     waiting: u64,
     /// (sender) The gap last re-sent on a `Stall`; one per gap.
@@ -229,6 +231,7 @@ impl Session {
             events: VecDeque::new(),
             last_now: now,
             carrying_since: now,
+            idle: true,
             waiting: 0,
             stall_served: None,
             interactive_seen: None,
@@ -283,6 +286,26 @@ impl Session {
     fn start_carrying(&mut self, now: Instant) {
         if self.load() == Load::Idle {
             self.carrying_since = now;
+        }
+        self.idle = false;
+    }
+
+    /// A stream or flow was dropped: if it was the last, the session goes idle, and every
+    /// path is asked for a word now. Idle, a path's silence is excused up to the idle
+    /// keepalive interval (the peer's keepalives come that far apart), but a path that
+    /// died in the last seconds of a transfer carried only data and ACKs, which nothing
+    /// needs to answer: without a question of ours outstanding it would live ~29 s on
+    /// that excuse. The ask's unanswered clock holds it to the path timeout (see
+    /// [`crate::paths::Paths::ask`]); a live path answers within its RTT.
+    fn settle_load(&mut self) {
+        if self.idle || self.load() != Load::Idle {
+            return;
+        }
+        self.idle = true;
+        for i in 0..self.paths.len() {
+            if self.paths.ask(i, self.last_now) {
+                self.wake_path(i);
+            }
         }
     }
 
@@ -495,6 +518,7 @@ impl Session {
         self.send.forget(stream);
         let unsent = self.send.unstage(stream);
         self.flow.give_back(unsent);
+        self.settle_load();
         true
     }
 
@@ -554,6 +578,7 @@ impl Session {
             self.windows_needed.remove(&stream);
             self.send.set_class(stream, TrafficClass::Bulk);
             self.send.forget(stream);
+            self.settle_load();
         }
     }
 

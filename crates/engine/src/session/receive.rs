@@ -108,6 +108,7 @@ impl Session {
             Frame::FlowOpen { flow, addr } => self.on_flow_open(flow, addr, now),
             Frame::FlowClose { flow, code } => {
                 if self.dgrams.remove(flow).is_some() {
+                    self.settle_load();
                     if code == mpflex_wire::flow_close::REFUSED {
                         self.dgrams.counters.flows_refused += 1;
                     }
