@@ -10,8 +10,17 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(frames) = decode_all(Bytes::copy_from_slice(data)) {
         let mut out = Vec::new();
         for f in &frames {
-            if let Frame::Datagram { data, .. } = f {
-                assert!(data.len() <= MAX_DATAGRAM, "datagram of {} bytes decoded", data.len());
+            match f {
+                Frame::Datagram { data, .. } => {
+                    assert!(data.len() <= MAX_DATAGRAM, "datagram of {} bytes decoded", data.len());
+                }
+                Frame::Datagrams { data, .. } => {
+                    assert!(!data.is_empty(), "an empty run decoded");
+                    for d in data {
+                        assert!(d.len() <= MAX_DATAGRAM, "datagram of {} bytes decoded", d.len());
+                    }
+                }
+                _ => {}
             }
             f.encode(&mut out);
         }

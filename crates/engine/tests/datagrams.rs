@@ -412,4 +412,11 @@ fn a_bulk_flow_arrives_in_order_over_paths_of_different_delay() {
         "{tx:?}"
     );
     assert!(order.windows(2).all(|w| w[0] < w[1]), "out of order");
+    // What a path takes of the flow in a row shares a frame (`Datagrams`): all the
+    // paths' bytes — records, keepalives, the flow's opening included — come to less
+    // per datagram than a frame of its own would cost in headers alone (12 bytes).
+    let wire: u64 = (0..2).map(|p| pair.client.path_counters(p).unwrap().0.bytes_sent).sum();
+    let per_datagram = (wire - tx.sent_bytes) as f64 / tx.sent as f64;
+    println!("{per_datagram:.2} bytes on the paths per datagram beyond its payload");
+    assert!(per_datagram < 12.0, "{per_datagram:.2} bytes of overhead per datagram");
 }

@@ -19,7 +19,7 @@ pub mod record;
 mod route;
 
 pub use addr::TargetAddr;
-pub use frame::{decode_all, Frame, FrameType, DATAGRAM_HEADER, HEADER_LEN};
+pub use frame::{decode_all, DatagramRun, Frame, FrameType, DATAGRAM_HEADER, HEADER_LEN, RUN_LEN};
 pub use route::{Route, RouteError, MAGIC as ROUTE_MAGIC, ROUTE_LEN, ROUTE_VERSION};
 
 /// Protocol version carried in `Hello`; a peer of another version is refused at the join
@@ -28,8 +28,8 @@ pub use route::{Route, RouteError, MAGIC as ROUTE_MAGIC, ROUTE_LEN, ROUTE_VERSIO
 /// offset. 4: `Tier`. 5: `Datagram`, `FlowOpen`, `FlowClose`, `PathGone`. 6: `HelloAck` names the server (its routing id
 /// and join address). 7: `Open` carries the stream's allowed paths, the scheduler the
 /// client asks for and its energy mode; `Tier` 3 (off: a path at its data cap);
-/// `Allowance`.
-pub const VERSION: u8 = 7;
+/// `Allowance`. 8: `Datagrams` (a flow's datagrams in a row under one header).
+pub const VERSION: u8 = 8;
 /// Largest payload of a `Datagram`: the largest UDP payload over IPv4 (65535 − 20-byte IP
 /// header − 8-byte UDP header; RFC 768, RFC 791).
 pub const MAX_DATAGRAM: usize = 65_507;

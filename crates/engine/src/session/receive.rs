@@ -82,26 +82,15 @@ impl Session {
                 seq,
                 copied,
                 data,
+            } => self.on_datagram(path, flow, seq, copied, data, now),
+            Frame::Datagrams {
+                flow,
+                seq,
+                copied,
+                data,
             } => {
-                if self.dgrams.on_receive(flow, seq, copied, data.len()) {
-                    if copied {
-                        // Realtime: as soon as it is here; a late one is worth nothing.
-                        // Its answers are realtime too: queue control protects them.
-                        self.realtime_seen = Some(now);
-                        self.events.push_back(Event::Datagram { flow, data });
-                    } else {
-                        let mut ready = Vec::new();
-                        let up = self.up_mask();
-                        let a = crate::datagram::reorder::Arrived {
-                            path,
-                            seq,
-                            data,
-                            at: now,
-                        };
-                        self.dgrams.reorder(flow, a, up, &mut ready);
-                        self.events
-                            .extend(ready.into_iter().map(|(flow, data)| Event::Datagram { flow, data }));
-                    }
+                for (i, d) in data.into_iter().enumerate() {
+                    self.on_datagram(path, flow, seq.wrapping_add(i as u16), copied, d, now);
                 }
             }
             Frame::FlowOpen { .. } if self.cfg.role == Role::Client => return Err(ProtocolError::UnexpectedFlowOpen),
@@ -117,6 +106,31 @@ impl Session {
             }
         }
         Ok(())
+    }
+    /// Datagram `seq` of `flow` arrived on `path`: a realtime one (`copied`) goes to the
+    /// application at once unless its copy came first, a bulk one through the flow's
+    /// reorder buffer.
+    fn on_datagram(&mut self, path: usize, flow: u32, seq: u16, copied: bool, data: Bytes, now: Instant) {
+        if self.dgrams.on_receive(flow, seq, copied, data.len()) {
+            if copied {
+                // Realtime: as soon as it is here; a late one is worth nothing.
+                // Its answers are realtime too: queue control protects them.
+                self.realtime_seen = Some(now);
+                self.events.push_back(Event::Datagram { flow, data });
+            } else {
+                let mut ready = Vec::new();
+                let up = self.up_mask();
+                let a = crate::datagram::reorder::Arrived {
+                    path,
+                    seq,
+                    data,
+                    at: now,
+                };
+                self.dgrams.reorder(flow, a, up, &mut ready);
+                self.events
+                    .extend(ready.into_iter().map(|(flow, data)| Event::Datagram { flow, data }));
+            }
+        }
     }
 
     /// (server) The peer opened a datagram flow (again, if another path told us first).

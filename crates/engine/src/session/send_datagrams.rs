@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use mpflex_wire::{Frame, MAX_RECORD};
+use mpflex_wire::{DatagramRun, Frame, MAX_RECORD};
 
 use super::record::Rec;
 use super::Session;
@@ -45,6 +45,7 @@ impl Session {
         // Bulk datagrams go in their order: once this path leaves one to another, it
         // takes none after it.
         let mut bulk_declined = false;
+        let mut run = None;
         for i in 0..self.dgrams.queue.len() {
             let q = &self.dgrams.queue[i];
             let bulk = q.class == DatagramClass::Bulk && q.sent_on == 0;
@@ -79,21 +80,18 @@ impl Session {
             }
             let q = &self.dgrams.queue[i];
             let seq = if bulk { self.dgrams.bulk_seq(flow) } else { q.seq };
-            let f = Frame::Datagram {
-                flow,
-                seq,
-                copied: q.class == DatagramClass::Realtime,
-                data: q.data.clone(),
-            };
-            // The largest datagram fills a record of its own, whatever the record's
-            // room for stream frames.
-            let len = f.encoded_len();
-            let fits = rec.fits(out, &f) || (rec.used(out) == 0 && len <= MAX_RECORD);
+            let copied = q.class == DatagramClass::Realtime;
+            // Room is checked for the datagram in a frame of its own; one that continues
+            // the run before it takes less (its length and payload: `Datagrams`). The
+            // largest datagram fills a record of its own, whatever the record's room for
+            // stream frames.
+            let len = mpflex_wire::HEADER_LEN + mpflex_wire::DATAGRAM_HEADER + q.data.len();
+            let fits = rec.takes(rec.used(out), len) || (rec.used(out) == 0 && len <= MAX_RECORD);
             if !fits {
                 full = true;
                 break;
             }
-            f.encode(out);
+            run = Some(DatagramRun::push(run, out, flow, seq, copied, &q.data));
             if bulk {
                 self.dgrams.bulk_sent(flow);
             }

@@ -85,6 +85,18 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
                 data,
             }
         }),
+        (
+            any::<u32>(),
+            any::<u16>(),
+            any::<bool>(),
+            prop::collection::vec(prop::collection::vec(any::<u8>(), 0..600).prop_map(Bytes::from), 1..6)
+        )
+            .prop_map(|(flow, seq, copied, data)| Frame::Datagrams {
+                flow,
+                seq,
+                copied,
+                data,
+            }),
         (any::<u32>(), arb_addr()).prop_map(|(flow, addr)| Frame::FlowOpen { flow, addr }),
         (any::<u32>(), any::<u8>()).prop_map(|(flow, code)| Frame::FlowClose { flow, code }),
         (any::<u8>(), any::<u32>()).prop_map(|(path, joins)| Frame::PathGone { path, joins }),
@@ -236,4 +248,92 @@ fn rejects_bad_address() {
     buf.extend_from_slice(&body);
     let err = Frame::decode(&mut Bytes::from(buf)).unwrap_err();
     assert!(matches!(err, WireError::Malformed { frame: "address", .. }));
+}
+
+/// Datagrams of one flow in a row share a frame: the first goes alone, the second turns
+/// it into a `Datagrams` frame, and each costs its length and payload from then on.
+/// Another flow, the other class, a skipped number or a frame written in between starts
+/// a frame of its own. Whatever was appended decodes to the same datagrams, numbered.
+#[test]
+fn a_flows_datagrams_in_a_row_share_a_frame() {
+    let d = |n: u8, len: usize| vec![n; len];
+    let mut out = Vec::new();
+    let run = DatagramRun::push(None, &mut out, 5, 65535, false, &d(1, 1200));
+    assert_eq!(out.len(), HEADER_LEN + DATAGRAM_HEADER + 1200);
+    let run = DatagramRun::push(Some(run), &mut out, 5, 0, false, &d(2, 1200));
+    let run = DatagramRun::push(Some(run), &mut out, 5, 1, false, &d(3, 0));
+    assert_eq!(out.len(), HEADER_LEN + DATAGRAM_HEADER + 3 * RUN_LEN + 2400);
+    // Another class, another flow, a gap: each a frame of its own.
+    let run = DatagramRun::push(Some(run), &mut out, 5, 2, true, &d(4, 10));
+    let run = DatagramRun::push(Some(run), &mut out, 6, 3, true, &d(5, 10));
+    let run = DatagramRun::push(Some(run), &mut out, 6, 5, true, &d(6, 10));
+    // A frame in between ends the run.
+    Frame::Ping { id: 9 }.encode(&mut out);
+    DatagramRun::push(Some(run), &mut out, 6, 6, true, &d(7, 10));
+    let b = |n: u8, len: usize| Bytes::from(d(n, len));
+    let dg = |flow, seq, copied, data| Frame::Datagram {
+        flow,
+        seq,
+        copied,
+        data,
+    };
+    assert_eq!(
+        decode_all(Bytes::from(out)).unwrap(),
+        vec![
+            Frame::Datagrams {
+                flow: 5,
+                seq: 65535,
+                copied: false,
+                data: vec![b(1, 1200), b(2, 1200), b(3, 0)],
+            },
+            dg(5, 2, true, b(4, 10)),
+            dg(6, 3, true, b(5, 10)),
+            dg(6, 5, true, b(6, 10)),
+            Frame::Ping { id: 9 },
+            dg(6, 6, true, b(7, 10)),
+        ]
+    );
+}
+
+/// A `Datagrams` body must hold whole datagrams, at least one, none over a UDP
+/// payload's size.
+#[test]
+fn malformed_datagram_runs_are_refused() {
+    let frame = |body: &[u8]| {
+        let mut v = vec![FrameType::Datagrams as u8];
+        v.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        v.extend_from_slice(body);
+        decode_all(Bytes::from(v))
+    };
+    let head = [0, 0, 0, 1, 0, 7, 0];
+    let what = |r: Result<Vec<Frame>, WireError>| match r {
+        Err(WireError::Malformed {
+            frame: "Datagrams",
+            what,
+        }) => what,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(what(frame(&head)), "no datagram");
+    assert_eq!(
+        what(frame(&[&head[..], &[0]].concat())),
+        "a datagram's length cut short"
+    );
+    assert_eq!(
+        what(frame(&[&head[..], &[0, 3, 1, 2]].concat())),
+        "a datagram longer than the frame"
+    );
+    assert_eq!(
+        what(frame(&[&head[..], &[0xff, 0xff]].concat())),
+        "payload larger than a UDP datagram"
+    );
+    let ok = frame(&[&head[..], &[0, 1, 9, 0, 0]].concat()).unwrap();
+    assert_eq!(
+        ok,
+        vec![Frame::Datagrams {
+            flow: 1,
+            seq: 7,
+            copied: false,
+            data: vec![Bytes::from_static(&[9]), Bytes::new()],
+        }]
+    );
 }
