@@ -48,6 +48,10 @@ pub struct EngineConfig {
     /// bounds what the session accepts from applications ahead of the paths (see
     /// [`crate::Session::send_capacity`]). Zero: off.
     pub queue_target: Duration,
+    /// Queue control engages for a sustained backlog too (an upload that outruns the
+    /// paths for [`crate::session::SUSTAINED_BACKLOG`]), not only while interactive
+    /// traffic is active.
+    pub queue_control_sustained: bool,
     /// Proactive handover (WearMan, see [`crate::supervisor`]): a path whose quality
     /// trends say it is failing takes no new data and its frames are copied elsewhere
     /// before it fails. Off: paths leave only when they fall silent or die. Off by
@@ -84,6 +88,7 @@ impl EngineConfig {
             max_streams: 16384,
             stall_fraction: 0.75,
             queue_target: Duration::ZERO,
+            queue_control_sustained: false,
             proactive: false,
             datagram_queue: 1024,
             max_flows: 16384,

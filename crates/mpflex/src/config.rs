@@ -72,6 +72,10 @@ pub struct Tuning {
     /// front of interactive traffic (QCUT-D's 20 ms). It engages only while an interactive
     /// stream is active (a lone bulk transfer runs at full rate). 0: off.
     pub queue_target_ms: u64,
+    /// Queue control engages also while applications keep the session backlogged for a
+    /// second (a bulk upload or download that outruns the paths), so the bottleneck queue
+    /// is already short when interactive traffic starts.
+    pub queue_control_sustained: bool,
     /// Proactive handover (WearMan): a path whose retransmissions, RTT or delivery rate
     /// trend towards failure takes no new data, and what it holds is copied to a healthy
     /// path before it fails. `false` (the default; docs/paths.md has the measurements):
@@ -101,6 +105,7 @@ impl Default for Tuning {
             pacing: true,
             fresh_ssthresh: true,
             queue_target_ms: 20,
+            queue_control_sustained: false,
             proactive: false,
             energy_kappa_bytes: mpflex_engine::emptcp::KAPPA,
             energy_tau_ms: mpflex_engine::emptcp::TAU_US / 1000,
@@ -168,6 +173,7 @@ impl Tuning {
         c.max_flows = self.max_flows;
         c.datagram_queue = self.datagram_queue;
         c.queue_target = Duration::from_millis(self.queue_target_ms);
+        c.queue_control_sustained = self.queue_control_sustained;
         c.proactive = self.proactive;
         c
     }

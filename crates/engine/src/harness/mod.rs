@@ -391,15 +391,21 @@ mod tests {
     /// protects), the segments wait the target on average (a millisecond of slack: the
     /// simulation's clock) and never more than half as much again, while the path still
     /// carries ≥ 90 % of its rate (all after the first second). With no interactive
-    /// stream, queue control stands aside and the upload fills the queue as without it.
+    /// stream, queue control stands aside and the upload fills the queue as without it —
+    /// unless it engages for a sustained backlog (`queue_control_sustained`), when the
+    /// upload alone keeps the queue near the target at the same rate.
     #[test]
     fn queue_control_keeps_a_bloated_bottleneck_queue_near_its_target() {
-        let run = |target_ms: u64, pings: bool| {
+        let run = |target_ms: u64, pings: bool, sustained: bool| {
             let spec = PathSpec {
                 cwnd: Some(4 * 60 * 1000 / MSS),
                 ..PathSpec::from((30, 1000))
             };
-            let mut pair = Pair::custom(|| mpflex_sched::by_name("minrtt").unwrap(), &[spec], |_| {});
+            let mut pair = Pair::custom(
+                || mpflex_sched::by_name("minrtt").unwrap(),
+                &[spec],
+                |c| c.queue_control_sustained = sustained,
+            );
             pair.set_queue_target(Duration::from_millis(target_ms));
             let id = pair.open(b"x");
             let ping = pair.open(b"ping");
@@ -423,11 +429,20 @@ mod tests {
             let s = pair.socket(0, true);
             (s.mean_queue_delay(), s.max_queue_delay, got as f64 / 5000.0 / 1000.0)
         };
-        let (bloat, _, _) = run(0, true);
-        let (mean, max, utilisation) = run(20, true);
-        let (alone, _, _) = run(20, false);
+        let (bloat, _, _) = run(0, true, false);
+        let (mean, max, utilisation) = run(20, true, false);
+        let (alone, _, _) = run(20, false, false);
+        let (sustained, sustained_max, sustained_rate) = run(20, false, true);
         println!(
-            "queue: {bloat:?} without control; with a 20 ms target {mean:?} on average, {max:?} at most ({utilisation:.3} of the rate); {alone:?} with nothing to protect"
+            "queue: {bloat:?} without control; with a 20 ms target {mean:?} on average, {max:?} at most ({utilisation:.3} of the rate); {alone:?} with nothing to protect; {sustained:?} on average, {sustained_max:?} at most ({sustained_rate:.3} of the rate) engaged for the sustained upload"
+        );
+        assert!(
+            sustained <= Duration::from_millis(21) && sustained_max <= Duration::from_millis(30),
+            "queue {sustained:?} on average, {sustained_max:?} at most, engaged for a sustained upload"
+        );
+        assert!(
+            sustained_rate >= 0.9,
+            "the path carried {sustained_rate:.2} of its rate"
         );
         assert!(bloat > Duration::from_millis(100), "no bloat to control: {bloat:?}");
         assert!(

@@ -589,9 +589,25 @@ impl Session {
     /// rate, and a chunk two-ended schedulers split (DEMS) is not cut into target-sized
     /// pieces — held to the target, a lone 256 KB download took 12–63 % longer. A realtime
     /// datagram flow (a call, a game) engages it too, for the same reason.
+    ///
+    /// With [`EngineConfig::queue_control_sustained`], also while applications keep the
+    /// session backlogged ([`SUSTAINED_BACKLOG`]): the queue is then short already when
+    /// interactive traffic comes, instead of draining a full bottleneck buffer in front
+    /// of it (QCUT keeps the on-device queue short whatever the traffic).
     pub fn queue_control_engaged(&self, now: Instant) -> bool {
         let recent = |t: Option<Instant>| t.is_some_and(|t| now.saturating_duration_since(t) < ENGAGE_HOLD);
-        (self.send.has_urgent_streams() && recent(self.interactive_seen)) || recent(self.realtime_seen)
+        (self.send.has_urgent_streams() && recent(self.interactive_seen))
+            || recent(self.realtime_seen)
+            || (self.cfg.queue_control_sustained && self.sustained_backlog(now))
+    }
+
+    /// Whether applications have kept the session backlogged for [`SUSTAINED_BACKLOG`].
+    fn sustained_backlog(&self, now: Instant) -> bool {
+        matches!(
+            (self.backlog_since, self.backlog_seen),
+            (Some(since), Some(_))
+                if !self.backlog_gap(now) && now.saturating_duration_since(since) >= SUSTAINED_BACKLOG
+        )
     }
 
     /// Whether the bound on bytes ahead of the paths applies: while queue control is
@@ -602,13 +618,7 @@ impl Session {
     /// chunk written at once is already whole in the session by then: a two-ended
     /// scheduler (DEMS) still sees all of it, and only its next chunk waits for room.
     pub fn backpressure_engaged(&self, now: Instant) -> bool {
-        self.queue_control_engaged(now)
-            || matches!(
-                (self.backlog_since, self.backlog_seen),
-                (Some(since), Some(_))
-                    if !self.backlog_gap(now)
-                        && now.saturating_duration_since(since) >= SUSTAINED_BACKLOG
-            )
+        self.queue_control_engaged(now) || self.sustained_backlog(now)
     }
 
     /// Whether the backlog has been absent long enough to end it: [`BACKLOG_GAP`] while it
