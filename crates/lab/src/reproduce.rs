@@ -30,6 +30,7 @@ mod judge;
 pub use judge::judge;
 
 /// One `mpflex-lab run` a claim reads: (quick, full) where the two differ.
+#[derive(Clone, Copy)]
 pub struct Run {
     /// Its results file's stem.
     pub name: &'static str,
@@ -516,6 +517,31 @@ fn pick<T: Copy>(quick: bool, v: (T, T)) -> T {
     }
 }
 
+/// What `--quick` cuts from `run` against the full run, for the claim's row: a reader of
+/// a quick table must see what it did not run (issue 27: indicative verdicts say why).
+pub fn quick_cut(run: &Run) -> String {
+    let mut cut = Vec::new();
+    let mut differs = |what: &str, (q, f): (&str, &str)| {
+        if q != f {
+            cut.push(format!("{what} {q} (full: {f})"));
+        }
+    };
+    differs("profiles", run.profiles);
+    differs("sizes", run.sizes);
+    differs("modes", run.modes);
+    if let Some((q, f)) = run.secs.filter(|s| s.0 != s.1) {
+        cut.push(format!("{q} s (full: {f} s)"));
+    }
+    if run.reps.0 != run.reps.1 {
+        cut.push(format!("{} reps (full: {})", run.reps.0, run.reps.1));
+    }
+    if cut.is_empty() {
+        "as the full run".into()
+    } else {
+        cut.join("; ")
+    }
+}
+
 /// The results file of `run`.
 pub fn results_file(opts: &Options, run: &Run) -> PathBuf {
     opts.out_dir.join(format!("{}.jsonl", run.name))
@@ -736,8 +762,12 @@ fn section(
             .map(|(_, v)| v.as_slice())
             .unwrap_or(&[]);
         let f = judge(c, recs);
+        let cut = match runs.iter().find(|r| r.name == c.run) {
+            Some(r) if opts.quick => format!(" (`--quick`: {})", quick_cut(r)),
+            _ => String::new(),
+        };
         md += &format!(
-            "| {} | {} | {} ({}) | {} | {} | {} | {} | `sudo mpflex-lab reproduce {}{quick}` |\n",
+            "| {} | {} | {} ({}) | {} | {} | {} | {} | `sudo mpflex-lab reproduce {}{quick}`{cut} |\n",
             c.claim,
             c.figure,
             c.baseline,
