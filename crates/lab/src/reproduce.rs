@@ -533,7 +533,8 @@ pub fn quick_cut(run: &Run) -> String {
         cut.push(format!("{q} s (full: {f} s)"));
     }
     if run.reps.0 != run.reps.1 {
-        cut.push(format!("{} reps (full: {})", run.reps.0, run.reps.1));
+        let (q, f) = run.reps;
+        cut.push(format!("{q} rep{} (full: {f})", if q == 1 { "" } else { "s" }));
     }
     if cut.is_empty() {
         "as the full run".into()

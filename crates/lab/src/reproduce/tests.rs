@@ -376,10 +376,10 @@ fn energy_claims_weigh_the_energy_against_the_time() {
 /// A quick row says what it did not run.
 #[test]
 fn a_quick_row_names_what_quick_cuts() {
-    assert_eq!(quick_cut(run_of("qcut")), "20 s (full: 60 s); 1 reps (full: 10)");
+    assert_eq!(quick_cut(run_of("qcut")), "20 s (full: 60 s); 1 rep (full: 10)");
     assert_eq!(
         quick_cut(run_of("emptcp-onoff")),
-        "profiles wifi-onoff:10 (full: wifi-onoff); sizes 64M (full: 256M); 1 reps (full: 10)"
+        "profiles wifi-onoff:10 (full: wifi-onoff); sizes 64M (full: 256M); 1 rep (full: 10)"
     );
     assert_eq!(quick_cut(run_of("wearman")), "2 reps (full: 5)");
     let same = Run {
