@@ -61,9 +61,10 @@ enum Cmd {
     /// docs/results.md (between its reproduce markers).
     Reproduce {
         /// A claim (dems, dems-grid, dems-finish, ecf, ecf-video, mpflex-file,
-        /// mpflex-shortflows, txdelay) or all.
+        /// mpflex-shortflows, txdelay, qcut, wearman, emptcp, emptcp-small) or all.
         claim: String,
-        /// A reduced set (fewer profiles, sizes, repetitions): under 15 minutes.
+        /// A reduced set (fewer profiles, sizes, repetitions; shorter uploads, a smaller
+        /// on-off download): about 20 minutes.
         #[arg(long)]
         quick: bool,
         /// Where each run's results file goes (written anew); default

@@ -237,3 +237,154 @@ fn a_finding_states_the_duplicate_bytes() {
     let f = judge(claim("mpflex-file"), &recs);
     assert_eq!(f.cost, "mpflex:minrtt: 0.0 %; mptcp: –");
 }
+
+fn upload(system: &str, sojourn: [f64; 2], mbit: f64, ping: f64) -> Record {
+    serde_json::from_str(&format!(
+        r#"{{"system":"{system}","profile":"seed-default","workload":"upload-ping","mode":"fresh","cc":"cubic","size":0,"rep":0,"completion_ms":20000.0,"average_mbit":{mbit},"idle_ping_p50_ms":52.0,"ping_p50_ms":{ping},"link_up_sojourn_p50_ms":[{},{}]}}"#,
+        sojourn[0], sojourn[1]
+    ))
+    .unwrap()
+}
+
+/// QCUT: the deepest queue of the baseline, shortened by 96 % within the noise, with at most
+/// 10 % of the upload lost.
+#[test]
+fn the_queue_claim_reads_the_baseline_s_deepest_path_and_the_upload_rate() {
+    let off = upload("mpflex:minrtt+queue_target_ms=0", [30.0, 426.0], 4.05, 272.0);
+    let mptcp = upload("mptcp", [40.0, 130.0], 3.92, 89.0);
+    let recs = vec![
+        upload("mpflex:minrtt", [20.0, 22.0], 3.98, 71.0),
+        off.clone(),
+        mptcp.clone(),
+    ];
+    let f = judge(claim("qcut"), &recs);
+    assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
+    assert_eq!(
+        f.vs_baseline,
+        "queue 22 ms vs 426 ms (−95 %); pings +19 ms vs +220 ms over idle; upload 3.98 Mbit/s vs 4.05 Mbit/s (−2 %)"
+    );
+    assert_eq!(
+        f.vs_mptcp,
+        "mptcp: queue 130 ms (ours −83 % against it), pings +37 ms over idle, upload 3.92 Mbit/s"
+    );
+    assert!(f.why.starts_with("median packet sojourn at path 1's"), "{}", f.why);
+    // The queue cut as far, but a quarter of the upload lost: partly.
+    let recs = vec![upload("mpflex:minrtt", [20.0, 22.0], 3.0, 71.0), off.clone()];
+    assert_eq!(judge(claim("qcut"), &recs).verdict, Verdict::Partly);
+    // Halved only: partly; within the noise: refuted.
+    let recs = vec![upload("mpflex:minrtt", [20.0, 213.0], 4.0, 150.0), off.clone()];
+    assert_eq!(judge(claim("qcut"), &recs).verdict, Verdict::Partly);
+    let recs = vec![upload("mpflex:minrtt", [20.0, 410.0], 4.0, 260.0), off];
+    assert_eq!(judge(claim("qcut"), &recs).verdict, Verdict::Refuted);
+    // The other path is read when the baseline's queue stands there: its 500 → 480 ms is
+    // no cut at all, although the second path's 400 → 20 would be.
+    let recs = vec![
+        upload("mpflex:minrtt", [480.0, 20.0], 4.0, 71.0),
+        upload("mpflex:minrtt+queue_target_ms=0", [500.0, 400.0], 4.0, 272.0),
+    ];
+    let f = judge(claim("qcut"), &recs);
+    assert_eq!(f.verdict, Verdict::Refuted, "{f:?}");
+    assert!(f.why.starts_with("median packet sojourn at path 0's"), "{}", f.why);
+    // Without sojourns there is nothing to judge.
+    let mut bare = upload("mpflex:minrtt", [1.0, 1.0], 4.0, 71.0);
+    bare.extra.remove("link_up_sojourn_p50_ms");
+    let mut bare_off = upload("mpflex:minrtt+queue_target_ms=0", [1.0, 1.0], 4.0, 272.0);
+    bare_off.extra.remove("link_up_sojourn_p50_ms");
+    assert_eq!(judge(claim("qcut"), &[bare, bare_off]).verdict, Verdict::NotMeasured);
+}
+
+fn handover(system: &str, rep: usize, gap: f64) -> Record {
+    serde_json::from_str(&format!(
+        r#"{{"system":"{system}","profile":"seed-default","workload":"handover","variant":"degrade","mode":"fresh","cc":"cubic","size":0,"rep":{rep},"completion_ms":30000.0,"max_gap_ms":{gap}}}"#
+    ))
+    .unwrap()
+}
+
+/// WearMan: the median longest gap with the proactive logic against without, 85 % shorter
+/// within the noise.
+#[test]
+fn the_handover_claim_is_a_range_on_the_longest_gap() {
+    let on = "mpflex:minrtt+proactive=true";
+    let judged = |ours: [f64; 3]| {
+        let mut recs = vec![
+            handover("mpflex:minrtt", 0, 80.0),
+            handover("mpflex:minrtt", 1, 100.0),
+            handover("mpflex:minrtt", 2, 90.0),
+            handover("mptcp", 0, 900.0),
+        ];
+        recs.extend(ours.iter().enumerate().map(|(i, g)| handover(on, i, *g)));
+        judge(claim("wearman"), &recs)
+    };
+    // Medians 10 against 90 ms: −89 %.
+    let f = judged([5.0, 15.0, 10.0]);
+    assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
+    assert_eq!(f.vs_baseline, "gap 10 vs 90 ms (−89 %)");
+    assert_eq!(f.vs_mptcp, "gap 10 vs 900 ms (−99 %)");
+    assert!(
+        f.why.contains("median change over 1 points −89 % (paper −85…−100 %)"),
+        "{}",
+        f.why
+    );
+    // 81 % (within 5 points of 85) is reproduced, 60 % partly, 2 % refuted, longer refuted.
+    assert_eq!(judged([17.0, 17.2, 16.0]).verdict, Verdict::Reproduced);
+    assert_eq!(judged([36.0, 36.0, 36.0]).verdict, Verdict::Partly);
+    assert_eq!(judged([88.0, 88.4, 87.0]).verdict, Verdict::Refuted);
+    assert_eq!(judged([150.0, 160.0, 140.0]).verdict, Verdict::Refuted);
+}
+
+/// eMPTCP: energy reduced by the paper's figure, paid for with no more time than the paper's.
+#[test]
+fn energy_claims_weigh_the_energy_against_the_time() {
+    let chunk = |system: &str, profile: &str, size: u64, ms: f64, j: f64| {
+        rec(system, profile, size, ms, &format!(r#","energy_j":{j}"#))
+    };
+    let onoff = |ms: f64, j: f64| {
+        vec![
+            chunk("mpflex:emptcp", "wifi-onoff:10", 64 << 20, ms, j),
+            chunk("mptcp", "wifi-onoff:10", 64 << 20, 35_000.0, 78.0),
+        ]
+    };
+    // −9 % energy for +14 % time (paper −8 %, +22 %).
+    let f = judge(claim("emptcp"), &onoff(40_000.0, 71.0));
+    assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
+    assert_eq!(
+        f.vs_baseline,
+        "energy 71.0 vs 78.0 J (−9 %), time 40.00 vs 35.00 s (+14 %)"
+    );
+    assert_eq!(f.vs_mptcp, "(the baseline)");
+    assert!(
+        f.why
+            .starts_with("median energy change over 1 points −9 % (paper −8…−20 %), median time change +14 %"),
+        "{}",
+        f.why
+    );
+    // The same energy at +40 % time: partly; +5 % energy: refuted.
+    assert_eq!(judge(claim("emptcp"), &onoff(49_000.0, 71.0)).verdict, Verdict::Partly);
+    assert_eq!(judge(claim("emptcp"), &onoff(40_000.0, 81.9)).verdict, Verdict::Refuted);
+    // 256 KB: −99 % energy in less time meets "−75…−90 %, about the same time"; in 10 %
+    // more time it does not.
+    let small = |ms: f64| {
+        vec![
+            chunk("mpflex:emptcp", "wifi-good", 256 << 10, ms, 0.13),
+            chunk("mptcp", "wifi-good", 256 << 10, 160.0, 12.7),
+        ]
+    };
+    assert_eq!(judge(claim("emptcp-small"), &small(140.0)).verdict, Verdict::Reproduced);
+    assert_eq!(judge(claim("emptcp-small"), &small(176.0)).verdict, Verdict::Partly);
+}
+
+/// A quick row says what it did not run.
+#[test]
+fn a_quick_row_names_what_quick_cuts() {
+    assert_eq!(quick_cut(run_of("qcut")), "20 s (full: 60 s); 1 rep (full: 10)");
+    assert_eq!(
+        quick_cut(run_of("emptcp-onoff")),
+        "profiles wifi-onoff:10 (full: wifi-onoff); sizes 64M (full: 256M); 1 rep (full: 10)"
+    );
+    assert_eq!(quick_cut(run_of("wearman")), "2 reps (full: 5)");
+    let same = Run {
+        reps: (3, 3),
+        ..*run_of("wearman")
+    };
+    assert_eq!(quick_cut(&same), "as the full run");
+}
