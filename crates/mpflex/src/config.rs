@@ -70,11 +70,16 @@ pub struct Tuning {
     /// measures), and what the session accepts from applications ahead of the paths
     /// within the same target, so an upload does not fill a cellular uplink buffer in
     /// front of interactive traffic (QCUT-D's 20 ms). It engages only while an interactive
-    /// stream is active (a lone bulk transfer runs at full rate). 0: off.
+    /// stream is active (and, with `queue_control_sustained`, while a transfer keeps the
+    /// paths busy); a lone bulk transfer runs at full rate. 0: off.
     pub queue_target_ms: u64,
     /// Queue control engages also while applications keep the session backlogged for a
     /// second (a bulk upload or download that outruns the paths), so the bottleneck queue
-    /// is already short when interactive traffic starts.
+    /// is already short when interactive traffic starts: otherwise the first requests of a
+    /// page load wait for a full bottleneck buffer to drain (QCUT keeps the on-device queue
+    /// short whatever the traffic). Off by default: with it on, `e2e_iperf` measured
+    /// 750–800 KB ahead of the paths mid-upload instead of the target's ~64 KB (not yet
+    /// explained; docs/latency.md).
     pub queue_control_sustained: bool,
     /// Proactive handover (WearMan): a path whose retransmissions, RTT or delivery rate
     /// trend towards failure takes no new data, and what it holds is copied to a healthy
