@@ -542,6 +542,12 @@ impl SessionHandle {
         self.with(|sh| sh.sess.set_energy_mode(mode, Instant::now()))
     }
 
+    /// (client) What the link under path `p` says: weak (a WiFi signal fading,
+    /// [`crate::links::wifi`]) or fine again (`None`); see [`Session::set_link_hint`].
+    pub fn set_link_hint(&self, p: usize, hint: Option<mpflex_engine::LinkHint>) {
+        self.with(|sh| sh.sess.set_link_hint(p, hint, Instant::now()))
+    }
+
     /// (client) Takes path `p` down now: its connection is closed and whatever only it
     /// held is sent again on the others ([`Session::path_down`]). For a link the kernel
     /// reports gone, where waiting for a timeout would only stall the transfer.
