@@ -195,6 +195,7 @@ async fn poll(
                 "WiFi station"
             );
         }
+        h.set_wifi_signal(i, station.as_ref().and_then(Station::level));
         match judge.read(Instant::now(), station.as_ref()) {
             Verdict::Unchanged => {}
             Verdict::Weak(why) => {
@@ -210,6 +211,7 @@ async fn poll(
     if judge.weak() {
         h.set_link_hint(i, None);
     }
+    h.set_wifi_signal(i, None);
     go_on
 }
 
