@@ -182,37 +182,51 @@ async fn poll(
                 continue;
             }
         };
-        if let Some(s) = &station {
-            debug!(
-                path = %name,
-                device = %dev,
-                signal = ?s.signal,
-                signal_avg = ?s.signal_avg,
-                tx_retries = ?s.tx_retries,
-                tx_failed = ?s.tx_failed,
-                expected_kbps = ?s.expected_throughput,
-                beacon_loss = ?s.beacon_loss,
-                "WiFi station"
-            );
-        }
-        h.set_wifi_signal(i, station.as_ref().and_then(Station::level));
-        match judge.read(Instant::now(), station.as_ref()) {
-            Verdict::Unchanged => {}
-            Verdict::Weak(why) => {
-                info!(path = %name, device = %dev, "WiFi link weak ({why}): new data goes on the other paths");
-                h.set_link_hint(i, Some(LinkHint::Weak));
-            }
-            Verdict::Recovered => {
-                info!(path = %name, device = %dev, "WiFi signal recovered: the path takes new data again");
-                h.set_link_hint(i, None);
-            }
-        }
+        take(h, i, name, dev, &mut judge, Instant::now(), station.as_ref());
     };
     if judge.weak() {
         h.set_link_hint(i, None);
     }
     h.set_wifi_signal(i, None);
     go_on
+}
+
+/// Takes one reading of path `i`'s station at `now`: the status shows its signal, and a
+/// verdict of the judge goes to the engine.
+fn take(
+    h: &SessionHandle,
+    i: usize,
+    name: &str,
+    dev: &str,
+    judge: &mut Judge,
+    now: Instant,
+    station: Option<&Station>,
+) {
+    if let Some(s) = station {
+        debug!(
+            path = %name,
+            device = %dev,
+            signal = ?s.signal,
+            signal_avg = ?s.signal_avg,
+            tx_retries = ?s.tx_retries,
+            tx_failed = ?s.tx_failed,
+            expected_kbps = ?s.expected_throughput,
+            beacon_loss = ?s.beacon_loss,
+            "WiFi station"
+        );
+    }
+    h.set_wifi_signal(i, station.and_then(Station::level));
+    match judge.read(now, station) {
+        Verdict::Unchanged => {}
+        Verdict::Weak(why) => {
+            info!(path = %name, device = %dev, "WiFi link weak ({why}): new data goes on the other paths");
+            h.set_link_hint(i, Some(LinkHint::Weak));
+        }
+        Verdict::Recovered => {
+            info!(path = %name, device = %dev, "WiFi signal recovered: the path takes new data again");
+            h.set_link_hint(i, None);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -244,5 +258,90 @@ mod tests {
             assert_eq!(read_station(&h, index).await.ok().flatten(), None);
         }
         assert_eq!(if_index("no-such-if0"), None);
+    }
+
+    /// Readings taken on a WiFi path reach the engine and the status: a weak signal
+    /// degrades the path (another path carries), a recovered one releases it.
+    #[tokio::test]
+    async fn readings_hint_the_engine_and_show_in_the_status() {
+        use mpflex_engine::{EngineConfig, PathState, Role, Session};
+
+        let mut cfg = EngineConfig::new(Role::Client);
+        cfg.link_hint_hold = Duration::ZERO;
+        let sched = mpflex_sched::by_name("minrtt").unwrap();
+        let sess = Session::new(cfg, sched, Instant::now());
+        let h = SessionHandle::new(sess, vec!["wifi".into(), "lte".into()], None, 64 * 1024);
+        h.with(|sh| {
+            sh.sess.path_up(0, Instant::now());
+            sh.sess.path_up(1, Instant::now());
+        });
+        let mut judge = Judge::new(WifiConfig::default().thresholds());
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let station = |dbm: i8| Station {
+            signal_avg: Some(dbm),
+            ..Station::default()
+        };
+        for (k, dbm) in [(0, -78), (1, -79)] {
+            take(&h, 0, "wifi", "wlan0", &mut judge, at(k), Some(&station(dbm)));
+        }
+        assert!(h.with(|sh| sh.sess.path_hinted_weak(0)));
+        assert_eq!(h.with(|sh| sh.sess.path_state(0)), PathState::Degraded);
+        assert_eq!(h.with(|sh| sh.sess.path_state(1)), PathState::Active);
+        assert_eq!(h.snapshot().paths[0].wifi_signal_dbm, Some(-79));
+        assert!(h.snapshot().paths[0].link_weak);
+        // Weak at 1 s: held until 6 s although the signal is good from 2 s.
+        for k in 2..6 {
+            take(&h, 0, "wifi", "wlan0", &mut judge, at(k), Some(&station(-65)));
+            assert!(h.with(|sh| sh.sess.path_hinted_weak(0)), "held at {k} s");
+        }
+        take(&h, 0, "wifi", "wlan0", &mut judge, at(6), Some(&station(-64)));
+        assert!(!h.with(|sh| sh.sess.path_hinted_weak(0)));
+        assert_eq!(h.with(|sh| sh.sess.path_state(0)), PathState::Active);
+        take(&h, 0, "wifi", "wlan0", &mut judge, at(7), None);
+        assert_eq!(
+            h.snapshot().paths[0].wifi_signal_dbm,
+            None,
+            "not associated: no reading"
+        );
+    }
+
+    /// A path over a non-WiFi interface (loopback here): the watcher reads nothing, hints
+    /// nothing and waits for the path's next target; it ends with the path.
+    #[tokio::test]
+    async fn a_path_over_a_wired_interface_is_left_alone() {
+        use crate::links::table::Binding;
+        use mpflex_engine::{EngineConfig, Role, Session};
+
+        let sched = mpflex_sched::by_name("minrtt").unwrap();
+        let sess = Session::new(EngineConfig::new(Role::Client), sched, Instant::now());
+        let h = SessionHandle::new(sess, vec!["lo".into()], None, 64 * 1024);
+        h.with(|sh| sh.sess.path_up(0, Instant::now()));
+        let slot = Slot {
+            rule: 0,
+            device: Some("lo".into()),
+            name: "lo".into(),
+            target: Target::Dial(Binding {
+                device: Some("lo".into()),
+                source: None,
+            }),
+        };
+        let (tx, rx) = watch::channel(slot);
+        let task = tokio::spawn(watch_path(
+            h.clone(),
+            0,
+            rx,
+            WifiConfig::default(),
+            CancellationToken::new(),
+        ));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!task.is_finished(), "waits for the next target");
+        assert!(!h.with(|sh| sh.sess.path_hinted_weak(0)));
+        assert_eq!(h.with(|sh| sh.paths[0].wifi_signal), None);
+        drop(tx);
+        tokio::time::timeout(Duration::from_secs(2), task)
+            .await
+            .unwrap()
+            .unwrap();
     }
 }
