@@ -53,7 +53,7 @@ fn if_index(device: &str) -> Option<u32> {
     (i != 0).then_some(i)
 }
 
-/// An nl80211 connection (`None`, with the reason, where the socket cannot be opened).
+/// An nl80211 connection (an error, with the reason, where the socket cannot be opened).
 fn connect() -> Result<Nl80211Handle, String> {
     let (conn, handle, _) = wl_nl80211::new_connection().map_err(|e| e.to_string())?;
     tokio::spawn(conn);
@@ -120,21 +120,25 @@ pub async fn watch_path(
                     return;
                 }
             };
-            let wireless = sysfs_says_wireless(Path::new("/sys/class/net"), &dev)
-                || match nl80211_knows(&hd, index).await {
-                    Ok(known) => known,
-                    Err(e) => {
-                        debug!(path = %slot.name, device = %dev, "not a WiFi interface to nl80211 ({e})");
-                        false
+            let wireless = if sysfs_says_wireless(Path::new("/sys/class/net"), &dev) {
+                Ok(true)
+            } else {
+                nl80211_knows(&hd, index).await
+            };
+            match wireless {
+                Ok(true) => {
+                    if !poll(&h, i, &slot.name, &dev, index, &hd, &cfg, &mut target, &shutdown).await {
+                        return;
                     }
-                };
-            if wireless {
-                if !poll(&h, i, &slot.name, &dev, index, &hd, &cfg, &mut target, &shutdown).await {
-                    return;
+                    continue;
                 }
-                continue;
+                Ok(false) => debug!(path = %slot.name, device = %dev, "not a WiFi interface: its signal is not read"),
+                Err(e) => debug!(
+                    path = %slot.name,
+                    device = %dev,
+                    "not a WiFi interface to nl80211 ({e}): its signal is not read"
+                ),
             }
-            debug!(path = %slot.name, device = %dev, "not a WiFi interface: its signal is not read");
         }
         tokio::select! {
             r = target.changed() => if r.is_err() { return },
