@@ -60,6 +60,10 @@ pub struct EngineConfig {
     /// drops a bulk upload makes as failure (both paths of an iperf3 upload demoted, half
     /// its rate).
     pub proactive: bool,
+    /// The least time a path hinted weak by its link layer stays degraded after the last
+    /// weak hint ([`crate::Session::set_link_hint`]): a hint that clears sooner takes
+    /// effect only then, so a source that alternates cannot make the path ping-pong.
+    pub link_hint_hold: Duration,
     /// Most datagrams waiting for a path; beyond it the oldest are dropped
     /// ([`crate::DatagramCounters::dropped_queue_full`]).
     pub datagram_queue: usize,
@@ -90,6 +94,7 @@ impl EngineConfig {
             queue_target: Duration::ZERO,
             queue_control_sustained: false,
             proactive: false,
+            link_hint_hold: Duration::from_secs(3),
             datagram_queue: 1024,
             max_flows: 16384,
         }

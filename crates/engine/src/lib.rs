@@ -45,7 +45,7 @@ pub use datagram::{
 };
 pub use kernel::{RateEstimate, TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
 pub use owd::OwdEstimator;
-pub use paths::{PathCounters, PathStatus};
+pub use paths::{LinkHint, PathCounters, PathStatus};
 pub use send::{ALL_PATHS, MIN_SPLIT, SEQUENCE_AHEAD};
 pub use session::{
     scheduler_id, scheduler_name, EnergyAwareView, EnergyMode, Event, PollTransmit, ProtocolError, RecvResult, Session,

@@ -23,8 +23,12 @@ use crate::supervisor::{
 };
 use crate::MAX_PATHS;
 
+mod hint;
 mod liveness;
 
+pub(crate) use hint::HintChange;
+use hint::HintState;
+pub use hint::LinkHint;
 pub(crate) use liveness::{Load, PathCheck};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +55,8 @@ pub struct PathCounters {
     pub failures: u64,
     /// Times the path went silent while holding data, so its frames were re-sent.
     pub suspicions: u64,
-    /// Times its quality trends demoted it (degraded), so its frames were copied elsewhere.
+    /// Times its quality trends or a link hint demoted it (degraded), so its frames were
+    /// copied elsewhere.
     pub demotions: u64,
     /// Frames re-sent here because the peer's reorder buffer stalled on them.
     pub stall_reinjections: u64,
@@ -145,6 +150,8 @@ pub(crate) struct PathEntry {
     pub suspicion: Suspicion,
     /// The WearMan monitor: whether its quality trends say it is failing.
     pub quality: Quality,
+    /// What the link layer under it says (a WiFi signal fading: [`LinkHint`]).
+    hint: HintState,
     /// Its tier ([`crate::supervisor::TIER_PRIMARY`] …): lower tiers carry only while no
     /// better one can.
     pub tier: u8,
@@ -204,6 +211,7 @@ impl PathEntry {
             unanswered: None,
             suspicion: Suspicion::default(),
             quality: Quality::default(),
+            hint: HintState::default(),
             tier: 0,
             energy_standby: false,
             allowance: None,
@@ -266,13 +274,23 @@ impl PathEntry {
         self.held > 0 || self.kernel.unacked > 0
     }
 
+    /// Judged to be failing before it fails: by its quality trends, or by a link hint.
+    pub fn degraded(&self) -> bool {
+        self.quality.degraded() || self.hint.weak
+    }
+
+    /// Hinted weak by the link layer (see [`LinkHint`]).
+    pub fn hinted_weak(&self) -> bool {
+        self.hint.weak
+    }
+
     /// Its state as status output names it.
     pub fn state(&self) -> PathState {
         if !self.is_up() {
             PathState::Down
         } else if self.suspect() {
             PathState::Suspect
-        } else if self.quality.degraded() && !self.eligible {
+        } else if self.degraded() && !self.eligible {
             PathState::Degraded
         } else if self.eligible {
             PathState::Active
@@ -421,8 +439,8 @@ impl Paths {
     pub fn refresh(&mut self) {
         let spent = |p: &PathEntry| p.allowance.is_some_and(|a| a < MIN_ALLOWANCE);
         let candidate = |p: &PathEntry| p.is_up() && !p.suspect() && p.tier < TIER_OFF && !spent(p);
-        let healthy = self.entries.iter().any(|p| candidate(p) && !p.quality.degraded());
-        let pool = |p: &PathEntry| candidate(p) && (!healthy || !p.quality.degraded());
+        let healthy = self.entries.iter().any(|p| candidate(p) && !p.degraded());
+        let pool = |p: &PathEntry| candidate(p) && (!healthy || !p.degraded());
         let best = self
             .entries
             .iter()

@@ -16,6 +16,9 @@ use crate::links::plan::Selector;
 use crate::policy::cap::{AtCap, Cap};
 use crate::policy::{Policy, RuleConfig};
 
+mod wifi;
+pub use wifi::WifiConfig;
+
 /// Engine and socket tunables shared by client and server.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -439,6 +442,9 @@ pub struct ClientConfig {
     pub cap_flush_ms: u64,
     #[serde(default)]
     pub tuning: Tuning,
+    /// The WiFi signal as a leading indicator (`[wifi]`).
+    #[serde(default)]
+    pub wifi: WifiConfig,
 }
 
 fn default_state_file() -> PathBuf {
@@ -679,6 +685,7 @@ impl ClientConfig {
         decode_key(&self.server_public_key, "server_public_key")?;
         self.class_rules()?;
         self.policy()?;
+        self.wifi.validate()?;
         self.tuning.validate()
     }
 

@@ -71,7 +71,7 @@ impl Paths {
     /// answer comes soon after the link does), else every `keepalive`, or every
     /// `idle_keepalive` while the session carries nothing.
     fn keepalive_every(p: &PathEntry, cfg: &EngineConfig, load: Load) -> Duration {
-        if p.suspect() || p.quality.degraded() {
+        if p.suspect() || p.degraded() {
             cfg.keepalive.min(BIN)
         } else if load == Load::Idle {
             cfg.idle_keepalive()

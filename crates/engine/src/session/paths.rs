@@ -2,6 +2,7 @@
 //! allowances, and each stream's paths, scheduler and energy mode.
 
 use super::*;
+use crate::paths::{HintChange, LinkHint};
 
 impl Session {
     /// A path connection is established (first time or again). A connection replacing
@@ -146,6 +147,33 @@ impl Session {
         self.paths.set_tier(path, tier, now);
         self.announce_tier(path);
         self.wake();
+    }
+
+    /// A leading indicator from the link under `path` at `now` (a WiFi signal fading:
+    /// [`LinkHint::Weak`]; `None`: the link is fine again). A path hinted weak is degraded
+    /// as if its quality trends had demoted it: it takes no new data while a healthy path
+    /// can carry, and the frames it holds are copied to the fastest one, make-before-break
+    /// (WearMan, seed 000 ch. VI: hand over before the link fails, on a leading
+    /// indicator). A hint that clears within [`EngineConfig::link_hint_hold`] of the last
+    /// weak one is applied when the hold ends, so an alternating source cannot make the
+    /// path ping-pong.
+    pub fn set_link_hint(&mut self, path: usize, hint: Option<LinkHint>, now: Instant) {
+        self.set_clock(now);
+        match self.paths.set_hint(path, hint, self.cfg.link_hint_hold, now) {
+            HintChange::Demoted => {
+                let n = self.copy_elsewhere(path);
+                tracing::info!(path, frames = n, "link hinted weak; new data goes elsewhere");
+            }
+            HintChange::Released => tracing::info!(path, "link hint cleared; the path takes new data again"),
+            HintChange::Unchanged => return,
+        }
+        self.restate_control();
+        self.wake();
+    }
+
+    /// Whether the link layer hinted `path` weak and the hint holds.
+    pub fn path_hinted_weak(&self, path: usize) -> bool {
+        self.paths.get(path).is_some_and(|p| p.hinted_weak())
     }
 
     /// Caps what `path` carries: it may be handed `bytes` more frame bytes (what

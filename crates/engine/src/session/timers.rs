@@ -13,6 +13,7 @@ impl Session {
             self.paths.next_timeout(&self.cfg, self.load()),
             self.dgrams.release_at(self.gap_wait()),
             self.energy_deadline(),
+            self.paths.next_hint_release(),
         ]
         .into_iter()
         .flatten()
@@ -56,6 +57,11 @@ impl Session {
             self.wake();
         }
         self.energy_tick(now);
+        if self.paths.release_due_hints(now) {
+            tracing::info!("link hint cleared after its hold; the path takes new data again");
+            self.restate_control();
+            self.wake();
+        }
         let load = self.load();
         for i in 0..self.paths.len() {
             match self.paths.check(i, now, &self.cfg, load) {

@@ -110,7 +110,11 @@ impl Session {
             let why = self.paths.get(path).map_or("", |p| p.quality.why());
             tracing::info!(path, frames = n, why, "path degrading; new data goes elsewhere");
         } else if r.verdict == Verdict::Promoted {
-            tracing::info!(path, "path healthy again");
+            if self.paths.get(path).is_some_and(|p| p.hinted_weak()) {
+                tracing::info!(path, "path trends healthy again; its link is still hinted weak");
+            } else {
+                tracing::info!(path, "path healthy again");
+            }
         }
         if r.released || r.verdict != Verdict::Unchanged {
             self.restate_control();

@@ -47,7 +47,9 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
     let private = cfg.private_key()?;
     let server_public = decode_key(&cfg.server_public_key, "server_public_key")?;
     let scheduler = mpflex_sched::by_name(&cfg.scheduler).expect("validated");
-    let mut sess = Session::new(cfg.tuning.engine(Role::Client), scheduler, Instant::now());
+    let mut engine = cfg.tuning.engine(Role::Client);
+    engine.link_hint_hold = cfg.wifi.hold();
+    let mut sess = Session::new(engine, scheduler, Instant::now());
     sess.set_energy_profile(cfg.energy_profile()?);
     sess.set_energy_aware_config(cfg.energy_aware_config());
     sess.set_energy_mode(cfg.energy_mode()?, Instant::now());

@@ -14,12 +14,13 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::config::{ClientConfig, ServerList};
+use crate::config::{ClientConfig, ServerList, WifiConfig};
 use crate::crypto::{client_handshake, Transport};
 use crate::driver::SessionHandle;
 use crate::links::netlink;
 use crate::links::plan::{Planner, Rule, Selector, Slot, Target};
 use crate::links::table::{Binding, LinkTable};
+use crate::links::wifi;
 use crate::pathconn::{configure_path_socket, join_as_client, Joined};
 use crate::status::snapshot::WaitingView;
 
@@ -90,6 +91,7 @@ pub async fn start(cfg: &ClientConfig, h: &SessionHandle, keys: Keys, shutdown: 
         tiers,
         kinds,
         servers,
+        wifi: cfg.wifi.signal_hint.then(|| cfg.wifi.clone()),
         paths: Vec::new(),
         shutdown: shutdown.clone(),
     };
@@ -124,6 +126,8 @@ struct Manager {
     /// Per `[[paths]]` entry: its `kind`, if set (else guessed from each interface's name).
     kinds: Vec<Option<LinkKind>>,
     servers: Vec<ServerList>,
+    /// `[wifi]`, if the signal of WiFi paths is read ([`wifi`]).
+    wifi: Option<WifiConfig>,
     /// Per path: what its task dials.
     paths: Vec<watch::Sender<Slot>>,
     shutdown: CancellationToken,
@@ -157,6 +161,15 @@ impl Manager {
             } else {
                 let (tx, rx) = watch::channel(slot.clone());
                 self.paths.push(tx);
+                if let Some(w) = &self.wifi {
+                    tokio::spawn(wifi::watch_path(
+                        self.h.clone(),
+                        i,
+                        rx.clone(),
+                        w.clone(),
+                        self.shutdown.clone(),
+                    ));
+                }
                 tokio::spawn(path_loop(
                     self.h.clone(),
                     i,

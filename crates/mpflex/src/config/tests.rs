@@ -230,3 +230,43 @@ fn tproxy_tcp_is_an_ingress_of_its_own() {
         .to_string();
     assert!(e.starts_with("transparent_tproxy_listen: port 1083"), "{e}");
 }
+
+#[test]
+fn wifi_defaults_overrides_and_bad_values() {
+    let f = write(&client_text());
+    let c: ClientConfig = load(Some(&f.0), &[]).unwrap();
+    c.validate().unwrap();
+    assert!(c.wifi.signal_hint);
+    let t = c.wifi.thresholds();
+    assert_eq!((t.weak_dbm, t.recover_dbm, t.fall_db), (-75, -70, 10));
+    assert_eq!(c.wifi.hold(), Duration::from_secs(5));
+    assert_eq!(c.wifi.poll(), Duration::from_secs(1));
+
+    let f = write(&(client_text() + "[wifi]\nweak_dbm = -80\nrecover_dbm = -72\nsignal_hint = false\n"));
+    let c: ClientConfig = load(Some(&f.0), &["wifi.hold_ms=8000".into()]).unwrap();
+    c.validate().unwrap();
+    assert!(!c.wifi.signal_hint);
+    assert_eq!((c.wifi.weak_dbm, c.wifi.recover_dbm, c.wifi.hold_ms), (-80, -72, 8000));
+
+    let f = write(&client_text());
+    for (set, key) in [
+        ("wifi.weak_dbm=-75", "wifi.recover_dbm"),
+        ("wifi.recover_dbm=-76", "wifi.recover_dbm"),
+        ("wifi.weak_dbm=75", "wifi.weak_dbm"),
+        ("wifi.recover_dbm=-5", "wifi.recover_dbm"),
+        ("wifi.fall_db=0", "wifi.fall_db"),
+        ("wifi.poll_ms=10", "wifi.poll_ms"),
+        ("wifi.hold_ms=500", "wifi.hold_ms"),
+        ("wifi.fall_ms=200", "wifi.fall_ms"),
+    ] {
+        let mut sets = vec![set.to_string()];
+        if set.starts_with("wifi.weak_dbm=-75") {
+            sets.push("wifi.recover_dbm=-75".into());
+        }
+        let c: ClientConfig = load(Some(&f.0), &sets).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.starts_with(key), "{set}: {e}");
+    }
+    let e = load::<ClientConfig>(Some(&f.0), &["wifi.weak=1".into()]).unwrap_err();
+    assert!(format!("{e:#}").contains("weak"), "{e:#}");
+}

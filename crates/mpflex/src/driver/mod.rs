@@ -73,6 +73,9 @@ pub struct PathSlot {
     pub link: Option<Unusable>,
     /// (client) Its configured tier (a data cap may lower the engine's).
     pub tier: u8,
+    /// (client) The WiFi signal last read on its interface, dBm ([`crate::links::wifi`]);
+    /// `None` unless the path runs over WiFi.
+    pub wifi_signal: Option<i32>,
 }
 
 impl PathSlot {
@@ -86,6 +89,7 @@ impl PathSlot {
             device: None,
             link: None,
             tier: 0,
+            wifi_signal: None,
         }
     }
 }
@@ -542,6 +546,21 @@ impl SessionHandle {
         self.with(|sh| sh.sess.set_energy_mode(mode, Instant::now()))
     }
 
+    /// (client) What the link under path `p` says: weak (a WiFi signal fading,
+    /// [`crate::links::wifi`]) or fine again (`None`); see [`Session::set_link_hint`].
+    pub fn set_link_hint(&self, p: usize, hint: Option<mpflex_engine::LinkHint>) {
+        self.with(|sh| sh.sess.set_link_hint(p, hint, Instant::now()))
+    }
+
+    /// (client) The WiFi signal just read on path `p`'s interface, for the status.
+    pub fn set_wifi_signal(&self, p: usize, dbm: Option<i32>) {
+        self.with(|sh| {
+            if let Some(slot) = sh.paths.get_mut(p) {
+                slot.wifi_signal = dbm;
+            }
+        })
+    }
+
     /// (client) Takes path `p` down now: its connection is closed and whatever only it
     /// held is sent again on the others ([`Session::path_down`]). For a link the kernel
     /// reports gone, where waiting for a timeout would only stall the transfer.
@@ -686,6 +705,8 @@ impl SessionHandle {
                         energy: energy.get(p).copied().unwrap_or_default(),
                         energy_standby: sess.path_energy_standby(p),
                         cap: sh.caps.iter().find(|c| c.slot == p).map(|c| c.view(sess)),
+                        wifi_signal_dbm: sh.paths[p].wifi_signal,
+                        link_weak: sess.path_hinted_weak(p),
                     }
                 })
                 .collect();

@@ -442,6 +442,12 @@ impl Collector for Scrape {
         )?;
         self.path_gauge(
             e,
+            "mpflex_path_wifi_signal_dbm",
+            "The WiFi signal last read on the path's interface (nl80211's average), dBm.",
+            |p| p.wifi_signal_dbm.map(i64::from),
+        )?;
+        self.path_gauge(
+            e,
             "mpflex_path_cap_bytes",
             "A metered path's data cap per period.",
             |p| p.cap.as_ref().map(|c| c.limit as i64),
@@ -605,6 +611,8 @@ pub(crate) mod tests {
                 capped: true,
                 at_cap: "backup",
             }),
+            wifi_signal_dbm: (id == 0).then_some(-67),
+            link_weak: false,
         };
         SessionView {
             client: Some("lap\"top".into()),

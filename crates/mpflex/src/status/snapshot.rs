@@ -42,6 +42,11 @@ pub struct PathView {
     pub energy_standby: bool,
     /// (client) Its data cap, if it has one.
     pub cap: Option<CapView>,
+    /// (client) The WiFi signal last read on its interface, dBm (a path over WiFi).
+    pub wifi_signal_dbm: Option<i32>,
+    /// (client) Its link hinted weak (the WiFi signal): degraded while another path can
+    /// carry.
+    pub link_weak: bool,
 }
 
 /// A metered path's data cap as the status shows it.
@@ -302,6 +307,8 @@ fn path_json(p: &PathView) -> serde_json::Value {
         "tcp_retransmits": c.tcp_retransmits,
         "datagrams_sent": c.datagrams_sent,
         "cap": p.cap,
+        "wifi_signal_dbm": p.wifi_signal_dbm,
+        "link_weak": p.link_weak,
         "owd_us": p.owd_us.map(|(o, _)| o),
         "owd_dev_us": p.owd_us.map(|(_, d)| d),
         "queue_delay_us": p.queue_delay.map(|d| d.as_micros() as u64),
