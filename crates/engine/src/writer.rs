@@ -60,6 +60,10 @@ const RAMP_STEP: f64 = 1.5;
 /// The shortest time between two steering steps of queue control's limit.
 const STEER_EVERY_MIN: Duration = Duration::from_millis(20);
 
+/// How far the one-way queue reading looks back: the lowest delay of the last two 50 ms
+/// windows ([`crate::owd::QueueDelay`]).
+const READING_LAG: Duration = Duration::from_millis(100);
+
 /// The queue reading queue control steers to, as a fraction of its target: a frame
 /// meets the queue plus the bursts around it (a segment in transmission, 6 ms at
 /// 2 Mbit/s, and the reading's lag), so steering the reading to the target itself left
@@ -128,6 +132,8 @@ pub struct PathWriter {
     steered: Option<Instant>,
     /// The limit held bulk bytes back since the last steering step.
     limited: bool,
+    /// When the congestion window was last below the limit (see [`PathWriter::steer`]).
+    window_bound: Option<Instant>,
     /// Threshold resets asked for.
     pub resets: u64,
 }
@@ -149,6 +155,7 @@ impl PathWriter {
             ramping: false,
             steered: None,
             limited: false,
+            window_bound: None,
             resets: 0,
         }
     }
@@ -199,11 +206,22 @@ impl PathWriter {
     /// is applied per step, at most ±[`MAX_STEP`]: the queue answers a change one round
     /// trip later. The limit rises only if it held bytes back since the last step (a
     /// short queue on a path with nothing to send says nothing about the limit).
+    ///
+    /// Nor does a short queue while, or just after, the congestion window held the path
+    /// below the limit: BBR's minimum-RTT probe (four segments for 200 ms every 10 s) and
+    /// a loss's recovery drain the queue, and the readings show that empty queue for a
+    /// smoothed RTT plus their own look-back after the window has reopened, while the
+    /// limit binds again at once. Until then the limit may fall but not rise. Read as
+    /// room, the drained queue raised the limit until a small bottleneck buffer
+    /// overflowed, and each loss's recovery read as room again (docs/latency.md).
     pub fn steer(&mut self, owd_queue: Option<Duration>, info: &TcpInfo, now: Instant) {
         if self.queue_target.is_zero() || info.min_rtt == 0 || info.min_rtt == u32::MAX {
             return;
         }
         let Some(limit) = self.limit else { return };
+        if (info.snd_cwnd as f64 * info.snd_mss.max(1) as f64) < limit {
+            self.window_bound = Some(now);
+        }
         let min_rtt = Duration::from_micros(info.min_rtt as u64);
         // A step shows in the reading only after the bytes it let through have crossed the
         // path and the kernel's smoothed RTT has taken them in: once per smoothed RTT,
@@ -231,6 +249,9 @@ impl PathWriter {
         if queue >= aim / 2 {
             self.ramping = false;
         }
+        let settling = self
+            .window_bound
+            .is_some_and(|t| now.saturating_duration_since(t) < every + READING_LAG);
         let step = if self.ramping && limited {
             // Until the path first shows a queue, the link is not full, and by how much
             // the reading cannot say (the correction below assumes the limit is near the
@@ -242,6 +263,7 @@ impl PathWriter {
         } else {
             want.sqrt().clamp(1.0 - MAX_STEP, 1.0 + MAX_STEP)
         };
+        let step = if settling { step.min(1.0) } else { step };
         tracing::debug!(
             limit,
             step,
@@ -251,6 +273,8 @@ impl PathWriter {
             rate = self.delivery_rate,
             held = info.in_flight_bytes() + info.notsent_bytes as u64,
             limited,
+            settling,
+            cwnd = info.snd_cwnd,
             "steer"
         );
         if step < 1.0 || limited {

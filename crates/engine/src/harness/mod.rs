@@ -460,6 +460,55 @@ mod tests {
         );
     }
 
+    /// BBR's minimum-RTT probe holds a path's window at four segments for 200 ms: its
+    /// queue drains, and for a while after it the queue readings (the lowest one-way delay
+    /// of the last 100 ms, the smoothed RTT) still show the empty queue while the limit
+    /// binds again. Queue control must not read that as room: a limit raised so fills a
+    /// small bottleneck buffer, and its losses hold requests behind retransmissions
+    /// (docs/latency.md). An upload beside a small request every 100 ms on one bloated
+    /// path: probes do not raise the limit above what it reached before them (read as
+    /// room, 27.0 KB after the first against 23.9 KB at most before).
+    #[test]
+    fn queue_control_holds_its_limit_through_a_probe_of_the_minimum_rtt() {
+        let spec = PathSpec {
+            cwnd: Some((4 * 2 * 25 * 250 / MSS as usize) as u32),
+            ..PathSpec::from((25, 250))
+        };
+        let mut pair = Pair::custom(|| mpflex_sched::by_name("minrtt").unwrap(), &[spec], |_| {});
+        pair.set_queue_target(Duration::from_millis(20));
+        pair.probe_rtt(0, false);
+        let bulk = pair.open(b"bulk");
+        let ping = pair.open(b"ping");
+        // The largest limit from 3 s to the first probe, and from it on.
+        let (mut before, mut after) = (0u64, 0u64);
+        for ms in 1..=12_000u64 {
+            if pair.client.send_capacity(bulk) > 0 {
+                pair.client.stream_send(bulk, Bytes::from(vec![0u8; 64 * 1024]));
+            }
+            if ms % 100 == 0 {
+                pair.client.stream_send(ping, Bytes::from_static(b"ping"));
+            }
+            // Probes every 2 s from 6 s on (BBR's come every 10 s; more here, in less time).
+            if ms >= 6000 && ms % 2000 == 0 {
+                pair.probe_rtt(0, true);
+            } else if ms > 6000 && ms % 2000 == 200 {
+                pair.probe_rtt(0, false);
+            }
+            pair.step();
+            let limit = pair.dirs[0][0].writer.queue_limit().unwrap_or(0);
+            if (3000..6000).contains(&ms) {
+                before = before.max(limit);
+            } else if ms >= 6000 {
+                after = after.max(limit);
+            }
+        }
+        println!("queue control's limit: {before} B at most before the probes, {after} B from the first on");
+        assert!(
+            after as f64 <= before as f64 * 1.1,
+            "the limit rose from {before} to {after} B after the probes"
+        );
+    }
+
     /// What `ping_under_bulk` measured: request/response times before and during the
     /// bulk transfer (ms), and the bulk's share of the paths' summed rate.
     struct PingRun {

@@ -291,12 +291,13 @@ impl Session {
                     .map(|p| {
                         let s = &p.snap;
                         format!(
-                            "{}:{:.1}ms(q={:?} srtt={}us min={}us inflight={} notsent={} rate={})",
+                            "{}:{:.1}ms(q={:?} srtt={}us min={}us cwnd={} inflight={} notsent={} rate={})",
                             s.id,
                             crate::paths::arrival_secs(s, p.queue.get(rec.now), payload as usize) * 1000.0,
                             p.queue.get(rec.now),
                             s.srtt.as_micros(),
                             s.min_rtt.as_micros(),
+                            s.send_cwnd(),
                             s.in_flight,
                             s.notsent,
                             s.delivery_rate

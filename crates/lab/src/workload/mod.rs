@@ -296,6 +296,12 @@ mod tests {
             assert_eq!(f["idle_pings"], 3, "{f:?}");
             assert!(f["idle_ping_p50_ms"].as_f64().unwrap() < f["idle_ping_p99_ms"].as_f64().unwrap() + 1e-9);
             assert!(f["pings"].as_u64().unwrap() >= 3, "{f:?}");
+            let (up, all) = (
+                f["ping_up_p50_ms"].as_f64().unwrap(),
+                f["ping_p50_ms"].as_f64().unwrap(),
+            );
+            assert!(up > 0.0 && up < all, "the request is a part of the exchange: {f:?}");
+            assert!(f["slow_pings"].is_array(), "{f:?}");
             assert!(f["average_mbit"].as_f64().unwrap() > 10.0, "{f:?}");
         }
         let f = voip::run(addr, &via, 1.0).unwrap();

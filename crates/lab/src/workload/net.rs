@@ -14,6 +14,10 @@
 //!   that long, then closes (`handover`).
 //! * `3` call: the control connection of a `voip` call of `arg` ms (see `voip`); its
 //!   datagrams go to the UDP socket on the server's port number.
+//! * `4` ping: a download of `arg` bytes whose first 8 carry the server's time of the
+//!   request's arrival (ns since the Unix epoch, big-endian), the rest zeros: the ping
+//!   workloads split each exchange into its request's and its response's part
+//!   (namespaces share one clock).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -60,9 +64,11 @@ pub fn serve(listen: SocketAddr, mptcp: bool, cc: Option<&str>) -> Result<()> {
             let _ = c.set_nodelay(true);
             let mut req = [0u8; 8];
             while c.read_exact(&mut req).is_ok() {
+                let arrived = unix_ns();
                 let (op, arg) = split_request(u64::from_be_bytes(req));
                 let ok = match op {
                     OP_DOWNLOAD => send_zeros(&mut c, zeros, arg),
+                    OP_PING => send_stamped(&mut c, zeros, arg, arrived),
                     OP_UPLOAD => sink(&mut c, arg),
                     OP_VOIP => super::voip::control(&mut c, arg),
                     OP_STREAM => {
@@ -85,6 +91,8 @@ pub const OP_UPLOAD: u8 = 1;
 pub const OP_STREAM: u8 = 2;
 /// A call's control connection (`voip`): `arg` is the call's length in ms.
 pub const OP_VOIP: u8 = 3;
+/// A download stamped with the request's arrival (see the module's documentation).
+pub const OP_PING: u8 = 4;
 /// "Until the connection ends", for downloads and uploads without a fixed size.
 pub const UNTIL_EOF: u64 = (1 << 56) - 1;
 /// Size of a `stream` message.
@@ -108,6 +116,17 @@ fn send_zeros(c: &mut TcpStream, zeros: &[u8], n: u64) -> bool {
         left -= k;
     }
     true
+}
+
+/// `n` bytes, the first 8 (or fewer, if `n` is less) `arrived` big-endian, then zeros.
+fn send_stamped(c: &mut TcpStream, zeros: &[u8], n: u64, arrived: u64) -> bool {
+    let stamp = arrived.to_be_bytes();
+    let head = (n as usize).min(stamp.len());
+    // One write: the stamp and the zeros after it leave in the same segments.
+    let first = (n as usize).min(zeros.len());
+    let mut buf = zeros[..first].to_vec();
+    buf[..head].copy_from_slice(&stamp[..head]);
+    c.write_all(&buf).is_ok() && send_zeros(c, zeros, n - first as u64)
 }
 
 /// Reads up to `n` bytes (or to EOF), reporting progress; true if the connection may
@@ -302,6 +321,18 @@ pub fn request(s: &mut TcpStream, size: u64) -> Result<()> {
         left -= n;
     }
     Ok(())
+}
+
+/// Asks for a stamped download of `size` bytes (at least 8) and reads it all; returns the
+/// server's time of the request's arrival, ns since the Unix epoch.
+pub fn ping(s: &mut TcpStream, size: u64) -> Result<u64> {
+    s.write_all(&make_request(OP_PING, size))?;
+    let mut buf = vec![0u8; size as usize];
+    s.read_exact(&mut buf)?;
+    let mut stamp = [0u8; 8];
+    let head = buf.len().min(8);
+    stamp[..head].copy_from_slice(&buf[..head]);
+    Ok(u64::from_be_bytes(stamp))
 }
 
 /// `total` bytes split by `share` (of the first part, 0..=1): (first, rest), the first

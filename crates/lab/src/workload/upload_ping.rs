@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::bulk::{download_for, upload_for, WINDOW};
-use super::{connect, fields, percentile, request, ClientRun, Fields, Spec, Via};
+use super::{connect, fields, percentile, ping, request, unix_ns, ClientRun, Fields, Spec, Via};
 use crate::record::Record;
 use crate::summary::{
     average, average_pct_of_capacity, capacity, median_text, no_line, values, BarChart, Column, Summary, Table,
@@ -129,6 +129,15 @@ pub enum Direction {
     Down,
 }
 
+/// One exchange: when it started (ns since the Unix epoch), its time, and its request's
+/// part of it (from the client's write to the server's read: the rest is the response's).
+#[derive(Debug, Clone, Copy)]
+struct Exchange {
+    at_ns: u64,
+    ms: f64,
+    up_ms: f64,
+}
+
 /// The ping connection: exchanges, reconnecting after a failed one.
 struct Pinger<'a> {
     server: SocketAddr,
@@ -138,12 +147,16 @@ struct Pinger<'a> {
 }
 
 impl Pinger<'_> {
-    /// One exchange's time in ms, or none if it failed (then counted, and the connection
-    /// replaced).
-    fn exchange(&mut self) -> Result<Option<f64>> {
+    /// One exchange, or none if it failed (then counted, and the connection replaced).
+    fn exchange(&mut self) -> Result<Option<Exchange>> {
+        let at_ns = unix_ns();
         let t = Instant::now();
-        match request(&mut self.conn, PING_BYTES) {
-            Ok(()) => Ok(Some(t.elapsed().as_secs_f64() * 1000.0)),
+        match ping(&mut self.conn, PING_BYTES) {
+            Ok(arrived) => Ok(Some(Exchange {
+                at_ns,
+                ms: t.elapsed().as_secs_f64() * 1000.0,
+                up_ms: arrived.saturating_sub(at_ns) as f64 / 1e6,
+            })),
             Err(_) => {
                 self.failures += 1;
                 self.conn = connect(self.server, self.via)?;
@@ -153,9 +166,14 @@ impl Pinger<'_> {
     }
 
     /// Exchanges every [`PING_EVERY`] from `start` while `more(start of the exchange)`
-    /// says so; the times of those started at or after `keep_from`.
-    fn every_100ms(&mut self, start: Instant, keep_from: Instant, more: impl Fn(Instant) -> bool) -> Result<Vec<f64>> {
-        let mut rtts = Vec::new();
+    /// says so; those started at or after `keep_from`.
+    fn every_100ms(
+        &mut self,
+        start: Instant,
+        keep_from: Instant,
+        more: impl Fn(Instant) -> bool,
+    ) -> Result<Vec<Exchange>> {
+        let mut kept = Vec::new();
         for k in 0u32.. {
             let due = start + PING_EVERY * k;
             if let Some(w) = due.checked_duration_since(Instant::now()) {
@@ -165,14 +183,37 @@ impl Pinger<'_> {
             if !more(t) {
                 break;
             }
-            if let Some(ms) = self.exchange()? {
+            if let Some(x) = self.exchange()? {
                 if t >= keep_from {
-                    rtts.push(ms);
+                    kept.push(x);
                 }
             }
         }
-        Ok(rtts)
+        Ok(kept)
     }
+}
+
+/// How far over the idle median an exchange under load must take to be listed in
+/// `slow_pings`: the floor's 99th percentile (idle + 60 ms).
+const SLOW_OVER_IDLE_MS: f64 = 60.0;
+
+/// The exchanges that took more than the idle median + [`SLOW_OVER_IDLE_MS`], each as
+/// [ms after `start_ns`, time, request's part, response's part] (ms, 0.1 ms), so that a
+/// tail can be matched against the systems' logs and the links' statistics.
+fn slow(loaded: &[Exchange], idle_p50: f64, start_ns: u64) -> Vec<[f64; 4]> {
+    let tenth = |v: f64| (v * 10.0).round() / 10.0;
+    loaded
+        .iter()
+        .filter(|x| x.ms > idle_p50 + SLOW_OVER_IDLE_MS)
+        .map(|x| {
+            [
+                tenth(x.at_ns.saturating_sub(start_ns) as f64 / 1e6),
+                tenth(x.ms),
+                tenth(x.up_ms),
+                tenth(x.ms - x.up_ms),
+            ]
+        })
+        .collect()
 }
 
 /// A ping workload: `idle` exchanges every 100 ms with nothing else running (after one
@@ -190,17 +231,23 @@ pub fn run(server: SocketAddr, via: &Via, secs: f64, direction: Direction, idle:
     // idle latency asked about.
     request(&mut p.conn, PING_BYTES)?;
     let t0 = Instant::now();
-    let idle_rtts = p.every_100ms(t0, t0, |t| t < t0 + PING_EVERY * idle as u32)?;
+    let idle_pings = p.every_100ms(t0, t0, |t| t < t0 + PING_EVERY * idle as u32)?;
+    let idle_rtts: Vec<f64> = idle_pings.iter().map(|x| x.ms).collect();
 
     // The bulk's connection is opened only now, so nothing else ran during the idle pings.
     let bulk = connect(server, via)?;
     let start = Instant::now();
+    let start_ns = unix_ns();
     let end = start + Duration::from_secs_f64(secs);
     let bulk = std::thread::spawn(move || match direction {
         Direction::Up => upload_for(bulk, secs).map(|(u, stop)| (u.rates(stop), u.window(stop))),
         Direction::Down => download_for(bulk, secs).map(|d| (d.rates(), Some(d.window()))),
     });
-    let rtts = p.every_100ms(start, start + LOADED_SKIP, |t| t < end)?;
+    let loaded = p.every_100ms(start, start + LOADED_SKIP, |t| t < end)?;
+    let rtts: Vec<f64> = loaded.iter().map(|x| x.ms).collect();
+    let ups: Vec<f64> = loaded.iter().map(|x| x.up_ms).collect();
+    let downs: Vec<f64> = loaded.iter().map(|x| x.ms - x.up_ms).collect();
+    let idle_p50 = percentile(&idle_rtts, 0.5);
     let ((steady, avg), window) = bulk.join().map_err(|_| anyhow::anyhow!("bulk panicked"))??;
     let mut f = fields(vec![
         ("idle_ping_p50_ms", percentile(&idle_rtts, 0.5).into()),
@@ -212,6 +259,12 @@ pub fn run(server: SocketAddr, via: &Via, secs: f64, direction: Direction, idle:
         ("ping_max_ms", percentile(&rtts, 1.0).into()),
         ("pings", (rtts.len() as u64).into()),
         ("ping_failures", p.failures.into()),
+        ("ping_up_p50_ms", percentile(&ups, 0.5).into()),
+        ("ping_up_p99_ms", percentile(&ups, 0.99).into()),
+        ("ping_down_p50_ms", percentile(&downs, 0.5).into()),
+        ("ping_down_p99_ms", percentile(&downs, 0.99).into()),
+        ("bulk_start_unix_us", (start_ns / 1000).into()),
+        ("slow_pings", serde_json::to_value(slow(&loaded, idle_p50, start_ns))?),
         ("goodput_mbit", steady.into()),
         ("average_mbit", avg.into()),
     ]);
