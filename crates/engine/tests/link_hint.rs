@@ -136,3 +136,64 @@ fn hints_alternating_within_the_hold_do_not_make_the_path_ping_pong() {
     );
     assert_eq!(wifi_at[0], wifi_at[1], "no new byte on WiFi between 2.5 s and 9 s");
 }
+
+/// The server cannot read the client's WiFi signal: the client announces a path hinted
+/// weak as a backup (a `Tier` frame on the path), so a download leaves it too. The
+/// server streams 2 Mbit/s to the client; from the hint until it clears the server hands
+/// WiFi no new byte (after the half second the announcement and what was in flight
+/// take), LTE carries the stream, and WiFi carries again once the hint is gone.
+#[test]
+fn a_download_leaves_a_path_the_client_hinted_weak() {
+    let mut sim = Pair::custom(
+        || mpflex_sched::by_name("minrtt").unwrap(),
+        &specs(),
+        |c| c.link_hint_hold = Duration::from_secs(3),
+    );
+    let id = sim.client.open_stream(placeholder_addr());
+    sim.client.stream_send(id, Bytes::from_static(b"GET"));
+    let served = |sim: &Pair, path: usize| sim.server.path_counters(path).unwrap().0.payload_sent;
+    let mut marks = Vec::new();
+    let mut total = 0;
+    for ms in 0..12_000u64 {
+        let now = sim.now;
+        match ms {
+            3000 => {
+                marks.push((served(&sim, WIFI), served(&sim, LTE)));
+                sim.client.set_link_hint(WIFI, Some(LinkHint::Weak), now);
+            }
+            3500 | 11_000 => marks.push((served(&sim, WIFI), served(&sim, LTE))),
+            8000 => {
+                marks.push((served(&sim, WIFI), served(&sim, LTE)));
+                sim.client.set_link_hint(WIFI, None, now);
+            }
+            _ => {}
+        }
+        if ms % EVERY_MS == 0 && sim.server.stream_ids().contains(&id) {
+            let n = sim.server.stream_send(id, Bytes::from(vec![ms as u8; MESSAGE]));
+            assert_eq!(n, MESSAGE, "flow control never holds a 2 Mbit/s stream back");
+            total += n;
+        }
+        sim.step();
+    }
+    for _ in 0..2000 {
+        sim.step();
+    }
+    assert_eq!(sim.client_rx[&id].len(), total, "every byte arrives");
+    let [before, settled, cleared, after] = marks[..] else {
+        panic!("{marks:?}")
+    };
+    println!("served (wifi, lte) at 3 s {before:?}, 3.5 s {settled:?}, 8 s {cleared:?}, 11 s {after:?}");
+    assert!(
+        before.0 > 4 * before.1,
+        "healthy WiFi carries the download first: {before:?}"
+    );
+    assert_eq!(cleared.0, settled.0, "no new byte on the weak path in 4.5 s");
+    assert!(
+        cleared.1 - settled.1 >= 1_000_000,
+        "LTE carries meanwhile: {settled:?} → {cleared:?}"
+    );
+    assert!(
+        after.0 - cleared.0 >= 500_000,
+        "WiFi carries again after the hint clears: {cleared:?} → {after:?}"
+    );
+}

@@ -27,14 +27,22 @@ impl Session {
     }
 
     /// (client) Tells the server the path's tier, on the path itself: downloads are the
-    /// server's to schedule.
+    /// server's to schedule. A path the link layer hinted weak is announced as a backup
+    /// while the hint holds: the server then gives it no new data while a better path
+    /// carries (a backup's rule), as this side does by the hint — the server cannot read
+    /// the client's WiFi signal (WearMan: leave the degrading link before it fails, in
+    /// both directions).
     pub(super) fn announce_tier(&mut self, path: usize) {
         if self.cfg.role != Role::Client {
             return;
         }
         let p = self.paths.entry(path);
         if p.is_up() {
-            let tier = p.effective_tier();
+            let tier = if p.hinted_weak() {
+                p.effective_tier().max(crate::supervisor::TIER_BACKUP)
+            } else {
+                p.effective_tier()
+            };
             p.ctrl.retain(|f| !matches!(f, mpflex_wire::Frame::Tier { .. }));
             p.ctrl.push_back(mpflex_wire::Frame::Tier { tier });
             // A capped path's grant too: a new connection must not carry downloads
@@ -167,6 +175,7 @@ impl Session {
             HintChange::Released => tracing::info!(path, "link hint cleared; the path takes new data again"),
             HintChange::Unchanged => return,
         }
+        self.announce_tier(path);
         self.restate_control();
         self.wake();
     }

@@ -59,6 +59,9 @@ impl Session {
         self.energy_tick(now);
         if self.paths.release_due_hints(now) {
             tracing::info!("link hint cleared after its hold; the path takes new data again");
+            for i in 0..self.paths.len() {
+                self.announce_tier(i);
+            }
             self.restate_control();
             self.wake();
         }
