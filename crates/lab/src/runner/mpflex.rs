@@ -100,7 +100,7 @@ fn configs(topo: &Topology, bin: &Path, setup: &Setup<'_>) -> Result<(String, St
     // (checked by System::parse).
     let mut parts = sched.split('+');
     let sched = parts.next().unwrap_or(sched);
-    let tuning: String = parts.map(|kv| format!("{kv}\n")).collect();
+    let (backup, tuning) = split_backup(parts);
     let energy_aware = sched == EMPTCP;
     let sched = if energy_aware { "minrtt" } else { sched };
     let (sp, spub) = keygen(bin)?;
@@ -132,6 +132,9 @@ fn configs(topo: &Topology, bin: &Path, setup: &Setup<'_>) -> Result<(String, St
         );
         if setup.devices {
             client += &format!("device = \"{}\"\n", topo.client_dev(i));
+        }
+        if backup.contains(&i) {
+            client += "priority = \"backup\"\n";
         }
         if energy_aware {
             client += &format!("kind = \"{}\"\n", setup.kinds.get(i).copied().unwrap_or("wired"));
@@ -250,6 +253,21 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// The settings after a system's scheduler: `backup=<path index>` (any number of them)
+/// makes that path of the client a backup (`priority = "backup"`, the tiers of
+/// docs/paths.md); the rest are `[tuning]` lines for both ends.
+fn split_backup<'a>(parts: impl Iterator<Item = &'a str>) -> (Vec<usize>, String) {
+    let mut backup = Vec::new();
+    let mut tuning = String::new();
+    for kv in parts {
+        match kv.split_once('=').map(|(k, v)| (k, v.parse::<usize>())) {
+            Some(("backup", Ok(i))) => backup.push(i),
+            _ => tuning += &format!("{kv}\n"),
+        }
+    }
+    (backup, tuning)
+}
+
 /// `pacing` as a system `<scheduler>[+<key>=<value>...]` runs it.
 pub fn pacing(sched: &str) -> bool {
     sched
@@ -265,6 +283,13 @@ pub fn pacing(sched: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backup_paths_are_not_tuning_keys() {
+        let (backup, tuning) = split_backup("backup=1+pacing=false+backup=x".split('+'));
+        assert_eq!(backup, vec![1]);
+        assert_eq!(tuning, "pacing=false\nbackup=x\n");
+    }
 
     #[test]
     fn pacing_from_the_tuning_settings() {
