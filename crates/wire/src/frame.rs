@@ -709,7 +709,7 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
                 }
             };
             if ty == FrameType::Datagrams {
-                return decode_run(flow, seq, copied, body.slice(DATAGRAM_HEADER..))
+                return run::decode_run(flow, seq, copied, body.slice(DATAGRAM_HEADER..))
                     .map_err(|what| WireError::Malformed { frame: name, what });
             }
             if body.len() - DATAGRAM_HEADER > MAX_DATAGRAM {
@@ -759,34 +759,6 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
 }
 
 /// Decodes every frame of a record. A record must hold whole frames only.
-/// A [`Frame::Datagrams`] body after its header: `(len: u16, payload)` repeated, at
-/// least once, to the end.
-fn decode_run(flow: u32, seq: u16, copied: bool, mut rest: Bytes) -> Result<Frame, &'static str> {
-    let mut data = Vec::new();
-    while !rest.is_empty() {
-        if rest.len() < RUN_LEN {
-            return Err("a datagram's length cut short");
-        }
-        let len = rest.get_u16() as usize;
-        if len > MAX_DATAGRAM {
-            return Err("payload larger than a UDP datagram");
-        }
-        if rest.len() < len {
-            return Err("a datagram longer than the frame");
-        }
-        data.push(rest.split_to(len));
-    }
-    if data.is_empty() {
-        return Err("no datagram");
-    }
-    Ok(Frame::Datagrams {
-        flow,
-        seq,
-        copied,
-        data,
-    })
-}
-
 pub fn decode_all(mut record: Bytes) -> Result<Vec<Frame>, WireError> {
     let mut out = Vec::new();
     while !record.is_empty() {

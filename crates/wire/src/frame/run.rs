@@ -1,8 +1,9 @@
 //! Appending datagrams to a record so that those of one flow in a row share a frame.
 
-use bytes::BufMut;
+use bytes::{Buf, BufMut, Bytes};
 
-use super::{Frame, FrameType, DATAGRAM_HEADER, HEADER_LEN};
+use super::{Frame, FrameType, DATAGRAM_HEADER, HEADER_LEN, RUN_LEN};
+use crate::MAX_DATAGRAM;
 
 /// The datagram frame that ends a record being built: where it starts and which
 /// datagram would continue it.
@@ -86,4 +87,32 @@ impl DatagramRun {
         let body = u32::from_be_bytes(header[1..].try_into().expect("4 bytes")) as usize;
         (self.start + HEADER_LEN + body == out.len()).then_some(body)
     }
+}
+
+/// A [`Frame::Datagrams`] body after its header: `(len: u16, payload)` repeated, at
+/// least once, to the end.
+pub(super) fn decode_run(flow: u32, seq: u16, copied: bool, mut rest: Bytes) -> Result<Frame, &'static str> {
+    let mut data = Vec::new();
+    while !rest.is_empty() {
+        if rest.len() < RUN_LEN {
+            return Err("a datagram's length cut short");
+        }
+        let len = rest.get_u16() as usize;
+        if len > MAX_DATAGRAM {
+            return Err("payload larger than a UDP datagram");
+        }
+        if rest.len() < len {
+            return Err("a datagram longer than the frame");
+        }
+        data.push(rest.split_to(len));
+    }
+    if data.is_empty() {
+        return Err("no datagram");
+    }
+    Ok(Frame::Datagrams {
+        flow,
+        seq,
+        copied,
+        data,
+    })
 }
