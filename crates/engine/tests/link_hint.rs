@@ -54,6 +54,29 @@ fn upload(to_ms: u64, mut at: impl FnMut(&mut Pair, u64)) -> (Pair, usize, usize
     (sim, total, got)
 }
 
+/// The (WiFi, LTE) byte counts at 3 s (the hint), 3.5 s, 8 s (the hint clears) and 11 s:
+/// healthy WiFi carries the `what` first, the weak path takes no new byte while the hint
+/// holds, LTE carries meanwhile, and WiFi carries again once it clears.
+fn check_marks(label: &str, what: &str, marks: &[(u64, u64)]) {
+    let [before, settled, cleared, after] = marks[..] else {
+        panic!("{marks:?}")
+    };
+    println!("{label} (wifi, lte) at 3 s {before:?}, 3.5 s {settled:?}, 8 s {cleared:?}, 11 s {after:?}");
+    assert!(
+        before.0 > 4 * before.1,
+        "healthy WiFi carries the {what} first: {before:?}"
+    );
+    assert_eq!(cleared.0, settled.0, "no new byte on the weak path in 4.5 s");
+    assert!(
+        cleared.1 - settled.1 >= 1_000_000,
+        "LTE carries meanwhile: {settled:?} → {cleared:?}"
+    );
+    assert!(
+        after.0 - cleared.0 >= 500_000,
+        "WiFi carries again after the hint clears: {cleared:?} → {after:?}"
+    );
+}
+
 #[test]
 fn a_path_hinted_weak_takes_no_new_bytes_until_the_hint_clears() {
     let mut marks = Vec::new();
@@ -82,23 +105,7 @@ fn a_path_hinted_weak_takes_no_new_bytes_until_the_hint_clears() {
         }
     });
     assert_eq!(got, total, "every byte arrives");
-    let [before, settled, cleared, after] = marks[..] else {
-        panic!("{marks:?}")
-    };
-    println!("payload (wifi, lte) at 3 s {before:?}, 3.5 s {settled:?}, 8 s {cleared:?}, 11 s {after:?}");
-    assert!(
-        before.0 > 4 * before.1,
-        "healthy WiFi carries the stream first: {before:?}"
-    );
-    assert_eq!(cleared.0, settled.0, "no new byte on the weak path in 4.5 s");
-    assert!(
-        cleared.1 - settled.1 >= 1_000_000,
-        "LTE carries meanwhile: {settled:?} → {cleared:?}"
-    );
-    assert!(
-        after.0 - cleared.0 >= 500_000,
-        "WiFi carries again after the hint clears: {cleared:?} → {after:?}"
-    );
+    check_marks("payload", "stream", &marks);
     assert_eq!(sim.client.path_counters(WIFI).unwrap().0.demotions, 1);
 }
 
@@ -179,21 +186,5 @@ fn a_download_leaves_a_path_the_client_hinted_weak() {
         sim.step();
     }
     assert_eq!(sim.client_rx[&id].len(), total, "every byte arrives");
-    let [before, settled, cleared, after] = marks[..] else {
-        panic!("{marks:?}")
-    };
-    println!("served (wifi, lte) at 3 s {before:?}, 3.5 s {settled:?}, 8 s {cleared:?}, 11 s {after:?}");
-    assert!(
-        before.0 > 4 * before.1,
-        "healthy WiFi carries the download first: {before:?}"
-    );
-    assert_eq!(cleared.0, settled.0, "no new byte on the weak path in 4.5 s");
-    assert!(
-        cleared.1 - settled.1 >= 1_000_000,
-        "LTE carries meanwhile: {settled:?} → {cleared:?}"
-    );
-    assert!(
-        after.0 - cleared.0 >= 500_000,
-        "WiFi carries again after the hint clears: {cleared:?} → {after:?}"
-    );
+    check_marks("served", "download", &marks);
 }

@@ -245,13 +245,7 @@ pub fn judge(claim: &Claim, recs: &[Record]) -> Finding {
     match claim.rule {
         Rule::Range { lo, hi } => {
             let med = quantile(&reductions, 0.5);
-            f.verdict = if med >= lo - NOISE {
-                Verdict::Reproduced
-            } else if beyond_noise {
-                Verdict::Partly
-            } else {
-                Verdict::Refuted
-            };
+            f.verdict = range_verdict(med, lo, beyond_noise);
             f.why = format!(
                 "median change over {} points {} (paper −{lo:.0}…−{hi:.0} %); best {}{unpaced_text}",
                 reductions.len(),
@@ -261,13 +255,7 @@ pub fn judge(claim: &Claim, recs: &[Record]) -> Finding {
         }
         Rule::Interruption { lo, hi } => {
             let med = quantile(&reductions, 0.5);
-            f.verdict = if med >= lo - NOISE {
-                Verdict::Reproduced
-            } else if beyond_noise {
-                Verdict::Partly
-            } else {
-                Verdict::Refuted
-            };
+            f.verdict = range_verdict(med, lo, beyond_noise);
             let label = labeller(&vs_base.iter().map(|x| x.0.clone()).collect::<Vec<_>>());
             let text = |c: &[(PointKey, f64, f64, f64)]| {
                 c.iter()
@@ -540,5 +528,18 @@ fn dup_text(recs: &[Record], system: &str) -> String {
         format!("{lo:.1} %")
     } else {
         format!("{lo:.1}–{hi:.1} %")
+    }
+}
+
+/// A range claim's verdict from the median reduction `med` (%): reproduced when it
+/// reaches the paper's lower figure `lo` within [`NOISE`], partly when some point is
+/// beyond the noise, else refuted.
+fn range_verdict(med: f64, lo: f64, beyond_noise: bool) -> Verdict {
+    if med >= lo - NOISE {
+        Verdict::Reproduced
+    } else if beyond_noise {
+        Verdict::Partly
+    } else {
+        Verdict::Refuted
     }
 }
