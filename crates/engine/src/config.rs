@@ -52,6 +52,12 @@ pub struct EngineConfig {
     /// paths for [`crate::session::SUSTAINED_BACKLOG`]), not only while interactive
     /// traffic is active.
     pub queue_control_sustained: bool,
+    /// Hedge small interactive frames: one of at most [`crate::session::HEDGE_MAX_PAYLOAD`]
+    /// bytes also goes, as a copy, on the path that would deliver it next, when that copy
+    /// arrives before the first path could repair a loss of it (see
+    /// [`crate::Session`]'s `hedge`). A request lost at a bottleneck otherwise waits a
+    /// round trip for the fast retransmission, or a retransmission timeout.
+    pub hedge_interactive: bool,
     /// Proactive handover (WearMan, see [`crate::supervisor`]): a path whose quality
     /// trends say it is failing takes no new data and its frames are copied elsewhere
     /// before it fails. Off: paths leave only when they fall silent or die. Off by
@@ -93,6 +99,7 @@ impl EngineConfig {
             stall_fraction: 0.75,
             queue_target: Duration::ZERO,
             queue_control_sustained: false,
+            hedge_interactive: true,
             proactive: false,
             link_hint_hold: Duration::from_secs(3),
             datagram_queue: 1024,

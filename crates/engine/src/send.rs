@@ -114,6 +114,8 @@ pub(crate) struct Outgoing {
     /// The scheduler that places the frame: 0 the session's, else 1 + its index in
     /// [`mpflex_sched::NAMES`] (its stream's policy).
     pub sched: u8,
+    /// A copy was queued on a second path as a hedge (small interactive frame).
+    pub hedged: bool,
     /// When the application's bytes were queued; `None` once the frame's latency was
     /// recorded (or for frames that carry no application bytes of their own).
     queued: Option<Instant>,
@@ -131,6 +133,7 @@ impl Outgoing {
             class,
             allowed: ALL_PATHS,
             sched: 0,
+            hedged: false,
             queued,
         }
     }
@@ -559,6 +562,13 @@ impl SendQueue {
 
     pub fn get(&self, seq: u64) -> Option<&Outgoing> {
         self.outgoing.get(&seq)
+    }
+
+    /// Marks `seq` hedged: a copy of it is queued on a second path.
+    pub fn mark_hedged(&mut self, seq: u64) {
+        if let Some(o) = self.outgoing.get_mut(&seq) {
+            o.hedged = true;
+        }
     }
 
     /// Outgoing frames from the lowest sequence number up (`Head`) or down (`Tail`).

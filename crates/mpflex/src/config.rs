@@ -84,6 +84,15 @@ pub struct Tuning {
     /// 750–800 KB ahead of the paths mid-upload instead of the target's ~64 KB (not yet
     /// explained; docs/latency.md).
     pub queue_control_sustained: bool,
+    /// Hedge small interactive frames (a request, a response of at most 2 KB): each also
+    /// goes as a copy on the path that would deliver it next, when that copy arrives
+    /// before the first path could repair a loss of it (two of its round trips); the first
+    /// to arrive counts. A request lost in a loaded uplink's queue otherwise waits a round
+    /// trip for its retransmission, or a retransmission timeout. Paths that do not carry
+    /// (a standby tier, an energy standby) take no copies, and copies stay within an
+    /// eighth of the session's bytes beyond the first 64 KB. `true` by default
+    /// (docs/latency.md has the measurements).
+    pub hedge_interactive: bool,
     /// Proactive handover (WearMan): a path whose retransmissions, RTT or delivery rate
     /// trend towards failure takes no new data, and what it holds is copied to a healthy
     /// path before it fails. `false` (the default; docs/paths.md has the measurements):
@@ -114,6 +123,7 @@ impl Default for Tuning {
             fresh_ssthresh: true,
             queue_target_ms: 20,
             queue_control_sustained: false,
+            hedge_interactive: true,
             proactive: false,
             energy_kappa_bytes: mpflex_engine::emptcp::KAPPA,
             energy_tau_ms: mpflex_engine::emptcp::TAU_US / 1000,
@@ -182,6 +192,7 @@ impl Tuning {
         c.datagram_queue = self.datagram_queue;
         c.queue_target = Duration::from_millis(self.queue_target_ms);
         c.queue_control_sustained = self.queue_control_sustained;
+        c.hedge_interactive = self.hedge_interactive;
         c.proactive = self.proactive;
         c
     }

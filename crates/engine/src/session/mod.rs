@@ -188,7 +188,26 @@ pub struct SessionCounters {
     pub resent_scheduler: u64,
     /// Copies a path owed: redundant scheduling's duplicates and frames the peer stalled on.
     pub resent_copies: u64,
+    /// Copies of small interactive frames sent on a second path ([`EngineConfig::hedge_interactive`]),
+    /// and their payload bytes.
+    pub hedged: u64,
+    pub hedged_payload: u64,
 }
+
+/// The largest interactive frame payload that is hedged: a request, a small response, a
+/// keystroke's echo. Larger frames belong to bursts whose copies would cost more than a
+/// round trip saved on one frame.
+pub const HEDGE_MAX_PAYLOAD: u64 = 2048;
+
+/// Hedged payload a session may send beyond its share ([`HEDGE_SHARE`]) of the bytes it
+/// sent: its first requests are hedged whatever came before.
+pub const HEDGE_ALLOWANCE: u64 = 64 * 1024;
+
+/// Hedged payload stays within 1/`HEDGE_SHARE` of the bytes the session's paths carried
+/// in both directions (first copies sent, everything received), beyond
+/// [`HEDGE_ALLOWANCE`]: a session of nothing but small requests pays at most an eighth
+/// more bytes.
+pub const HEDGE_SHARE: u64 = 8;
 
 /// The bound on bytes ahead of the paths while backpressure is not engaged: what the
 /// paths carry in this time (see [`Session::backlog_room`]).

@@ -284,6 +284,7 @@ impl Session {
             let payload = self.put(rec, seq, out);
             self.paths.entry(rec.path).counters.payload_sent += payload;
             self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
+            self.hedge(seq, rec.path, payload, rec.now);
             if tracing::enabled!(tracing::Level::DEBUG) {
                 let eta: Vec<String> = self
                     .paths
@@ -308,6 +309,39 @@ impl Session {
             }
         }
         true
+    }
+
+    /// Queues a copy of interactive frame `seq`, just handed to `path`, on the path that
+    /// would deliver it next, if that copy would arrive before `path` could repair a loss
+    /// of it (`Paths::hedge_target`). A request lost at a loaded bottleneck (a drop-tail
+    /// uplink queue under a bulk upload) waits in the peer's TCP receive queue for the
+    /// retransmission: a round trip after the loss shows, a retransmission timeout (200 ms
+    /// at least) when it was the tail. The copy makes that wait the second path's delay
+    /// — ReMP TCP's and the redundant scheduler's idea, spent on the frames whose latency
+    /// is the point and whose bytes are few ([`HEDGE_MAX_PAYLOAD`], within
+    /// [`HEDGE_SHARE`] of the session's bytes).
+    fn hedge(&mut self, seq: u64, path: usize, payload: u64, now: Instant) {
+        if !self.cfg.hedge_interactive || payload == 0 || payload > super::HEDGE_MAX_PAYLOAD {
+            return;
+        }
+        // The session's bytes in both directions: a server answering an upload's
+        // requests sends little but its paths carry the upload.
+        let carried: u64 = self
+            .paths
+            .iter()
+            .map(|p| p.counters.payload_sent + p.counters.bytes_received)
+            .sum();
+        if self.counters.hedged_payload + payload > super::HEDGE_ALLOWANCE + carried / super::HEDGE_SHARE {
+            return;
+        }
+        let Some(o) = self.send.get(seq) else { return };
+        let len = o.frame.encoded_len();
+        let Some(to) = self.paths.hedge_target(len, path, o.allowed, now) else {
+            return;
+        };
+        self.send.mark_hedged(seq);
+        self.paths.entry(to).dup.push_back(seq);
+        self.wake_path(to);
     }
 
     /// Path-local control (pongs, keepalives, close). False if the record filled up.
@@ -373,10 +407,16 @@ impl Session {
                     if !rec.fits(out, &o.frame) {
                         return false;
                     }
+                    let hedged = o.hedged;
                     let payload = self.put(rec, seq, out);
                     self.paths.entry(rec.path).counters.payload_resent += payload;
                     self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
-                    self.counters.resent_copies += 1;
+                    if hedged {
+                        self.counters.hedged += 1;
+                        self.counters.hedged_payload += payload;
+                    } else {
+                        self.counters.resent_copies += 1;
+                    }
                 }
                 _ => {}
             }

@@ -373,13 +373,15 @@ impl Collector for Scrape {
                 ("path_lost".to_string(), ConstCounter::new(c.resent_lost)),
                 ("scheduler".to_string(), ConstCounter::new(c.resent_scheduler)),
                 ("copy".to_string(), ConstCounter::new(c.resent_copies)),
+                ("hedge".to_string(), ConstCounter::new(c.hedged)),
             ]
         });
         family(
             e,
             "mpflex_session_resent_frames",
             "Frames sent again: their path failed or went silent (path_lost), the scheduler \
-             reinjected them (scheduler), or a path owed a copy (redundant scheduling, the peer's stall).",
+             reinjected them (scheduler), a path owed a copy (redundant scheduling, the peer's stall), \
+             or a small interactive frame went on a second path too (hedge).",
             rows,
         )?;
         let rows = self.per_session_by("class", |s| {

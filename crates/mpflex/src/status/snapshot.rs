@@ -193,7 +193,7 @@ impl SessionSnapshot {
             "early_delivered": self.early_delivered,
             "reorder_frames": self.reorder_frames,
             "decisions": {"send": c.decisions_send, "wait": c.decisions_wait, "reinject": c.decisions_reinject},
-            "resent_frames": {"path_lost": c.resent_lost, "scheduler": c.resent_scheduler, "copy": c.resent_copies},
+            "resent_frames": {"path_lost": c.resent_lost, "scheduler": c.resent_scheduler, "copy": c.resent_copies, "hedge": c.hedged},
             "paths": paths,
             "waiting": self.waiting.iter().map(|w| serde_json::json!({
                 "name": w.name, "matches": w.matches, "state": w.state,
