@@ -217,10 +217,14 @@ fn path_counter(v: &serde_json::Value, key: &str) -> Vec<u64> {
 }
 
 /// Per-path payload bytes in the workload's main direction, as the client counts them,
-/// and the duplicate bytes it received in all.
+/// and the payload that crossed the paths twice in either direction: the duplicates it
+/// received (the server's copies) and the copies it sent (`payload_resent`: an upload's
+/// reinjections and hedged requests, which only the server would see twice).
 pub fn counters(v: &serde_json::Value, upload: bool) -> (Vec<u64>, u64) {
     let bytes = path_counter(v, if upload { "bytes_sent" } else { "bytes_received" });
-    (bytes, path_counter(v, "duplicate_received").iter().sum())
+    let twice = path_counter(v, "duplicate_received").iter().sum::<u64>()
+        + path_counter(v, "payload_resent").iter().sum::<u64>();
+    (bytes, twice)
 }
 
 /// What a record says of the binary at `bin`: its path, version and contents' hash.
