@@ -129,11 +129,6 @@ fn queued_secs(s: &PathSnapshot, queue: Option<Duration>) -> f64 {
     (in_flight - pipe).max(0.0) / rate
 }
 
-/// A queue at least this long at a path's bottleneck marks it loaded, so at risk of
-/// dropping an interactive frame: hedge it ([`Paths::hedge_target`]). Below queue
-/// control's 20 ms target, which a loaded path holds.
-pub(crate) const HEDGE_QUEUE: Duration = Duration::from_millis(5);
-
 /// A path that retransmitted within this long is lossy: hedge its interactive frames
 /// ([`Paths::hedge_target`]). Losses at a loaded bottleneck come in spells of seconds
 /// (a BBR upload's after its minimum-RTT probes: docs/latency.md).
@@ -739,10 +734,9 @@ impl Paths {
     /// loss shows, a tail-loss probe two). A slower copy would win only against a
     /// retransmission timeout, and costs the same bytes.
     ///
-    /// Only while `on` is at risk of losing it: it holds a queue at its bottleneck (a
-    /// loaded drop-tail buffer is where segments are lost: [`HEDGE_QUEUE`]) or it lost
-    /// segments lately ([`HEDGE_LOSS_MEMORY`]). An idle path's rare random loss is not
-    /// worth a copy of every request.
+    /// Only while `on` is at risk of losing it: it retransmitted lately
+    /// ([`HEDGE_LOSS_MEMORY`]). A path that drops segments (a loaded drop-tail buffer, a
+    /// lossy link) drops more; one that has not is not worth a copy of every request.
     pub fn hedge_target(&self, len: usize, on: usize, allowed: u64, now: Instant) -> Option<usize> {
         let here = self.get(on)?;
         let srtt = here.snap.srtt.as_secs_f64();
@@ -752,7 +746,7 @@ impl Paths {
         let lossy = here
             .last_loss
             .is_some_and(|t| now.saturating_duration_since(t) < HEDGE_LOSS_MEMORY);
-        if !lossy && queued_secs(&here.snap, here.queue.get(now)) < HEDGE_QUEUE.as_secs_f64() {
+        if !lossy {
             return None;
         }
         let mine = arrival_secs(&here.snap, here.queue.get(now), len);

@@ -658,7 +658,7 @@ mod tests {
     /// take up to a round trip more. A hedged copy on the second path (10 ms slower one
     /// way) arrives first then: the slowest exchanges stay within the second path's extra
     /// delay and queue of the median, and the copies cost the small frames' bytes only
-    /// (≤ 5 % of what the paths carried here).
+    /// (≤ 5 % of what the paths carried here). Without loss nothing is hedged.
     #[test]
     fn a_hedged_request_is_not_held_by_a_loss_on_its_path() {
         let on = ping_run(20, true, 0.03, 20_000, |c| c.hedge_interactive = true);
@@ -682,6 +682,8 @@ mod tests {
             off.loaded.len(),
         );
         assert!(on.loaded.len() >= 120 && off.loaded.len() >= 120);
+        // A path that loses nothing is not hedged, loaded as it is.
+        assert_eq!(ping_run(20, true, 0.0, 8000, |c| c.hedge_interactive = true).hedged, 0);
         assert_eq!(off.hedged, 0, "hedging off sends no copies");
         assert!(
             worst(&off.loaded) >= median(&off.loaded) + 40.0,
