@@ -396,9 +396,9 @@ impl Session {
     /// only wait in the session — a request would wait behind them as it would in a
     /// bloated queue, and the application's own rate control would see a rate the paths
     /// do not have (an upload through the proxy reporting twice what arrives). Each path
-    /// counts at least [`MIN_AHEAD`] until it has a rate estimate (a path queue control
-    /// holds counts at most its limit per round trip: [`crate::paths::PathEntry::ahead_rate`]).
-    /// That bound holds while
+    /// counts at least [`MIN_AHEAD`] until it has a rate estimate, and a path queue
+    /// control holds at most its limit per round trip
+    /// ([`crate::paths::PathEntry::ahead_rate`]). That bound holds while
     /// [`Session::backpressure_engaged`]; otherwise a looser one, [`AHEAD_HORIZON`] of
     /// the paths' rate.
     fn backlog_room(&self) -> u64 {
