@@ -175,6 +175,9 @@ pub(crate) struct PathEntry {
     /// Held back by the energy-aware mode ([`crate::emptcp`]): a tier below every
     /// configured one, and quiet (see [`PathEntry::quiet`]).
     pub energy_standby: bool,
+    /// Queue control's limit on what the path holds (in flight and unsent), bytes, as its
+    /// writer last set it; `None` while queue control does not hold the path.
+    pub queue_limit: Option<u64>,
     /// Frame bytes (as `bytes_sent` counts them) the path may still be handed under a
     /// data cap; `None`: no cap (see [`crate::Session::set_path_allowance`]).
     pub allowance: Option<u64>,
@@ -234,6 +237,7 @@ impl PathEntry {
             hint: HintState::default(),
             tier: 0,
             energy_standby: false,
+            queue_limit: None,
             allowance: None,
             grant: None,
             eligible: false,
@@ -257,6 +261,28 @@ impl PathEntry {
 
     pub fn suspect(&self) -> bool {
         self.suspicion.is_suspect()
+    }
+
+    /// The path's rate for the bound on bytes ahead of the paths, bytes per second: its
+    /// delivery-rate estimate, but while queue control limits what the path holds, no
+    /// more than that limit per smoothed round trip (what the path carries so held, by
+    /// Little's law). Held by the limit, the path is application-limited throughout, and
+    /// an application-limited rate sample is kept while it is the highest (by the kernel,
+    /// and by [`crate::kernel::RateEstimate`]) until one that is not replaces it — which
+    /// does not come while the limit holds. A single sample far above the link's rate
+    /// (measured: 20 MB/s on a 6 Mbit/s path, 50–160 MB/s from a fresh connection's first
+    /// exchanges) would otherwise set the bound for as long as queue control stays
+    /// engaged (for a sustained upload, all of it: 443 KB ahead instead of 64 KB). The
+    /// limit is steered by the queue the path's bytes meet, so it does not share that
+    /// error. Before a minimum RTT is known the limit is a stand-in and is not used.
+    pub fn ahead_rate(&self) -> u64 {
+        let rate = self.snap.delivery_rate;
+        match self.queue_limit {
+            Some(limit) if !self.snap.min_rtt.is_zero() && !self.snap.srtt.is_zero() => {
+                rate.min((limit as f64 / self.snap.srtt.as_secs_f64()) as u64)
+            }
+            _ => rate,
+        }
     }
 
     /// May take new data: up, not suspect, not degraded while a healthy path exists, and

@@ -63,10 +63,17 @@ fn unread_at_proxy(ns: &str) -> u64 {
         .sum()
 }
 
-fn upload(queue_target_ms: u64) -> Upload {
+/// `sustained`: queue control also engages for the upload alone
+/// (`tuning.queue_control_sustained`), not only while an interactive stream is active.
+fn upload(queue_target_ms: u64, sustained: bool) -> Upload {
     let lab = Lab::new(Options {
         uplink: bottlenecks(),
         queue_target_ms,
+        client_toml: if sustained {
+            "queue_control_sustained = true\n".into()
+        } else {
+            String::new()
+        },
         ..Default::default()
     });
     let remote = format!("10.{}.9.9", lab.topo.net);
@@ -123,8 +130,9 @@ fn an_uploading_application_is_held_to_the_rate_its_paths_carry() {
     if !ready(test) || !mpflex_netns::require_tools(test, &["iptables", "iperf3", "ss", "tc", "ethtool"]) {
         return;
     }
-    let on = upload(20);
-    let off = upload(0);
+    let on = upload(20, false);
+    let sustained = upload(20, true);
+    let off = upload(0, false);
     let show = |u: &Upload| {
         format!(
             "sent {:.2}, received {:.2} Mbit/s; mid-upload {} KB ahead in the session, {} KB unread at the proxy",
@@ -135,11 +143,19 @@ fn an_uploading_application_is_held_to_the_rate_its_paths_carry() {
         )
     };
     eprintln!("iperf3 upload over 4 + 6 Mbit/s with queue control: {}", show(&on));
+    eprintln!(
+        "iperf3 upload over 4 + 6 Mbit/s, sustained control: {}",
+        show(&sustained)
+    );
     eprintln!("iperf3 upload over 4 + 6 Mbit/s without:            {}", show(&off));
     // mpflex holds about the target's worth ahead of its paths (rate × 20 ms plus a frame
     // per path: ~60 KB here), and its end of the connection no more than its fixed buffer.
     assert!(on.ahead <= 256 * 1024, "with queue control: {}", show(&on));
     assert!(on.unread <= 300 * 1024, "with queue control: {}", show(&on));
+    // The same when queue control holds the paths for the whole upload: held so, every
+    // path is application-limited, and a stale high rate sample must not widen the bound.
+    assert!(sustained.ahead <= 256 * 1024, "sustained: {}", show(&sustained));
+    assert!(sustained.unread <= 300 * 1024, "sustained: {}", show(&sustained));
     assert!(
         off.ahead + off.unread >= 1 << 20,
         "without queue control the bytes waiting in mpflex should be megabytes (else this test measures nothing): {}",
@@ -154,4 +170,5 @@ fn an_uploading_application_is_held_to_the_rate_its_paths_carry() {
     );
     // Not by starving the upload: the paths carry 10 Mbit/s together.
     assert!(on.received >= 7.0, "with queue control: {}", show(&on));
+    assert!(sustained.received >= 7.0, "sustained: {}", show(&sustained));
 }

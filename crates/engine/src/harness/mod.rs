@@ -210,6 +210,12 @@ impl Pair {
         &self.dirs[path][if upload { 0 } else { 1 }].sock
     }
 
+    /// The simulated socket of `path` in the client-to-server (`upload`) or the other
+    /// direction, to change.
+    pub fn socket_mut(&mut self, path: usize, upload: bool) -> &mut SimSocket {
+        &mut self.dirs[path][if upload { 0 } else { 1 }].sock
+    }
+
     /// Forgets the sockets' maxima (unsent bytes, queue delay), to measure from now on.
     pub fn reset_socket_maxima(&mut self) {
         for d in self.dirs.iter_mut().flatten() {
@@ -772,6 +778,66 @@ mod tests {
         assert!(alone_utilisation >= 0.9, "{alone_utilisation:.3} of the rate");
         assert!(utilisation >= 0.9, "{utilisation:.3} of the rate");
         assert!(unbounded > 1 << 20, "only {unbounded} B ahead without control");
+    }
+
+    /// Engaged for a sustained upload (`queue_control_sustained`), queue control holds
+    /// the path below its window for as long as the upload lasts, so every delivery-rate
+    /// sample is application-limited and the kernel keeps the highest of them. A single
+    /// sample far above the link's rate (real kernels give them) must not widen the bound
+    /// on bytes ahead of the path for the rest of the upload: it stays at its floor
+    /// (rate × target is below `MIN_AHEAD` here) plus a frame, as before the sample, and
+    /// the path still carries its rate.
+    #[test]
+    fn a_spurious_rate_sample_does_not_widen_the_bound_ahead_of_a_held_path() {
+        let run = |spurious: bool| {
+            let spec = PathSpec {
+                cwnd: Some(4 * 20 * 750 / MSS),
+                ..PathSpec::from((10, 750))
+            };
+            let mut pair = Pair::custom(
+                || mpflex_sched::by_name("minrtt").unwrap(),
+                &[spec],
+                |c| {
+                    c.queue_target = Duration::from_millis(20);
+                    c.queue_control_sustained = true;
+                },
+            );
+            pair.set_queue_target(Duration::from_millis(20));
+            let id = pair.open(b"x");
+            let mut ahead = 0;
+            let mut got_at = 0;
+            for ms in 0..6000 {
+                let cap = pair.client.send_capacity(id) as usize;
+                if cap > 0 {
+                    pair.client.stream_send(id, Bytes::from(vec![0u8; cap.min(16 * 1024)]));
+                }
+                if spurious && ms == 2000 {
+                    pair.socket_mut(0, true).spurious_rate_sample(20_000_000);
+                }
+                pair.step();
+                if ms == 2000 {
+                    got_at = pair.server_rx.get(&id).map_or(0, Vec::len);
+                }
+                if ms >= 2500 {
+                    ahead = ahead.max(pair.client.ahead_bytes());
+                }
+            }
+            let got = pair.server_rx.get(&id).map_or(0, Vec::len) - got_at;
+            (ahead, got as f64 / 4000.0 / 750.0)
+        };
+        let (ahead, utilisation) = run(false);
+        let (spurious, spurious_utilisation) = run(true);
+        println!(
+            "ahead of the path: {ahead} B ({utilisation:.3} of the rate); {spurious} B after a 20 MB/s sample \
+             ({spurious_utilisation:.3})"
+        );
+        let frame = (EngineConfig::new(Role::Client).max_frame_data + 64) as u64;
+        // The room is counted in payload bytes, what is ahead with its frames' headers.
+        let bound = super::super::session::MIN_AHEAD + frame + 2 * 64;
+        assert!(ahead <= bound, "{ahead} B ahead, bound {bound}");
+        assert!(spurious <= bound, "{spurious} B ahead after the sample, bound {bound}");
+        assert!(utilisation >= 0.9, "{utilisation:.3} of the rate");
+        assert!(spurious_utilisation >= 0.9, "{spurious_utilisation:.3} of the rate");
     }
 
     /// The simulated socket reports what the kernel would: the handshake RTT before any

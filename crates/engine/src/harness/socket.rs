@@ -233,6 +233,18 @@ impl SimSocket {
         });
     }
 
+    /// The retained delivery-rate sample becomes an application-limited one of `rate`
+    /// bytes per second, as a real kernel's sometimes does (a fresh connection's first
+    /// exchanges, or acknowledgements that arrive together, give samples far above the
+    /// link's rate). Only a faster application-limited sample, or one that is not
+    /// application-limited, replaces it.
+    pub fn spurious_rate_sample(&mut self, rate: u64) {
+        let interval = self.min_rtt.max(Duration::from_millis(1));
+        self.rate_delivered = (rate as u128 * interval.as_nanos() / 1_000_000_000) as u64;
+        self.rate_interval = interval;
+        self.rate_app_limited = true;
+    }
+
     /// The link changes for segments sent from now on; the window stays.
     pub fn set_spec(&mut self, spec: PathSpec) {
         self.spec = spec;

@@ -377,6 +377,18 @@ impl Session {
     /// stream, [`Event::StreamWritable`] follows once there is room again.
     pub fn send_capacity(&mut self, stream: StreamId) -> u64 {
         let cap = self.peek_capacity(stream);
+        tracing::trace!(
+            stream,
+            cap,
+            room = self.backlog_room(),
+            backpressure = self.backpressure_engaged(self.last_now),
+            queue_control = self.queue_control_engaged(self.last_now),
+            ahead = self.send.backlog().0,
+            urgent = self.send.urgent_bytes(),
+            since_ms = ?self.backlog_since.map(|t| self.last_now.saturating_duration_since(t).as_millis()),
+            seen_ms = ?self.backlog_seen.map(|t| self.last_now.saturating_duration_since(t).as_millis()),
+            "send_capacity"
+        );
         if cap == 0 && self.streams.get(&stream).is_some_and(|s| !s.tx_done) {
             self.blocked.insert(stream);
             self.note_backlog();
@@ -403,7 +415,9 @@ impl Session {
     /// only wait in the session — a request would wait behind them as it would in a
     /// bloated queue, and the application's own rate control would see a rate the paths
     /// do not have (an upload through the proxy reporting twice what arrives). Each path
-    /// counts at least [`MIN_AHEAD`] until it has a rate estimate. That bound holds while
+    /// counts at least [`MIN_AHEAD`] until it has a rate estimate, and a path queue
+    /// control holds at most its limit per round trip
+    /// ([`crate::paths::PathEntry::ahead_rate`]). That bound holds while
     /// [`Session::backpressure_engaged`]; otherwise a looser one, [`AHEAD_HORIZON`] of
     /// the paths' rate.
     fn backlog_room(&self) -> u64 {
@@ -432,7 +446,7 @@ impl Session {
             .paths
             .iter()
             .filter(|p| p.carries())
-            .map(|p| ((p.snap.delivery_rate as f64 * target.as_secs_f64()) as u64).max(MIN_AHEAD) + frame)
+            .map(|p| ((p.ahead_rate() as f64 * target.as_secs_f64()) as u64).max(MIN_AHEAD) + frame)
             .sum();
         let (ahead, _) = self.send.backlog();
         bound

@@ -62,7 +62,11 @@ impl Session {
         if engaged {
             writer.steer(self.paths.queue_delay(path, now), info, now);
         }
-        let budget = match writer.budget(info, self.max_frame_len(), engaged) {
+        let budget = writer.budget(info, self.max_frame_len(), engaged);
+        if self.paths.get(path).is_some() {
+            self.paths.entry(path).queue_limit = writer.queue_limit();
+        }
+        let budget = match budget {
             Ok(budget) => budget,
             Err(step) => {
                 if matches!(step, WriterStep::Full) {

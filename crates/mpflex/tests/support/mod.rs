@@ -375,7 +375,11 @@ impl Lab {
         let log = File::create(self.dir.join(log)).unwrap();
         mpflex_netns::command(ns, args[0])
             .args(&args[1..])
-            .env("RUST_LOG", "info")
+            // `MPFLEX_TEST_RUST_LOG` sets the daemons' filter (e.g. to trace the engine).
+            .env(
+                "RUST_LOG",
+                std::env::var("MPFLEX_TEST_RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             // Runtime files (`mpflex status` without --addr) stay in the lab's directory.
             .env("MPFLEX_RUNTIME_DIR", self.dir.join("run"))
             .stdout(log.try_clone().unwrap())
