@@ -69,11 +69,7 @@ fn upload(queue_target_ms: u64, sustained: bool) -> Upload {
     let lab = Lab::new(Options {
         uplink: bottlenecks(),
         queue_target_ms,
-        client_toml: if sustained {
-            "queue_control_sustained = true\n".into()
-        } else {
-            String::new()
-        },
+        client_toml: format!("queue_control_sustained = {sustained}\n"),
         ..Default::default()
     });
     let remote = format!("10.{}.9.9", lab.topo.net);

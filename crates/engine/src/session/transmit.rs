@@ -341,8 +341,10 @@ impl Session {
         let Some(o) = self.send.get(seq) else { return };
         let len = o.frame.encoded_len();
         let Some(to) = self.paths.hedge_target(len, path, o.allowed, now) else {
+            tracing::debug!(target: "mpflex_engine::hedge", path, seq, "interactive frame not hedged: its path lost nothing lately, or no other path delivers it in time");
             return;
         };
+        tracing::debug!(target: "mpflex_engine::hedge", path, to, seq, payload, "interactive frame hedged");
         self.send.mark_hedged(seq);
         self.paths.entry(to).dup.push_back(seq);
         self.wake_path(to);
@@ -416,11 +418,15 @@ impl Session {
                     self.paths.entry(rec.path).counters.payload_resent += payload;
                     self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
                     if hedged {
+                        tracing::debug!(target: "mpflex_engine::hedge", path = rec.path, seq, "hedged copy sent");
                         self.counters.hedged += 1;
                         self.counters.hedged_payload += payload;
                     } else {
                         self.counters.resent_copies += 1;
                     }
+                }
+                Some(o) if o.hedged => {
+                    tracing::debug!(target: "mpflex_engine::hedge", path = rec.path, seq, received = o.received, "hedged copy not needed");
                 }
                 _ => {}
             }
