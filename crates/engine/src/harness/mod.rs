@@ -701,7 +701,12 @@ mod tests {
             worst(&on.loaded),
             median(&on.loaded)
         );
-        assert!(on.hedged > 0 && on.hedged * 20 <= on.first, "{} hedged of {}", on.hedged, on.first);
+        assert!(
+            on.hedged > 0 && on.hedged * 20 <= on.first,
+            "{} hedged of {}",
+            on.hedged,
+            on.first
+        );
         // The copies take their bytes' share of the second path's rate (~2 % of both).
         assert!(
             on.utilisation >= off.utilisation - 0.03,
