@@ -99,7 +99,7 @@ impl EngineConfig {
             stall_fraction: 0.75,
             queue_target: Duration::ZERO,
             queue_control_sustained: false,
-            hedge_interactive: true,
+            hedge_interactive: false,
             proactive: false,
             link_hint_hold: Duration::from_secs(3),
             datagram_queue: 1024,
