@@ -73,16 +73,18 @@ pub struct Tuning {
     /// measures), and what the session accepts from applications ahead of the paths
     /// within the same target, so an upload does not fill a cellular uplink buffer in
     /// front of interactive traffic (QCUT-D's 20 ms). It engages while an interactive
-    /// stream is active and (`queue_control_sustained`) once a transfer has kept the paths
-    /// busy for a second; a short transfer alone runs at full rate. 0: off.
+    /// stream is active (and, with `queue_control_sustained`, once a transfer has kept the
+    /// paths busy for a second); a lone bulk transfer runs at full rate. 0: off.
     pub queue_target_ms: u64,
     /// Queue control engages also while applications keep the session backlogged for a
     /// second (a bulk upload or download that outruns the paths), so the bottleneck queue
     /// is already short when interactive traffic starts: otherwise the first requests of a
     /// page load wait for a full bottleneck buffer to drain (QCUT keeps the on-device queue
-    /// short whatever the traffic). `true` by default: page loads beside an upload 1.15–1.34
-    /// × their time alone against 1.45–1.69 × with it off, for ~1 % of the upload's rate
-    /// (docs/latency.md). `false`: a lone transfer runs the paths' buffers full.
+    /// short whatever the traffic). With it on, page loads beside an upload took 0.94–1.11 ×
+    /// their time alone against 1.50–1.52 × with it off, for ~1 % of the upload's rate
+    /// (docs/latency.md). `false` by default: with it on, `e2e_links`' hot-plug download
+    /// (a path added, then removed mid-transfer) stalled after 13 of 40 MB, not yet
+    /// explained.
     pub queue_control_sustained: bool,
     /// Hedge small interactive frames (a request, a response of at most 2 KB): each also
     /// goes as a copy on the path that would deliver it next, when that copy arrives
@@ -124,7 +126,7 @@ impl Default for Tuning {
             pacing: true,
             fresh_ssthresh: true,
             queue_target_ms: 20,
-            queue_control_sustained: true,
+            queue_control_sustained: false,
             hedge_interactive: false,
             proactive: false,
             energy_kappa_bytes: mpflex_engine::emptcp::KAPPA,
