@@ -23,6 +23,7 @@ use crate::supervisor::{
 };
 use crate::MAX_PATHS;
 
+mod hedge;
 mod hint;
 mod liveness;
 
@@ -105,34 +106,17 @@ pub(crate) fn arrival_secs(s: &PathSnapshot, queue: Option<Duration>, len: usize
         s.rate_estimate()
     }
     .max(1.0);
-    let queued = queued_secs(s, queue);
+    let queued = match queue {
+        Some(q) => q.as_secs_f64(),
+        None => {
+            let pipe = rate * base.as_secs_f64();
+            let in_flight = s.in_flight as f64 * s.mss.max(1) as f64;
+            (in_flight - pipe).max(0.0) / rate
+        }
+    };
     let ahead = s.notsent as f64 + len as f64;
     base.as_secs_f64() / 2.0 + queued + (ahead / rate).max(window_wait(s, ahead))
 }
-
-/// The queue a frame handed to the path now waits in at its bottleneck, seconds: the
-/// peer's arrival reports' reading (`queue`) while fresh, else the bytes in flight beyond
-/// rate × min RTT (see [`arrival_secs`]).
-fn queued_secs(s: &PathSnapshot, queue: Option<Duration>) -> f64 {
-    if let Some(q) = queue {
-        return q.as_secs_f64();
-    }
-    let base = if s.min_rtt.is_zero() { s.srtt } else { s.min_rtt };
-    let rate = if s.delivery_rate > 0 {
-        s.delivery_rate as f64
-    } else {
-        s.rate_estimate()
-    }
-    .max(1.0);
-    let pipe = rate * base.as_secs_f64();
-    let in_flight = s.in_flight as f64 * s.mss.max(1) as f64;
-    (in_flight - pipe).max(0.0) / rate
-}
-
-/// A path that retransmitted within this long is lossy: hedge its interactive frames
-/// ([`Paths::hedge_target`]). Losses at a loaded bottleneck come in spells of seconds
-/// (a BBR upload's after its minimum-RTT probes: docs/latency.md).
-pub(crate) const HEDGE_LOSS_MEMORY: Duration = Duration::from_secs(3);
 
 /// How long the last of `ahead` bytes written to the socket now waits for room in the
 /// congestion window, seconds: beyond the window, segments leave as acknowledgements free
@@ -751,38 +735,6 @@ impl Paths {
             .iter()
             .filter(|p| p.snap.id != on && usable(p))
             .any(|p| arrival_secs(&p.snap, p.queue.get(now), len) + margin.as_secs_f64() < mine)
-    }
-
-    /// Where a copy of an interactive frame of `len` bytes just handed to `on` goes: the
-    /// other path (of those that carry, in `allowed`) that delivers it first, if it does so
-    /// within two of `on`'s smoothed round trips after `on` delivers the original — before
-    /// `on` could repair a loss of it (a fast retransmission takes a round trip after the
-    /// loss shows, a tail-loss probe two). A slower copy would win only against a
-    /// retransmission timeout, and costs the same bytes.
-    ///
-    /// Only while `on` is at risk of losing it: it retransmitted lately
-    /// ([`HEDGE_LOSS_MEMORY`]). A path that drops segments (a loaded drop-tail buffer, a
-    /// lossy link) drops more; one that has not is not worth a copy of every request.
-    pub fn hedge_target(&self, len: usize, on: usize, allowed: u64, now: Instant) -> Option<usize> {
-        let here = self.get(on)?;
-        let srtt = here.snap.srtt.as_secs_f64();
-        if srtt == 0.0 {
-            return None;
-        }
-        let lossy = here
-            .last_loss
-            .is_some_and(|t| now.saturating_duration_since(t) < HEDGE_LOSS_MEMORY);
-        if !lossy {
-            return None;
-        }
-        let mine = arrival_secs(&here.snap, here.queue.get(now), len);
-        self.entries
-            .iter()
-            .filter(|p| p.snap.id != on && p.carries() && allowed & (1u64 << p.snap.id) != 0)
-            .map(|p| (arrival_secs(&p.snap, p.queue.get(now), len), p.snap.id))
-            .filter(|(t, _)| t.is_finite() && *t <= mine + 2.0 * srtt)
-            .min_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, id)| id)
     }
 
     /// Every path's statistics, with the one-way-delay estimates, for a scheduler.

@@ -1,4 +1,5 @@
 use super::*;
+use std::time::Duration;
 
 fn write(text: &str) -> tempfile_path::TempPath {
     tempfile_path::TempPath::new(text)

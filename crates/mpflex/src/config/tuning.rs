@@ -1,0 +1,190 @@
+//! `[tuning]`: engine and socket tunables shared by client and server.
+
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use mpflex_engine::{EngineConfig, Role};
+use serde::Deserialize;
+
+/// Engine and socket tunables shared by client and server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Tuning {
+    /// Keepalive interval on idle paths, ms.
+    pub keepalive_ms: u64,
+    /// Keepalive interval on the paths of a session that carries nothing (no stream, no
+    /// datagram flow), ms; never below `keepalive_ms`. Such a path is declared dead
+    /// `path_timeout_ms + idle_keepalive_ms - keepalive_ms` after it last heard anything,
+    /// or `path_timeout_ms` after the session starts carrying.
+    pub idle_keepalive_ms: u64,
+    /// A path silent for this long is declared dead, ms.
+    pub path_timeout_ms: u64,
+    /// Per-stream flow-control window, bytes.
+    pub stream_window: u64,
+    /// Session-wide flow-control window, bytes.
+    pub session_window: u64,
+    /// Upper bound of unsent bytes kept in a path's kernel socket (late binding), bytes.
+    pub notsent_lowat: u32,
+    /// Most concurrent streams per session.
+    pub max_streams: usize,
+    /// Most concurrent datagram flows per session (docs/udp.md).
+    pub max_flows: usize,
+    /// Most datagrams waiting for a path per session; beyond, the oldest of the largest
+    /// flow is dropped.
+    pub datagram_queue: usize,
+    /// Congestion control for path connections (e.g. "cubic", "bbr"); the system
+    /// default when unset.
+    pub congestion: Option<String>,
+    /// Sets the host's `net.ipv4.tcp_slow_start_after_idle` (per network namespace) at
+    /// startup. `false` keeps a path's congestion window across idle periods, which is what
+    /// persistent paths are for: otherwise the kernel shrinks an idle connection's window
+    /// back towards the initial one, and the next object starts slowly on every path.
+    /// It applies to every TCP connection of the namespace. Unset: leave the system setting.
+    pub slow_start_after_idle: Option<bool>,
+    /// Turn on the kernel's TCP pacing on path connections (a congestion control such as
+    /// CUBIC otherwise sends an opened window as one burst, which overflows small
+    /// bottleneck buffers, e.g. after an idle period). BBR paces anyway.
+    pub pacing: bool,
+    /// A path that restarts from the initial window after an idle spell (the kernel does
+    /// so when `net.ipv4.tcp_slow_start_after_idle` is on) with a slow-start threshold
+    /// below the initial window drops it, as a new connection has none: otherwise one
+    /// keepalive lost while the path idled caps its next bursts' slow start at 7 segments.
+    /// Loss-based congestion controls only; needs `bbr` available (switching to it and
+    /// back resets the threshold). BBR's setup also switches the kernel's pacing on, and
+    /// switching back leaves it on: with `pacing = false` a path that had a reset paces
+    /// from then on.
+    pub fresh_ssthresh: bool,
+    /// Queue control: keep the bytes queued at each path's bottleneck at about this many
+    /// milliseconds of the path's rate (the path writer holds bulk bytes back while what
+    /// the path holds exceeds rate × (min RTT + target), steered by the queue the peer
+    /// measures), and what the session accepts from applications ahead of the paths
+    /// within the same target, so an upload does not fill a cellular uplink buffer in
+    /// front of interactive traffic (QCUT-D's 20 ms). It engages while an interactive
+    /// stream is active (and, with `queue_control_sustained`, once a transfer has kept the
+    /// paths busy for a second); a lone bulk transfer runs at full rate. 0: off.
+    pub queue_target_ms: u64,
+    /// Queue control engages also while applications keep the session backlogged for a
+    /// second (a bulk upload or download that outruns the paths), so the bottleneck queue
+    /// is already short when interactive traffic starts: otherwise the first requests of a
+    /// page load wait for a full bottleneck buffer to drain (QCUT keeps the on-device queue
+    /// short whatever the traffic). With it on, page loads beside an upload took 0.94–1.11 ×
+    /// their time alone against 1.50–1.52 × with it off, for ~1 % of the upload's rate
+    /// (docs/latency.md). `false` by default: with it on, `e2e_links`' hot-plug download
+    /// (a path added, then removed mid-transfer) stalled after 13 of 40 MB, not yet
+    /// explained.
+    pub queue_control_sustained: bool,
+    /// Hedge small interactive frames (a request, a response of at most 2 KB): each also
+    /// goes as a copy on the path that would deliver it next, when that copy arrives
+    /// before the first path could repair a loss of it (two of its round trips); the first
+    /// to arrive counts. A request lost in a loaded uplink's queue otherwise waits a round
+    /// trip for its retransmission, or a retransmission timeout. Paths that do not carry
+    /// (a standby tier, an energy standby) take no copies, and copies stay within an
+    /// eighth of the session's bytes beyond the first 64 KB. `false` by default: in
+    /// `e2e_latency` (an upload over loopback paths with 500 ms buffers) it left 5 of 9 runs
+    /// with more than a tenth of the requests over 90 ms, against 1 of 12 without, for a
+    /// cause not yet found (docs/latency.md).
+    pub hedge_interactive: bool,
+    /// Proactive handover (WearMan): a path whose retransmissions, RTT or delivery rate
+    /// trend towards failure takes no new data, and what it holds is copied to a healthy
+    /// path before it fails. `false` (the default; docs/paths.md has the measurements):
+    /// paths leave only when they fall silent or die.
+    pub proactive: bool,
+    /// The energy-aware mode's κ: bytes a burst moves over WiFi before cellular may carry
+    /// (eMPTCP's 1 MB; docs/energy.md).
+    pub energy_kappa_bytes: u64,
+    /// Its τ: how long a burst runs before cellular may carry below κ (eMPTCP's 3 s).
+    pub energy_tau_ms: u64,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            keepalive_ms: 1000,
+            idle_keepalive_ms: mpflex_engine::IDLE_KEEPALIVE.as_millis() as u64,
+            path_timeout_ms: 5000,
+            stream_window: 4 << 20,
+            session_window: 64 << 20,
+            notsent_lowat: 1024 * 1024,
+            max_streams: 16384,
+            max_flows: 16384,
+            datagram_queue: 1024,
+            congestion: None,
+            slow_start_after_idle: None,
+            pacing: true,
+            fresh_ssthresh: true,
+            queue_target_ms: 20,
+            queue_control_sustained: false,
+            hedge_interactive: false,
+            proactive: false,
+            energy_kappa_bytes: mpflex_engine::emptcp::KAPPA,
+            energy_tau_ms: mpflex_engine::emptcp::TAU_US / 1000,
+        }
+    }
+}
+
+impl Tuning {
+    pub(super) fn validate(&self) -> Result<()> {
+        if self.keepalive_ms == 0 {
+            bail!("tuning.keepalive_ms: must be > 0");
+        }
+        if self.path_timeout_ms <= self.keepalive_ms {
+            bail!(
+                "tuning.path_timeout_ms: must exceed tuning.keepalive_ms ({} <= {})",
+                self.path_timeout_ms,
+                self.keepalive_ms
+            );
+        }
+        if self.stream_window < 65536 {
+            bail!("tuning.stream_window: must be at least 65536 bytes");
+        }
+        if self.session_window < self.stream_window {
+            bail!("tuning.session_window: must be at least tuning.stream_window");
+        }
+        if self.notsent_lowat < 4096 {
+            bail!("tuning.notsent_lowat: must be at least 4096 bytes");
+        }
+        if self.max_streams == 0 {
+            bail!("tuning.max_streams: must be > 0");
+        }
+        if self.max_flows == 0 {
+            bail!("tuning.max_flows: must be > 0");
+        }
+        if self.datagram_queue == 0 {
+            bail!("tuning.datagram_queue: must be > 0");
+        }
+        Ok(())
+    }
+
+    /// Applies the host-wide settings this configuration asks for.
+    pub fn apply_host_settings(&self) -> Result<()> {
+        if let Some(on) = self.slow_start_after_idle {
+            let key = "/proc/sys/net/ipv4/tcp_slow_start_after_idle";
+            std::fs::write(key, if on { "1\n" } else { "0\n" }).map_err(|e| {
+                anyhow::anyhow!(
+                    "tuning.slow_start_after_idle: cannot write {key}: {e}; it needs root or CAP_NET_ADMIN \
+                     and a writable /proc/sys (under the systemd units, which keep /proc/sys read-only, \
+                     remove the key and set net.ipv4.tcp_slow_start_after_idle in /etc/sysctl.d/)"
+                )
+            })?;
+            tracing::info!(on, "set net.ipv4.tcp_slow_start_after_idle");
+        }
+        Ok(())
+    }
+
+    pub fn engine(&self, role: Role) -> EngineConfig {
+        let mut c = EngineConfig::new(role);
+        c.keepalive = Duration::from_millis(self.keepalive_ms);
+        c.idle_keepalive = Duration::from_millis(self.idle_keepalive_ms);
+        c.path_timeout = Duration::from_millis(self.path_timeout_ms);
+        c.stream_window = self.stream_window;
+        c.session_window = self.session_window;
+        c.max_streams = self.max_streams;
+        c.max_flows = self.max_flows;
+        c.datagram_queue = self.datagram_queue;
+        c.queue_target = Duration::from_millis(self.queue_target_ms);
+        c.queue_control_sustained = self.queue_control_sustained;
+        c.hedge_interactive = self.hedge_interactive;
+        c.proactive = self.proactive;
+        c
+    }
+}
