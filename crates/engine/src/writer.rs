@@ -183,8 +183,14 @@ impl PathWriter {
         }
         let horizon = Duration::from_micros(info.min_rtt as u64) + self.queue_target;
         // A path that carried only small exchanges has a rate estimate far below its
-        // link's: never less than the initial window.
-        (self.delivery_rate as f64 * horizon.as_secs_f64()).max(window)
+        // link's: never less than the initial window. Nor more than its congestion
+        // window now: the estimate of a path that carried only exchanges can also be far
+        // above its link's (72 MB/s from requests on a loopback path with a 0.5 MB/s
+        // bottleneck), and the ramp grows the limit by half per round trip from there.
+        let cwnd = info.snd_cwnd as f64 * mss;
+        (self.delivery_rate as f64 * horizon.as_secs_f64())
+            .min(cwnd)
+            .max(window)
     }
 
     /// Steers queue control's byte limit toward the target by the queue the path's bytes
@@ -279,7 +285,27 @@ impl PathWriter {
         );
         if step < 1.0 || limited {
             let floor = 4.0 * info.snd_mss.max(1) as f64;
-            self.limit = Some((limit * step).max(floor));
+            // A cut starts from what the path can hold now, not from a limit above its
+            // congestion window: such a limit binds nothing, and cutting it by a quarter
+            // per round trip took seconds to reach the window while slow start filled a
+            // 500 ms buffer (engaged on an idle loopback path, the limit started at
+            // 1.4 MB for a 0.5 MB/s link).
+            let window = info.snd_cwnd as f64 * info.snd_mss.max(1) as f64;
+            let base = if step < 1.0 {
+                limit.min(window.max(floor))
+            } else {
+                limit
+            };
+            let mut next = base * step;
+            // A standing queue of twice the aim or more: the link is full, so the
+            // kernel's latest rate sample, unless application-limited, is its
+            // bottleneck's rate, and QCUT-D's rule gives the limit directly — rate ×
+            // (min RTT + aim). The stepwise correction alone needs a round trip per
+            // quarter, and the round trip is the bloated queue itself.
+            if queue >= aim * 2 && info.delivery_rate > 0 && !info.delivery_rate_app_limited() {
+                next = next.min(info.delivery_rate as f64 * (min_rtt + aim).as_secs_f64());
+            }
+            self.limit = Some(next.max(floor));
         }
     }
 
@@ -459,9 +485,6 @@ mod tests {
         w.observe(0, &i, None);
         // 1 MB/s × (50 + 20) ms = 70,000 bytes.
         i.unacked = 40; // 57,920 bytes in flight
-        i.snd_cwnd = 44; // the window sends 4 segments more now
-        let b = w.budget(&i, 16_448, true).unwrap();
-        assert_eq!(b.bulk, 4 * 1448 - RECORD_OVERHEAD, "no more than the window sends");
         i.snd_cwnd = 100;
         let b = w.budget(&i, 16_448, true).unwrap();
         // 12,080 bytes of room: 8 whole segments, less the record's prefix and tag.
@@ -470,6 +493,10 @@ mod tests {
             b.bulk_limited() && b.total > b.bulk,
             "interactive frames are not held back"
         );
+        i.snd_cwnd = 44; // the window sends 4 segments more now
+        let b = w.budget(&i, 16_448, true).unwrap();
+        assert_eq!(b.bulk, 4 * 1448 - RECORD_OVERHEAD, "no more than the window sends");
+        i.snd_cwnd = 100;
         i.unacked = 48; // 69,504: less than a segment of room
         let b = w.budget(&i, 16_448, true).unwrap();
         assert_eq!((b.bulk, b.retry), (0, Some(Duration::from_millis(7))));
@@ -492,6 +519,47 @@ mod tests {
             !fresh.budget(&i, 16_448, false).unwrap().bulk_limited() && fresh.queue_limit().is_none(),
             "disengaged: no limit, and the next engagement starts afresh"
         );
+    }
+
+    /// Engaged on a path that carried only requests, the limit starts at its congestion
+    /// window, not at rate × (min RTT + target) from an estimate the exchanges inflated.
+    #[test]
+    fn the_limit_starts_no_higher_than_the_congestion_window() {
+        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+        let mut i = info(0, 72_000_000); // loopback exchanges: 72 MB/s
+        i.min_rtt = 20;
+        i.snd_cwnd = 12;
+        w.observe(0, &i, None);
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        assert_eq!(w.queue_limit(), Some(12 * 1448), "not 72 MB/s × 20 ms = 1.44 MB");
+    }
+
+    /// Under a standing queue of twice the aim or more, one step brings the limit to the
+    /// bottleneck's rate × (min RTT + aim), from a limit far above it.
+    #[test]
+    fn a_bloated_queue_cuts_the_limit_to_the_measured_rate_at_once() {
+        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+        let mut i = info(0, 20_000_000); // an early sample far above the link
+        i.min_rtt = 1_000;
+        i.rtt = 480_000;
+        i.snd_cwnd = 200; // 289,600 bytes: the window fills a 500 ms buffer
+        i.unacked = 200;
+        w.observe(0, &i, None);
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        assert_eq!(w.queue_limit(), Some(200 * 1448));
+        i.delivery_rate = 500_000; // the bottleneck's
+        let t0 = Instant::now();
+        w.steer(Some(Duration::from_millis(470)), &i, t0);
+        // 500 KB/s × (1 + 12) ms.
+        assert_eq!(w.queue_limit(), Some(6_500));
+        // An application-limited sample says nothing about the bottleneck: a quarter.
+        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+        i.flags = 1;
+        w.observe(0, &i, None);
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        let before = w.queue_limit().unwrap();
+        w.steer(Some(Duration::from_millis(470)), &i, t0);
+        assert_eq!(w.queue_limit(), Some((before as f64 * (1.0 - MAX_STEP)) as u64));
     }
 
     /// The limit converges to what gives the target queue on a path whose rate estimate

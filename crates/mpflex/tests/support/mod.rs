@@ -780,7 +780,8 @@ impl Drop for Lab {
             }
         }
         // The namespaces go when `topo` is dropped, after this.
-        if failed {
+        // `MPFLEX_TEST_KEEP=1` keeps them after a passing test too (to study its logs).
+        if failed || std::env::var_os("MPFLEX_TEST_KEEP").is_some() {
             eprintln!("configs and logs kept in {}", self.dir.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.dir);
