@@ -290,8 +290,11 @@ impl PathWriter {
             // kernel's latest rate sample, unless application-limited, is its
             // bottleneck's rate, and QCUT-D's rule gives the limit directly — rate ×
             // (min RTT + aim). The stepwise correction alone needs a round trip per
-            // quarter, and the round trip is the bloated queue itself.
-            if queue >= aim * 2 && info.delivery_rate > 0 && !info.delivery_rate_app_limited() {
+            // quarter, and the round trip is the bloated queue itself. Not while, or just
+            // after, the congestion window held the path below the limit (`settling`):
+            // a sample from BBR's minimum-RTT probe (four segments) or a loss's recovery
+            // measures the window, not the link.
+            if queue >= aim * 2 && !settling && info.delivery_rate > 0 && !info.delivery_rate_app_limited() {
                 next = next.min(info.delivery_rate as f64 * (min_rtt + aim).as_secs_f64());
             }
             self.limit = Some(next.max(floor));
@@ -547,6 +550,17 @@ mod tests {
         w.observe(0, &i, None);
         let _ = w.budget(&i, 16_448, true).unwrap();
         let before = w.queue_limit().unwrap();
+        w.steer(Some(Duration::from_millis(470)), &i, t0);
+        assert_eq!(w.queue_limit(), Some((before as f64 * (1.0 - MAX_STEP)) as u64));
+        // Nor does a sample taken while the window held the path below the limit (BBR's
+        // minimum-RTT probe: four segments).
+        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+        i.flags = 0;
+        w.observe(0, &i, None);
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        let before = w.queue_limit().unwrap();
+        i.snd_cwnd = 4;
+        i.delivery_rate = 100_000;
         w.steer(Some(Duration::from_millis(470)), &i, t0);
         assert_eq!(w.queue_limit(), Some((before as f64 * (1.0 - MAX_STEP)) as u64));
     }
