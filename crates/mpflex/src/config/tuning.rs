@@ -77,9 +77,9 @@ pub struct Tuning {
     /// to arrive counts. A request lost in a loaded uplink's queue otherwise waits a round
     /// trip for its retransmission, or a retransmission timeout. Paths that do not carry
     /// (a standby tier, an energy standby) take no copies, and copies stay within an
-    /// eighth of the session's bytes beyond the first 64 KB. With it, the 99th percentile
-    /// of requests beside a BBR upload on `seed-default` stays within 50 ms of idle
-    /// (docs/latency.md). `false`: no copies.
+    /// eighth of the session's bytes beyond the first 64 KB. With it, requests beside a
+    /// BBR upload on `seed-default` took idle + 33–68 ms at the 99th percentile, against
+    /// idle + 67–97 ms without it on an earlier build (docs/latency.md). `false`: no copies.
     pub hedge_interactive: bool,
     /// Proactive handover (WearMan): a path whose retransmissions, RTT or delivery rate
     /// trend towards failure takes no new data, and what it holds is copied to a healthy
