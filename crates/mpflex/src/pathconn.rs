@@ -19,7 +19,7 @@ use crate::tcpinfo::{set_max_pacing_rate, set_user_timeout};
 /// a path (40 Gbit/s), but it switches the kernel's TCP pacing on, so a window opened while
 /// the path was idle leaves at about the path's rate instead of as one burst into a small
 /// bottleneck buffer.
-const PACING_CAP: u64 = 5_000_000_000;
+pub(crate) const PACING_CAP: u64 = 5_000_000_000;
 
 /// A path whose data stays unacknowledged this long is dead, even if keepalives cannot
 /// tell yet.

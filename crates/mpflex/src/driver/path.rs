@@ -17,7 +17,10 @@ use tracing::warn;
 
 use super::SessionHandle;
 use crate::crypto::{seal_record, Opener, Transport};
-use crate::tcpinfo::{cc_bandwidth, idle_restart_applies, set_notsent_lowat, set_quickack, tcp_info, SsthreshReset};
+use crate::pathconn::PACING_CAP;
+use crate::tcpinfo::{
+    cc_bandwidth, idle_restart_applies, set_max_pacing_rate, set_notsent_lowat, set_quickack, tcp_info, SsthreshReset,
+};
 
 /// A read at least this large carries data (a full segment), not only the peer's
 /// control frames: under queue control it is acknowledged at once.
@@ -125,6 +128,10 @@ pub(super) async fn path_writer(
     let mut writer = PathWriter::new(h.lowat_max, idle_restart, ssthresh.available()).with_queue_target(h.queue_target);
     let mut lowat = writer.lowat();
     set_notsent_lowat(&*sock, lowat)?;
+    // The socket's pacing cap as last set: queue control's while it holds the path
+    // ([`PathWriter::pacing_cap`]), else the connection's own.
+    let own_cap = if h.pacing { PACING_CAP } else { u64::MAX };
+    let mut pace = own_cap;
     loop {
         let info = tcp_info(&*sock)?;
         let bandwidth = cc_bandwidth(&*sock);
@@ -145,6 +152,12 @@ pub(super) async fn path_writer(
         if writer.lowat() != lowat {
             lowat = writer.lowat();
             set_notsent_lowat(&*sock, lowat)?;
+        }
+        let want = writer.pacing_cap().unwrap_or(own_cap);
+        // Small changes are not worth a system call.
+        if want.abs_diff(pace) > pace / 8 {
+            pace = want;
+            set_max_pacing_rate(&*sock, pace)?;
         }
         match step {
             WriterStep::Closed { state } => bail!("path connection closed (TCP state {state})"),
