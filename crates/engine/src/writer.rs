@@ -100,15 +100,6 @@ pub enum WriterStep {
     Write { reset_ssthresh: bool },
 }
 
-/// A cut of queue control's limit whose effect the readings do not show yet.
-#[derive(Debug, Clone, Copy)]
-struct Cut {
-    at: Instant,
-    /// When the path first held no more than the cut limit: the bytes it sends from then
-    /// on are the first the cut shaped.
-    drained: Option<Instant>,
-}
-
 /// One path writer's late-binding state.
 ///
 /// It also decides when an idle path's slow-start threshold goes back to a new
@@ -147,9 +138,6 @@ pub struct PathWriter {
     limited: bool,
     /// When the congestion window was last below the limit (see [`PathWriter::steer`]).
     window_bound: Option<Instant>,
-    /// The last cut of the limit, until the readings can show it (see
-    /// [`PathWriter::steer`]).
-    cut: Option<Cut>,
     /// The path's minimum RTT as the last budget saw it (zero: none yet).
     min_rtt: Duration,
     /// Threshold resets asked for.
@@ -174,7 +162,6 @@ impl PathWriter {
             steered: None,
             limited: false,
             window_bound: None,
-            cut: None,
             min_rtt: Duration::ZERO,
             resets: 0,
         }
@@ -248,12 +235,6 @@ impl PathWriter {
         if (info.snd_cwnd as f64 * info.snd_mss.max(1) as f64) < limit {
             self.window_bound = Some(now);
         }
-        let held = info.in_flight_bytes() + info.notsent_bytes as u64;
-        if let Some(cut) = self.cut.as_mut() {
-            if cut.drained.is_none() && held as f64 <= limit {
-                cut.drained = Some(now);
-            }
-        }
         let min_rtt = Duration::from_micros(info.min_rtt as u64);
         // A step shows in the reading only after the bytes it let through have crossed the
         // path and the kernel's smoothed RTT has taken them in: once per smoothed RTT,
@@ -296,23 +277,6 @@ impl PathWriter {
             want.sqrt().clamp(1.0 - MAX_STEP, 1.0 + MAX_STEP)
         };
         let step = if settling { step.min(1.0) } else { step };
-        // One cut per reaction (as TCP reduces its window once per window of data, RFC
-        // 3168): after a cut the path first drains what it held beyond the new limit, and
-        // only the bytes it sends after that, a smoothed RTT later, show the cut in the
-        // readings. A reading before then still shows the queue the cut answered, and
-        // cutting again for it stacks cuts on one excess: engaged a second into a BBR
-        // download whose start-up had queued 144 ms on LTE, three 25 % cuts in 150 ms left
-        // the limit at 0.7 of the pipe, and the link ran short for 0.7 s while it grew
-        // back (4 MB chunks 3.5 % slower than with queue control off). Bounded, in case
-        // the path never drains to the limit: four round trips.
-        let answered = self.cut.is_none_or(|c| {
-            c.drained.is_some_and(|d| now.saturating_duration_since(d) >= srtt)
-                || now.saturating_duration_since(c.at) >= every * 4
-        });
-        let step = if answered { step } else { step.max(1.0) };
-        if answered && step >= 1.0 {
-            self.cut = None;
-        }
         tracing::debug!(
             limit,
             step,
@@ -320,10 +284,9 @@ impl PathWriter {
             owd_queue_ms = owd_queue.map(|q| q.as_secs_f64() * 1e3),
             rtt_queue_ms = rtt_queue.as_secs_f64() * 1e3,
             rate = self.delivery_rate,
-            held,
+            held = info.in_flight_bytes() + info.notsent_bytes as u64,
             limited,
             settling,
-            answered,
             cwnd = info.snd_cwnd,
             "steer"
         );
@@ -341,14 +304,7 @@ impl PathWriter {
             if queue >= aim * 2 && !settling && info.delivery_rate > 0 && !info.delivery_rate_app_limited() {
                 next = next.min(info.delivery_rate as f64 * (min_rtt + aim).as_secs_f64());
             }
-            let next = next.max(floor);
-            if next < limit {
-                self.cut = Some(Cut {
-                    at: now,
-                    drained: (held as f64 <= next).then_some(now),
-                });
-            }
-            self.limit = Some(next);
+            self.limit = Some(next.max(floor));
         }
     }
 
@@ -434,10 +390,8 @@ impl PathWriter {
         }
         if !engaged || self.queue_target.is_zero() {
             self.limit = None;
-            self.cut = None;
         } else if self.limit.is_none() {
             self.limit = Some(self.initial_limit(info));
-            self.cut = None;
             self.limited = false;
             self.ramping = true;
         }
@@ -667,52 +621,6 @@ mod tests {
         assert!((cap / (1.25 * limit / horizon) - 1.0).abs() < 1e-3, "{cap}");
         let _ = w.budget(&i, 16_448, false).unwrap();
         assert_eq!(w.pacing_cap(), None, "disengaged: the socket's own cap again");
-    }
-
-    /// A reading that still shows the queue a cut answered does not cut again: not until
-    /// the path has drained to the cut limit and a smoothed RTT has passed since.
-    #[test]
-    fn a_cut_waits_for_the_readings_to_show_it_before_the_next() {
-        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
-        let mut i = info(0, 1_000_000);
-        i.flags = 1; // application-limited samples: no cut to the measured rate
-        i.min_rtt = 70_000;
-        i.rtt = 210_000; // a start-up's 140 ms queue
-        i.snd_cwnd = 200;
-        i.unacked = 160; // 231,680 bytes held: over the limit
-        w.observe(0, &i, None);
-        let _ = w.budget(&i, 16_448, true).unwrap();
-        let start = w.queue_limit().unwrap() as f64;
-        let t0 = Instant::now();
-        w.steer(Some(Duration::from_millis(140)), &i, t0);
-        let cut = w.queue_limit().unwrap() as f64;
-        assert!((cut - start * (1.0 - MAX_STEP)).abs() < 1.0, "{start} → {cut}");
-        // The stale reading goes on while the path drains its excess: no second cut.
-        for k in 1..4 {
-            i.unacked = 160 - 20 * k;
-            w.steer(
-                Some(Duration::from_millis(140)),
-                &i,
-                t0 + Duration::from_millis(210 * k as u64),
-            );
-            assert_eq!(w.queue_limit().unwrap() as f64, cut, "step {k}");
-        }
-        // Drained to the limit at 800 ms: a smoothed RTT later a queue still there cuts.
-        i.unacked = (cut / 1448.0) as u32 - 1;
-        w.steer(Some(Duration::from_millis(140)), &i, t0 + Duration::from_millis(800));
-        assert_eq!(w.queue_limit().unwrap() as f64, cut, "drained just now");
-        w.steer(Some(Duration::from_millis(140)), &i, t0 + Duration::from_millis(1010));
-        assert!(w.queue_limit().unwrap() as f64 <= cut * (1.0 - MAX_STEP) + 1.0);
-        // A path that never drains to the limit is cut again after four round trips.
-        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
-        i.unacked = 160;
-        let _ = w.budget(&i, 16_448, true).unwrap();
-        w.steer(Some(Duration::from_millis(140)), &i, t0);
-        let cut = w.queue_limit().unwrap() as f64;
-        w.steer(Some(Duration::from_millis(140)), &i, t0 + Duration::from_millis(630));
-        assert_eq!(w.queue_limit().unwrap() as f64, cut);
-        w.steer(Some(Duration::from_millis(140)), &i, t0 + Duration::from_millis(840));
-        assert!(w.queue_limit().unwrap() as f64 <= cut * (1.0 - MAX_STEP) + 1.0);
     }
 
     /// The limit converges to what gives the target queue on a path whose rate estimate
