@@ -169,7 +169,7 @@ impl Windowed {
 }
 
 /// Length of one base window (the base is the lower of two).
-const BASE_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const BASE_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 /// Length of one recent window (CoDel's interval is two).
 const RECENT_WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
 /// A queue estimate older than this says nothing about now.

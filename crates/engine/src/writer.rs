@@ -18,6 +18,7 @@ use mpflex_sched::PathSnapshot;
 use mpflex_wire::RECORD_OVERHEAD;
 
 use crate::kernel::{RateEstimate, TcpInfo, INIT_CWND};
+use crate::owd::BASE_WINDOW;
 
 /// `tcpi_state` values (linux/tcp_states.h) in which a socket can still send.
 const TCP_ESTABLISHED: u8 = 1;
@@ -74,6 +75,18 @@ const READING_LAG: Duration = Duration::from_millis(100);
 /// interactive frames waiting more than the target (0.75 of it: pings beside an upload on
 /// `seed-default`'s 2 Mbit/s uplinks waited 22–24 ms more than idle at the median).
 pub const STEER_AIM: f64 = 0.6;
+
+/// How often a held path drains its queue so the one-way base delay is read again (see
+/// [`PathWriter::steer`]): within each of the queue reading's base windows.
+const BASE_PROBE_EVERY: Duration = BASE_WINDOW.saturating_sub(Duration::from_secs(2));
+
+/// How long a base probe holds the path at [`BASE_PROBE_SHARE`] of its limit: its
+/// smoothed RTT twice, and at least this (BBR's minimum-RTT probe lasts 200 ms).
+const BASE_PROBE_MIN: Duration = Duration::from_millis(200);
+
+/// The share of its limit a path holds during a base probe: well below its pipe, so the
+/// queue drains in a few milliseconds rather than at the margin between two rates.
+const BASE_PROBE_SHARE: f64 = 0.5;
 
 /// The smallest bulk budget worth a write under queue control: two segments. Less is
 /// treated as none (the queue is at its target) rather than sent as a sliver: each record
@@ -140,6 +153,20 @@ pub struct PathWriter {
     window_bound: Option<Instant>,
     /// The path's minimum RTT as the last budget saw it (zero: none yet).
     min_rtt: Duration,
+    /// The largest delivery-rate sample (not application-limited) the steering saw in
+    /// its last two steps, and when (see [`PathWriter::steer`]).
+    peak_sample: Option<(u64, Instant)>,
+    /// When the next base probe is due, and until when the current one holds the path
+    /// (see [`PathWriter::steer`]).
+    next_probe: Option<Instant>,
+    probe_until: Option<Instant>,
+    /// A base probe holds the path now.
+    probing: bool,
+    /// When the congestion window last held the path below the limit (which drains its
+    /// queue as a base probe does).
+    window_drained: Option<Instant>,
+    /// Base probes made.
+    pub base_probes: u64,
     /// Threshold resets asked for.
     pub resets: u64,
 }
@@ -163,6 +190,12 @@ impl PathWriter {
             limited: false,
             window_bound: None,
             min_rtt: Duration::ZERO,
+            peak_sample: None,
+            next_probe: None,
+            probe_until: None,
+            probing: false,
+            window_drained: None,
+            base_probes: 0,
             resets: 0,
         }
     }
@@ -234,13 +267,15 @@ impl PathWriter {
         let Some(limit) = self.limit else { return };
         if (info.snd_cwnd as f64 * info.snd_mss.max(1) as f64) < limit {
             self.window_bound = Some(now);
+            self.window_drained = Some(now);
         }
         let min_rtt = Duration::from_micros(info.min_rtt as u64);
+        let srtt = Duration::from_micros(info.rtt as u64);
+        self.base_probe(srtt, now);
         // A step shows in the reading only after the bytes it let through have crossed the
         // path and the kernel's smoothed RTT has taken them in: once per smoothed RTT,
         // and never faster than every 20 ms (on a path of 1 ms RTT faster steps stacked
         // on readings that did not show the last one yet and the limit swung).
-        let srtt = Duration::from_micros(info.rtt as u64);
         let every = srtt.max(min_rtt).max(STEER_EVERY_MIN);
         if self.steered.is_some_and(|t| now.saturating_duration_since(t) < every) {
             return;
@@ -259,7 +294,21 @@ impl PathWriter {
         let limited = std::mem::take(&mut self.limited);
         let aim = self.queue_target.mul_f64(STEER_AIM);
         let want = (min_rtt + aim).as_secs_f64() / (min_rtt + queue).as_secs_f64();
-        if queue >= aim / 2 {
+        // Only a queue the limit's own bytes made steers it. While the path holds more
+        // than the limit lets through, the queue is of other bytes — a response's first
+        // 64 KB go unheld as interactive, a transfer was under way when queue control
+        // engaged, a cut has not drained yet — and the path sends no bulk byte until
+        // they have drained: the limit neither falls nor ends its ramp on it. Nor does a
+        // queue read while the limit held nothing back end the ramp (a path carrying only
+        // pings reads 5–8 ms of queue from its smoothed RTT alone on `seed-default`).
+        // Steered by those queues, the limit fell below the path's pipe and grew back by
+        // the correction's 5–10 % per round trip: a download 1.5 s at half the links'
+        // rate, a warm 4 MB chunk's LTE path a second below its pipe; and cuts stacked
+        // on a queue that earlier bytes still held (three cuts in 150 ms after a BBR
+        // start-up's 144 ms on LTE).
+        let held = info.in_flight_bytes() + info.notsent_bytes as u64;
+        let beyond = held as f64 > limit + 4.0 * info.snd_mss.max(1) as f64;
+        if queue >= aim / 2 && limited && !beyond {
             self.ramping = false;
         }
         let settling = self
@@ -277,6 +326,7 @@ impl PathWriter {
             want.sqrt().clamp(1.0 - MAX_STEP, 1.0 + MAX_STEP)
         };
         let step = if settling { step.min(1.0) } else { step };
+        let step = if beyond { step.max(1.0) } else { step };
         tracing::debug!(
             limit,
             step,
@@ -284,12 +334,23 @@ impl PathWriter {
             owd_queue_ms = owd_queue.map(|q| q.as_secs_f64() * 1e3),
             rtt_queue_ms = rtt_queue.as_secs_f64() * 1e3,
             rate = self.delivery_rate,
-            held = info.in_flight_bytes() + info.notsent_bytes as u64,
+            sample = info.delivery_rate,
+            held,
+            beyond,
             limited,
             settling,
             cwnd = info.snd_cwnd,
             "steer"
         );
+        let fresh_sample = (info.delivery_rate > 0 && !info.delivery_rate_app_limited()).then_some(info.delivery_rate);
+        if let Some(r) = fresh_sample {
+            if self
+                .peak_sample
+                .is_none_or(|(p, t)| r >= p || now.saturating_duration_since(t) > every * 2)
+            {
+                self.peak_sample = Some((r, now));
+            }
+        }
         if step < 1.0 || limited {
             let floor = 4.0 * info.snd_mss.max(1) as f64;
             let mut next = limit * step;
@@ -300,11 +361,57 @@ impl PathWriter {
             // quarter, and the round trip is the bloated queue itself. Not while, or just
             // after, the congestion window held the path below the limit (`settling`):
             // a sample from BBR's minimum-RTT probe (four segments) or a loss's recovery
-            // measures the window, not the link.
-            if queue >= aim * 2 && !settling && info.delivery_rate > 0 && !info.delivery_rate_app_limited() {
-                next = next.min(info.delivery_rate as f64 * (min_rtt + aim).as_secs_f64());
+            // measures the window, not the link. Nor below the largest such sample of the
+            // last two steps: a sample's interval spans any pause in the sending (the
+            // limit had held the path, or a response's unheld first 64 KB went before
+            // it), and one taken across a pause reads low — 0.65 MB/s on a 1.1 MB/s LTE
+            // path cut its limit a third below its pipe, and the correction's 7 % per
+            // round trip took 0.6 s to refill it.
+            if queue >= aim * 2 && !settling && !beyond && fresh_sample.is_some() {
+                let rate = self.peak_sample.map_or(0, |(r, _)| r);
+                next = next.min(rate as f64 * (min_rtt + aim).as_secs_f64());
             }
             self.limit = Some(next.max(floor));
+        }
+    }
+
+    /// Drains the path's queue now and then so the one-way reading's base stays the
+    /// path's propagation delay. The base is the lowest one-way delay of the last 10–20 s,
+    /// and a path that queue control holds at its aim never drains: its base rises by the
+    /// least queue of the window, the reading falls by as much, and the steering lets the
+    /// queue grow by it, window after window. Beside a 30 s CUBIC upload the one-way
+    /// reading held 11.5 ms throughout while the RTT reading rose from 17 to 28 ms and the
+    /// bottleneck's median sojourn was 22 ms; under BBR, whose minimum-RTT probe drains
+    /// the queue every 10 s, the RTT reading stayed at 16–17 ms (docs/latency.md). So once
+    /// per base window (less 2 s) the path holds half its limit for two smoothed RTTs
+    /// (200 ms at least) — LEDBAT++'s periodic slowdown, BBR's minimum-RTT probe — unless
+    /// its congestion window held it below the limit in that time (which drained the
+    /// queue as well). During the probe and a reading's lag after it the limit does not
+    /// rise: the drained queue is the probe's, not room.
+    fn base_probe(&mut self, srtt: Duration, now: Instant) {
+        if self.ramping {
+            return;
+        }
+        let Some(due) = self.next_probe else {
+            self.next_probe = Some(now + BASE_PROBE_EVERY);
+            return;
+        };
+        if self.probe_until.is_none_or(|t| now >= t) && now >= due {
+            self.next_probe = Some(now + BASE_PROBE_EVERY);
+            let drained = self
+                .window_drained
+                .is_some_and(|t| now.saturating_duration_since(t) < BASE_PROBE_EVERY);
+            if !drained {
+                self.probe_until = Some(now + (srtt * 2).max(BASE_PROBE_MIN));
+                self.base_probes += 1;
+                tracing::debug!(probes = self.base_probes, "base probe");
+            }
+        }
+        self.probing = self.probe_until.is_some_and(|t| now < t);
+        if self.probing {
+            // The window-bound rule keeps the limit from rising on the drained readings,
+            // during the probe and for a reading's lag after it.
+            self.window_bound = Some(now);
         }
     }
 
@@ -390,6 +497,9 @@ impl PathWriter {
         }
         if !engaged || self.queue_target.is_zero() {
             self.limit = None;
+            self.next_probe = None;
+            self.probe_until = None;
+            self.probing = false;
         } else if self.limit.is_none() {
             self.limit = Some(self.initial_limit(info));
             self.limited = false;
@@ -413,6 +523,11 @@ impl PathWriter {
         // 200 ms when BBR probes its minimum RTT with a window of four segments, the
         // 99th percentile of pings beside a BBR upload.
         let window = info.snd_cwnd as u64 * mss;
+        let limit = if self.probing {
+            (limit as f64 * BASE_PROBE_SHARE) as u64
+        } else {
+            limit
+        };
         let by_limit = limit.saturating_sub(held);
         let room = by_limit.min(window.saturating_sub(held)) / mss * mss;
         if room < MIN_BULK.max(mss) {
@@ -459,6 +574,11 @@ mod tests {
             snd_ssthresh: crate::kernel::INFINITE_SSTHRESH,
             ..TcpInfo::default()
         }
+    }
+
+    /// A backlogged path under queue control: it holds its limit (whole segments).
+    fn hold_limit(w: &PathWriter, i: &mut TcpInfo) {
+        i.unacked = w.queue_limit().unwrap().div_ceil(i.snd_mss as u64) as u32;
     }
 
     #[test]
@@ -584,19 +704,107 @@ mod tests {
         w.observe(0, &i, None);
         let _ = w.budget(&i, 16_448, true).unwrap();
         let before = w.queue_limit().unwrap();
+        hold_limit(&w, &mut i);
         w.steer(Some(Duration::from_millis(470)), &i, t0);
         assert_eq!(w.queue_limit(), Some((before as f64 * (1.0 - MAX_STEP)) as u64));
         // Nor does a sample taken while the window held the path below the limit (BBR's
         // minimum-RTT probe: four segments).
         let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
         i.flags = 0;
+        i.unacked = 200;
         w.observe(0, &i, None);
         let _ = w.budget(&i, 16_448, true).unwrap();
         let before = w.queue_limit().unwrap();
+        hold_limit(&w, &mut i);
         i.snd_cwnd = 4;
         i.delivery_rate = 100_000;
         w.steer(Some(Duration::from_millis(470)), &i, t0);
         assert_eq!(w.queue_limit(), Some((before as f64 * (1.0 - MAX_STEP)) as u64));
+    }
+
+    /// The direct cut takes the largest rate sample of the last two steps: one read
+    /// across a pause in the sending is low. A lower rate that persists wins after that.
+    #[test]
+    fn a_low_rate_sample_does_not_cut_the_limit_below_the_last_steps_peak() {
+        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+        let mut i = info(0, 4_000_000);
+        i.min_rtt = 50_000;
+        i.rtt = 300_000; // 250 ms of queue
+        i.snd_cwnd = 200;
+        w.observe(0, &i, None);
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        assert_eq!(w.queue_limit(), Some(280_000)); // 4 MB/s × 70 ms
+        let horizon = 0.050 + 0.020 * STEER_AIM;
+        let t0 = Instant::now();
+        let step = |w: &mut PathWriter, i: &mut TcpInfo, rate: u64, at: u64| {
+            hold_limit(w, i);
+            let _ = w.budget(i, 16_448, true).unwrap();
+            i.delivery_rate = rate;
+            w.steer(None, i, t0 + Duration::from_millis(at));
+            w.queue_limit().unwrap() as f64
+        };
+        let first = step(&mut w, &mut i, 1_000_000, 0);
+        assert!((first - 1_000_000.0 * horizon).abs() < 2.0, "{first}");
+        let second = step(&mut w, &mut i, 300_000, 350);
+        assert!(
+            (second - first * (1.0 - MAX_STEP)).abs() < 2.0,
+            "{second}: a quarter, not to the low sample"
+        );
+        let third = step(&mut w, &mut i, 300_000, 1_000);
+        assert!(
+            (third - 300_000.0 * horizon).abs() < 2.0,
+            "{third}: the lower rate persisted"
+        );
+    }
+
+    /// Once per base window a held path drains its queue: its bulk budget is half its
+    /// limit for two smoothed RTTs (200 ms at least), and the drained readings do not
+    /// raise the limit. A path whose window drained it meanwhile (BBR's own probe) is
+    /// not probed.
+    #[test]
+    fn a_held_path_drains_its_queue_once_per_base_window() {
+        let run = |window_drains: bool| {
+            let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+            let mut i = info(0, 250_000);
+            i.min_rtt = 50_000;
+            i.snd_cwnd = 100;
+            w.observe(0, &i, None);
+            let t0 = Instant::now();
+            let _ = w.budget(&i, 16_448, true).unwrap();
+            let mut probed = Vec::new(); // (ms, limit) while the bulk budget was halved
+            for ms in (0..20_000u64).step_by(50) {
+                let now = t0 + Duration::from_millis(ms);
+                // At the aim (12 ms of queue) and backlogged.
+                i.rtt = 62_000;
+                i.snd_cwnd = if window_drains && ms == 6_000 { 4 } else { 100 };
+                hold_limit(&w, &mut i);
+                let _ = w.budget(&i, 16_448, true).unwrap();
+                w.steer(None, &i, now);
+                // Holding 60 % of its limit, the path takes bulk bytes unless it probes.
+                let limit = w.queue_limit().unwrap();
+                i.unacked = (limit as f64 * 0.6 / 1448.0) as u32;
+                if w.budget(&i, 16_448, true).unwrap().bulk == 0 {
+                    probed.push((ms, limit));
+                }
+            }
+            (probed, w.base_probes)
+        };
+        let (probed, probes) = run(false);
+        assert_eq!(probes, 2, "{probed:?}");
+        let first: Vec<_> = probed.iter().filter(|p| p.0 < 12_000).map(|p| p.0).collect();
+        assert!((7_900..=9_000).contains(&first[0]), "{probed:?}");
+        let span = first[first.len() - 1] - first[0];
+        assert!((150..=250).contains(&span), "{probed:?}");
+        assert!(probed.iter().any(|p| (15_900..=17_200).contains(&p.0)), "{probed:?}");
+        assert!(
+            probed.windows(2).all(|p| p[1].1 <= p[0].1),
+            "the limit rose: {probed:?}"
+        );
+        // The window held the path at 6 s (its own budget is then 0, not a probe): the
+        // probe due at 8 s is not needed; the next, 8 s later, is.
+        let (probed, probes) = run(true);
+        assert_eq!(probes, 1, "{probed:?}");
+        assert!(probed.iter().all(|p| p.0 == 6_000 || p.0 >= 15_900), "{probed:?}");
     }
 
     /// Under queue control the socket paces at most a quarter above the rate the limit
@@ -614,6 +822,8 @@ mod tests {
         assert_eq!(limit, 17_500.0);
         let horizon = 0.050 + 0.020 * STEER_AIM;
         assert_eq!(w.pacing_cap(), None, "ramping: the socket's own");
+        hold_limit(&w, &mut i); // held back by the limit
+        let _ = w.budget(&i, 16_448, true).unwrap();
         i.rtt = 70_000; // a queue: the ramp ends
         w.steer(None, &i, Instant::now());
         let limit = w.queue_limit().unwrap() as f64;
@@ -632,21 +842,64 @@ mod tests {
         let mut i = info(0, 0); // no rate yet: the initial window
         i.min_rtt = 50_000;
         i.rtt = 50_000;
-        i.unacked = 1_000; // held over the limit: limited
         let t0 = Instant::now();
         let _ = w.budget(&i, 16_448, true).unwrap();
         assert_eq!(w.queue_limit(), Some(10 * 1448));
+        hold_limit(&w, &mut i); // backlogged: limited
+        let _ = w.budget(&i, 16_448, true).unwrap();
         w.steer(None, &i, t0);
         assert_eq!(w.queue_limit(), Some(15 * 1448));
-        // A queue at the aim ends the ramp; an empty one after it no longer jumps.
-        i.rtt = 65_000;
+        // A queue (8 ms, below the aim) while the limit holds nothing back is not the
+        // limit's: the ramp goes on.
+        i.rtt = 58_000;
+        i.unacked = 0;
+        let _ = w.budget(&i, 16_448, true).unwrap();
         w.steer(None, &i, t0 + Duration::from_millis(100));
-        let at_aim = w.queue_limit().unwrap();
+        assert_eq!(w.queue_limit(), Some(15 * 1448));
         i.rtt = 50_000;
+        hold_limit(&w, &mut i);
         let _ = w.budget(&i, 16_448, true).unwrap();
         w.steer(None, &i, t0 + Duration::from_millis(200));
+        assert_eq!(
+            w.queue_limit(),
+            Some(15 * 1448 * 3 / 2),
+            "held back, no queue: the ramp grows"
+        );
+        // A queue at the aim while the limit holds bytes back ends the ramp; an empty one
+        // after it no longer jumps.
+        i.rtt = 65_000;
+        hold_limit(&w, &mut i);
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        w.steer(None, &i, t0 + Duration::from_millis(300));
+        let at_aim = w.queue_limit().unwrap();
+        i.rtt = 50_000;
+        hold_limit(&w, &mut i);
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        w.steer(None, &i, t0 + Duration::from_millis(400));
         let after = w.queue_limit().unwrap();
         assert!(after as f64 <= at_aim as f64 * 1.25 + 1.0, "{at_aim} → {after}");
+    }
+
+    /// A response's first 64 KB go unheld (interactive): the queue their burst makes is
+    /// not the limit's, and the ramp goes on through it.
+    #[test]
+    fn a_queue_made_by_bytes_beyond_the_limit_does_not_end_the_ramp() {
+        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+        let mut i = info(0, 0);
+        i.min_rtt = 50_000;
+        i.rtt = 70_000;
+        let t0 = Instant::now();
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        hold_limit(&w, &mut i);
+        i.unacked += 64 * 1024 / 1448; // the interactive burst on top
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        w.steer(None, &i, t0);
+        assert_eq!(w.queue_limit(), Some(15 * 1448), "the ramp's step");
+        // Once the path holds what the limit let through, the same queue ends the ramp.
+        hold_limit(&w, &mut i);
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        w.steer(None, &i, t0 + Duration::from_millis(100));
+        assert!(w.queue_limit().unwrap() < 15 * 1448);
     }
 
     #[test]
@@ -663,7 +916,8 @@ mod tests {
             let now = t0 + Duration::from_millis(50 * step);
             // The path holds its limit (it is backlogged): the queue is what it holds
             // beyond rate × min RTT.
-            i.unacked = 1_000_000; // held over the limit: limited
+            let _ = w.budget(&i, 16_448, true).unwrap();
+            hold_limit(&w, &mut i);
             let _ = w.budget(&i, 16_448, true).unwrap();
             limit = w.queue_limit().unwrap() as f64;
             let queue = ((limit - rate * min_rtt) / rate).max(0.0);
@@ -678,7 +932,7 @@ mod tests {
         let before = w.queue_limit().unwrap();
         i.rtt = i.min_rtt;
         let _ = w.budget(&i, 16_448, true).unwrap();
-        w.steer(None, &i, t0 + Duration::from_secs(10));
+        w.steer(None, &i, t0 + Duration::from_secs(4));
         let after = w.queue_limit().unwrap();
         assert!(
             after > before && after as f64 <= before as f64 * 1.25 + 1.0,
@@ -688,7 +942,7 @@ mod tests {
         // an RTT inflated by the reverse direction.
         i.rtt = i.min_rtt + 100_000;
         let _ = w.budget(&i, 16_448, true).unwrap();
-        w.steer(Some(Duration::ZERO), &i, t0 + Duration::from_secs(11));
+        w.steer(Some(Duration::ZERO), &i, t0 + Duration::from_secs(5));
         assert!(w.queue_limit().unwrap() > after);
     }
 

@@ -149,15 +149,26 @@ pub(super) struct Download {
     /// When the last read returned.
     pub last: Instant,
     pub end: Instant,
+    /// Bytes read by the end of each [`PROGRESS_EVERY`] since `start`: where a run's
+    /// start-up or a stall lost its time, which the window and the average do not show.
+    pub progress: Vec<u64>,
 }
+
+/// The step of a download's progress series ([`Download::progress`]).
+pub(super) const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
 impl Download {
     /// A read of `n` bytes returned at `at`.
     pub fn read(&mut self, at: Instant, n: u64) {
+        let t = at - self.start;
+        // Steps that ended before this read hold the count before it.
+        let step = (t.as_micros() / PROGRESS_EVERY.as_micros()) as usize;
+        while self.progress.len() < step {
+            self.progress.push(self.total);
+        }
         self.total += n;
         self.last = at;
         self.first.get_or_insert((at, n));
-        let t = at - self.start;
         if t <= BULK_SKIP {
             self.before_skip = (t, self.total);
         }
@@ -204,6 +215,7 @@ pub(super) fn download_for(mut s: TcpStream, secs: f64) -> Result<Download> {
         first: None,
         last: start,
         end,
+        progress: Vec::new(),
     };
     while Instant::now() < end {
         s.set_read_timeout(Some((end - Instant::now()).max(Duration::from_millis(1))))?;
@@ -227,6 +239,7 @@ pub fn down(server: SocketAddr, via: &Via, secs: f64) -> Result<Fields> {
         ("average_mbit", average.into()),
         ("bytes", d.total.into()),
         (WINDOW, serde_json::to_value(d.window())?),
+        (PROGRESS, d.progress.clone().into()),
     ]))
 }
 
@@ -355,6 +368,10 @@ pub fn up(server: SocketAddr, via: &Via, secs: f64) -> Result<Fields> {
 /// The field a workload's goodput window is written to; the runner bounds goodput by it.
 pub const WINDOW: &str = "goodput_window";
 
+/// The field a download's progress series is written to: bytes read by the end of each
+/// 250 ms since the request ([`Download::progress`]).
+pub const PROGRESS: &str = "progress_250ms_bytes";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,6 +434,7 @@ mod tests {
             first: None,
             last: start,
             end: start + Duration::from_micros(end_us),
+            progress: Vec::new(),
         };
         let mut reads = Vec::new();
         // Released in order: every packet before the first that has not arrived yet.
@@ -433,6 +451,27 @@ mod tests {
             }
         }
         (d, reads, log)
+    }
+
+    #[test]
+    fn progress_holds_the_count_at_the_end_of_each_step() {
+        let start = Instant::now();
+        let mut d = Download {
+            start,
+            start_us: 0,
+            before_skip: (Duration::ZERO, 0),
+            total: 0,
+            first: None,
+            last: start,
+            end: start + Duration::from_secs(2),
+            progress: Vec::new(),
+        };
+        d.read(start + Duration::from_millis(100), 10);
+        d.read(start + Duration::from_millis(240), 5);
+        // Nothing read in the second and third steps: they repeat the count.
+        d.read(start + Duration::from_millis(800), 7);
+        assert_eq!(d.progress, vec![15, 15, 15]);
+        assert_eq!(d.total, 22);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::bulk::{download_for, upload_for, WINDOW};
+use super::bulk::{download_for, upload_for, PROGRESS, WINDOW};
 use super::{connect, fields, percentile, ping, request, unix_ns, ClientRun, Fields, Spec, Via};
 use crate::record::Record;
 use crate::summary::{
@@ -240,15 +240,15 @@ pub fn run(server: SocketAddr, via: &Via, secs: f64, direction: Direction, idle:
     let start_ns = unix_ns();
     let end = start + Duration::from_secs_f64(secs);
     let bulk = std::thread::spawn(move || match direction {
-        Direction::Up => upload_for(bulk, secs).map(|(u, stop)| (u.rates(stop), u.window(stop))),
-        Direction::Down => download_for(bulk, secs).map(|d| (d.rates(), Some(d.window()))),
+        Direction::Up => upload_for(bulk, secs).map(|(u, stop)| (u.rates(stop), u.window(stop), None)),
+        Direction::Down => download_for(bulk, secs).map(|d| (d.rates(), Some(d.window()), Some(d.progress))),
     });
     let loaded = p.every_100ms(start, start + LOADED_SKIP, |t| t < end)?;
     let rtts: Vec<f64> = loaded.iter().map(|x| x.ms).collect();
     let ups: Vec<f64> = loaded.iter().map(|x| x.up_ms).collect();
     let downs: Vec<f64> = loaded.iter().map(|x| x.ms - x.up_ms).collect();
     let idle_p50 = percentile(&idle_rtts, 0.5);
-    let ((steady, avg), window) = bulk.join().map_err(|_| anyhow::anyhow!("bulk panicked"))??;
+    let ((steady, avg), window, progress) = bulk.join().map_err(|_| anyhow::anyhow!("bulk panicked"))??;
     let mut f = fields(vec![
         ("idle_ping_p50_ms", percentile(&idle_rtts, 0.5).into()),
         ("idle_ping_p99_ms", percentile(&idle_rtts, 0.99).into()),
@@ -270,6 +270,9 @@ pub fn run(server: SocketAddr, via: &Via, secs: f64, direction: Direction, idle:
     ]);
     if let Some(w) = window {
         f.insert(WINDOW.into(), serde_json::to_value(w)?);
+    }
+    if let Some(p) = progress {
+        f.insert(PROGRESS.into(), p.into());
     }
     Ok(f)
 }
