@@ -80,6 +80,13 @@ pub const STEER_AIM: f64 = 0.6;
 /// [`PathWriter::steer`]): within each of the queue reading's base windows.
 const BASE_PROBE_EVERY: Duration = BASE_WINDOW.saturating_sub(Duration::from_secs(2));
 
+/// A path whose congestion window drained it this recently needs no base probe: the
+/// window's drain refreshed the base. A little longer than BBR's 10 s between its own
+/// minimum-RTT probes (which last 200 ms and more), so those replace ours rather than
+/// come on top of them (a probe 8 s after each of BBR's cost a BBR upload about half a
+/// point of its share), and no longer than the base's history (10–20 s).
+const DRAIN_LOOKBACK: Duration = BASE_WINDOW.saturating_add(Duration::from_secs(2));
+
 /// How long a base probe holds the path at [`BASE_PROBE_SHARE`] of its limit: its
 /// smoothed RTT twice, and at least this (BBR's minimum-RTT probe lasts 200 ms).
 const BASE_PROBE_MIN: Duration = Duration::from_millis(200);
@@ -392,8 +399,8 @@ impl PathWriter {
     /// the queue every 10 s, the RTT reading stayed at 16–17 ms (docs/latency.md). So once
     /// per base window (less 2 s) the path holds half its limit for two smoothed RTTs
     /// (200 ms at least) — LEDBAT++'s periodic slowdown, BBR's minimum-RTT probe — unless
-    /// its congestion window held it below the limit in that time (which drained the
-    /// queue as well). During the probe and a reading's lag after it the limit does not
+    /// its congestion window held it below the limit in the last [`DRAIN_LOOKBACK`]
+    /// (which drained the queue as well). During the probe and a reading's lag after it the limit does not
     /// rise: the drained queue is the probe's, not room.
     fn base_probe(&mut self, srtt: Duration, now: Instant) {
         if self.ramping {
@@ -407,7 +414,7 @@ impl PathWriter {
             self.next_probe = Some(now + BASE_PROBE_EVERY);
             let drained = self
                 .window_drained
-                .is_some_and(|t| now.saturating_duration_since(t) < BASE_PROBE_EVERY);
+                .is_some_and(|t| now.saturating_duration_since(t) < DRAIN_LOOKBACK);
             if !drained {
                 self.probe_until = Some(now + (srtt * 2).max(BASE_PROBE_MIN));
                 self.base_probes += 1;
@@ -779,7 +786,7 @@ mod tests {
             let t0 = Instant::now();
             let _ = w.budget(&i, 16_448, true).unwrap();
             let mut probed = Vec::new(); // (ms, limit) while the bulk budget was halved
-            for ms in (0..20_000u64).step_by(50) {
+            for ms in (0..26_000u64).step_by(50) {
                 let now = t0 + Duration::from_millis(ms);
                 // At the aim (12 ms of queue) and backlogged.
                 i.rtt = 62_000;
@@ -797,7 +804,7 @@ mod tests {
             (probed, w.base_probes)
         };
         let (probed, probes) = run(false);
-        assert_eq!(probes, 2, "{probed:?}");
+        assert_eq!(probes, 3, "{probed:?}");
         let first: Vec<_> = probed.iter().filter(|p| p.0 < 12_000).map(|p| p.0).collect();
         assert!((7_900..=9_000).contains(&first[0]), "{probed:?}");
         let span = first[first.len() - 1] - first[0];
@@ -808,10 +815,10 @@ mod tests {
             "the limit rose: {probed:?}"
         );
         // The window held the path at 6 s (its own budget is then 0, not a probe): the
-        // probe due at 8 s is not needed; the next, 8 s later, is.
+        // probes due at 8 and 16 s are not needed (within 12 s of it); the next, at 24, is.
         let (probed, probes) = run(true);
         assert_eq!(probes, 1, "{probed:?}");
-        assert!(probed.iter().all(|p| p.0 == 6_000 || p.0 >= 15_900), "{probed:?}");
+        assert!(probed.iter().all(|p| p.0 == 6_000 || p.0 >= 23_900), "{probed:?}");
     }
 
     /// Under queue control the socket paces at most a quarter above the rate the limit
