@@ -158,6 +158,21 @@ pub(super) struct Download {
 pub(super) const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
 impl Download {
+    /// A download requested at `start` (`start_us` since the Unix epoch) that reads until
+    /// `end`.
+    pub fn new(start: Instant, start_us: u64, end: Instant) -> Self {
+        Download {
+            start,
+            start_us,
+            before_skip: (Duration::ZERO, 0),
+            total: 0,
+            first: None,
+            last: start,
+            end,
+            progress: Vec::new(),
+        }
+    }
+
     /// A read of `n` bytes returned at `at`.
     pub fn read(&mut self, at: Instant, n: u64) {
         let t = at - self.start;
@@ -207,16 +222,7 @@ pub(super) fn download_for(mut s: TcpStream, secs: f64) -> Result<Download> {
     let start = Instant::now();
     let start_us = unix_us();
     let end = start + Duration::from_secs_f64(secs);
-    let mut d = Download {
-        start,
-        start_us,
-        before_skip: (Duration::ZERO, 0),
-        total: 0,
-        first: None,
-        last: start,
-        end,
-        progress: Vec::new(),
-    };
+    let mut d = Download::new(start, start_us, end);
     while Instant::now() < end {
         s.set_read_timeout(Some((end - Instant::now()).max(Duration::from_millis(1))))?;
         match s.read(&mut buf) {
@@ -426,16 +432,7 @@ mod tests {
         }
         let start = Instant::now();
         let end_us = (secs * 1e6) as u64;
-        let mut d = Download {
-            start,
-            start_us: 0,
-            before_skip: (Duration::ZERO, 0),
-            total: 0,
-            first: None,
-            last: start,
-            end: start + Duration::from_micros(end_us),
-            progress: Vec::new(),
-        };
+        let mut d = Download::new(start, 0, start + Duration::from_micros(end_us));
         let mut reads = Vec::new();
         // Released in order: every packet before the first that has not arrived yet.
         let mut released = 0usize;
@@ -456,16 +453,7 @@ mod tests {
     #[test]
     fn progress_holds_the_count_at_the_end_of_each_step() {
         let start = Instant::now();
-        let mut d = Download {
-            start,
-            start_us: 0,
-            before_skip: (Duration::ZERO, 0),
-            total: 0,
-            first: None,
-            last: start,
-            end: start + Duration::from_secs(2),
-            progress: Vec::new(),
-        };
+        let mut d = Download::new(start, 0, start + Duration::from_secs(2));
         d.read(start + Duration::from_millis(100), 10);
         d.read(start + Duration::from_millis(240), 5);
         // Nothing read in the second and third steps: they repeat the count.
