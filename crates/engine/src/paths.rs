@@ -468,8 +468,20 @@ impl Paths {
     /// WearMan never withdraws one before a replacement exists), and of those the best
     /// tier. The schedulers see only these as alive.
     pub fn refresh(&mut self) {
+        let carrying = self.carrying_without(0);
+        for p in &mut self.entries {
+            p.eligible = carrying & (1u64 << p.snap.id) != 0;
+            p.snap.alive = p.eligible;
+        }
+    }
+
+    /// The paths (a mask) that would take new data were those in `exclude` suspect: the
+    /// rule of [`Paths::refresh`] over the others.
+    fn carrying_without(&self, exclude: u64) -> u64 {
         let spent = |p: &PathEntry| p.allowance.is_some_and(|a| a < MIN_ALLOWANCE);
-        let candidate = |p: &PathEntry| p.is_up() && !p.suspect() && p.tier < TIER_OFF && !spent(p);
+        let candidate = |p: &PathEntry| {
+            exclude & (1u64 << p.snap.id) == 0 && p.is_up() && !p.suspect() && p.tier < TIER_OFF && !spent(p)
+        };
         let healthy = self.entries.iter().any(|p| candidate(p) && !p.degraded());
         let pool = |p: &PathEntry| candidate(p) && (!healthy || !p.degraded());
         let best = self
@@ -478,10 +490,10 @@ impl Paths {
             .filter(|p| pool(p))
             .map(|p| p.effective_tier())
             .min();
-        for p in &mut self.entries {
-            p.eligible = pool(p) && Some(p.effective_tier()) == best;
-            p.snap.alive = p.eligible;
-        }
+        self.entries
+            .iter()
+            .filter(|p| pool(p) && Some(p.effective_tier()) == best)
+            .fold(0, |m, p| m | 1u64 << p.snap.id)
     }
 
     /// The kernel reports `total` retransmitted segments on `path`'s current connection.
@@ -711,6 +723,26 @@ impl Paths {
             .filter(|p| p.carries() && exclude & (1 << p.snap.id) == 0)
             .min_by_key(|p| (p.snap.srtt, p.snap.id))
             .map(|p| p.snap.id)
+    }
+
+    /// Where what silent path `quiet` holds is copied (a path check's `Hedge`): the
+    /// fastest other path that carries; while none does, the fastest of those that would
+    /// carry were `quiet` suspect (a backup). Not a path the energy-aware mode holds back:
+    /// a hiccup is no reason to pay a cellular radio's promotion and tail.
+    /// Reason: the copy is sent at two thirds of the suspicion threshold, so that a dark
+    /// path's frames are on their way before it is declared suspect; a backup that waited
+    /// for the suspicion (and then restarted from its initial window) left a gap 80 ms
+    /// longer than a second primary's (docs/paths.md, the tiers row). It takes copies
+    /// only: new data still waits for the primary to be suspect.
+    pub fn copy_target(&self, quiet: usize) -> Option<usize> {
+        self.fastest_except(1 << quiet).or_else(|| {
+            let successors = self.carrying_without(1 << quiet);
+            self.entries
+                .iter()
+                .filter(|p| successors & (1u64 << p.snap.id) != 0 && !p.energy_standby)
+                .min_by_key(|p| (p.snap.srtt, p.snap.id))
+                .map(|p| p.snap.id)
+        })
     }
 
     /// Whether an interactive frame of `len` bytes goes on `on`, `pending` more bytes

@@ -383,7 +383,9 @@ fn a_backup_carries_nothing_while_the_primary_works_and_takes_over_when_it_fails
     let gap = s.max_gap(3900, 7000);
     println!("backup takeover: longest gap {gap} ms");
     assert_eq!(s.lost(), 0);
-    assert!(gap <= 230, "longest gap {gap} ms");
+    // The primary's frames are copied to the backup at two thirds of its suspicion
+    // threshold (80 ms of silence): 50 ms of the primary's path, 80 ms, the backup's 10.
+    assert!(gap <= 150, "longest gap {gap} ms");
     let backup = s.sim.server.path_counters(1).unwrap().0;
     assert!(backup.payload_sent > 500_000, "the backup took over: {backup:?}");
     assert_eq!(s.sim.server.path_state(1), PathState::Standby, "handed back");

@@ -382,3 +382,32 @@ fn the_fastest_other_path_is_picked_for_a_stall() {
     ps.mark_suspect(2, t0);
     assert_eq!(ps.fastest_except(0b001), Some(1));
 }
+
+/// What a silent primary holds is copied to another primary if one carries; while none
+/// does, to the backup that would carry were it suspect — not to a path the energy-aware
+/// mode holds back, nor to a suspect one, nor to one switched off.
+#[test]
+fn a_silent_paths_frames_are_copied_where_they_would_go_without_it() {
+    use crate::supervisor::{TIER_BACKUP, TIER_OFF};
+    let t0 = Instant::now();
+    let mut ps = Paths::new(&cfg());
+    for (i, ms) in [(0, 10), (1, 30), (2, 20), (3, 5)] {
+        ps.up(i, t0);
+        ps.entry(i).snap.srtt = Duration::from_millis(ms);
+    }
+    ps.set_tier(1, TIER_BACKUP, t0);
+    ps.set_tier(2, TIER_BACKUP, t0);
+    ps.set_tier(3, TIER_OFF, t0);
+    assert!(
+        !ps.get(2).unwrap().carries(),
+        "a backup stands by while the primary works"
+    );
+    assert_eq!(ps.copy_target(0), Some(2), "the faster backup");
+    ps.set_energy_standby(2, true, t0);
+    assert_eq!(ps.copy_target(0), Some(1), "not the energy standby");
+    ps.mark_suspect(1, t0);
+    assert_eq!(ps.copy_target(0), None, "nothing left that would carry");
+    ps.set_energy_standby(2, false, t0);
+    ps.set_tier(2, 0, t0);
+    assert_eq!(ps.copy_target(0), Some(2), "a second primary that carries");
+}

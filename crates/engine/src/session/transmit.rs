@@ -127,9 +127,10 @@ impl Session {
     }
 
     /// Queues copies of the frames `path` holds and the peer has not reported on the
-    /// fastest path that carries (none if `path` is the only one). Returns how many.
+    /// fastest path that carries, or while none other does, on the one that would carry
+    /// without `path` (`Paths::copy_target`; none if there is none). Returns how many.
     pub(super) fn copy_elsewhere(&mut self, path: usize) -> usize {
-        let Some(to) = self.paths.fastest_except(1 << path) else {
+        let Some(to) = self.paths.copy_target(path) else {
             return 0;
         };
         let mut seqs = self.send.unreported_on(path);
@@ -247,6 +248,14 @@ impl Session {
         }
         let carries = self.paths.get(path).is_some_and(|p| p.carries());
         if !carries && self.paths.iter().any(|p| p.carries()) {
+            // A standby sends the copies of a silent path's frames it was given
+            // (`Paths::copy_target`), and nothing else.
+            if self.paths.get(path).is_some_and(|p| !p.suspect()) {
+                self.write_copies(rec, out);
+                if rec.used(out) > 0 {
+                    tracing::debug!(path, bytes = rec.used(out), "standby path sent copies");
+                }
+            }
             return self.sent(rec, out);
         }
         if !self.write_control(rec, out) || !self.write_datagrams(rec, out) || !carries {
@@ -406,6 +415,26 @@ impl Session {
     /// Copies this path owes (redundant scheduling, stalls), then frames whose paths died,
     /// which go first on whichever path asks. False if the record filled up.
     fn write_owed(&mut self, rec: Rec, out: &mut Vec<u8>) -> bool {
+        if !self.write_copies(rec, out) {
+            return false;
+        }
+        while let Some(seq) = self.send.next_retransmit_for(rec.path) {
+            let frame = &self.send.get(seq).expect("queued frames are outgoing").frame;
+            if !rec.fits(out, frame) {
+                return false;
+            }
+            let payload = self.put(rec, seq, out);
+            self.paths.entry(rec.path).counters.payload_resent += payload;
+            self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
+            self.counters.resent_lost += 1;
+            self.send.retransmitted(seq);
+        }
+        true
+    }
+
+    /// Copies this path owes (redundant scheduling, stalls, hedges). False if the record
+    /// filled up.
+    fn write_copies(&mut self, rec: Rec, out: &mut Vec<u8>) -> bool {
         let bit = 1u64 << rec.path;
         while let Some(&seq) = self.paths.get(rec.path).and_then(|p| p.dup.front()) {
             match self.send.get(seq) {
@@ -431,17 +460,6 @@ impl Session {
                 _ => {}
             }
             self.paths.entry(rec.path).dup.pop_front();
-        }
-        while let Some(seq) = self.send.next_retransmit_for(rec.path) {
-            let frame = &self.send.get(seq).expect("queued frames are outgoing").frame;
-            if !rec.fits(out, frame) {
-                return false;
-            }
-            let payload = self.put(rec, seq, out);
-            self.paths.entry(rec.path).counters.payload_resent += payload;
-            self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
-            self.counters.resent_lost += 1;
-            self.send.retransmitted(seq);
         }
         true
     }
