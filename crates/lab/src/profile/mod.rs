@@ -151,6 +151,17 @@ pub fn seed_default(lte_rtt: u64) -> Profile {
     wifi_lte(name, (7040, 2020), (9185, 2286), lte_rtt)
 }
 
+/// `seed-default-lossy`: seed-default with 1 % random loss on WiFi, both directions, at a
+/// stable rate: the path the no-flapping floor describes (a lossy link is not a
+/// failing one; its monitor must never demote it).
+pub fn seed_default_lossy() -> Profile {
+    let mut p = seed_default(70);
+    p.name = "seed-default-lossy".into();
+    p.paths[0].down.loss = 0.01;
+    p.paths[0].up.loss = 0.01;
+    p
+}
+
 /// `seed-default-wifi20`: seed-default's rates and buffers with WiFi's RTT 20 ms and LTE's
 /// 70 ms, the RTTs of MPFlex's TxDelay experiment (Nikravesh et al., "20 ms vs 70 ms";
 /// the paper gives no rates, so the rates of its default profile).
@@ -529,7 +540,8 @@ fn event(e: &EventToml, paths: &[PathSpec]) -> Result<Event> {
 impl Profile {
     /// One profile: a built-in or a TOML file.
     ///
-    /// Built-ins: `seed-default`, `seed-default-270`, `seed-default-470` ([`seed_default`]);
+    /// Built-ins: `seed-default`, `seed-default-270`, `seed-default-470` ([`seed_default`]),
+    /// `seed-default-wifi20`, `seed-default-lossy`, `wifi-good`, `wifi-bad`, `wifi-onoff`;
     /// `bw-grid:<wifi>x<lte>` ([`bw_grid`]) and `ecf-asym:<wifi>x<lte>` ([`ecf_asym`]) with
     /// rates in Mbit/s, fractions allowed, rounded to whole kbit/s (the name is normalised
     /// to the shortest decimals: `bw-grid:2.50x27.5` is named `bw-grid:2.5x27.5`);
@@ -541,6 +553,7 @@ impl Profile {
             "seed-default-270" => return Ok(seed_default(270)),
             "seed-default-470" => return Ok(seed_default(470)),
             "seed-default-wifi20" => return Ok(seed_default_wifi20()),
+            "seed-default-lossy" => return Ok(seed_default_lossy()),
             "wifi-good" => return Ok(wifi_good()),
             "wifi-bad" => return Ok(wifi_bad()),
             "wifi-onoff" => return wifi_onoff(40.0),
@@ -581,7 +594,7 @@ impl Profile {
             if FAMILIES.contains(&spec) || spec.starts_with("traces:") {
                 bail!("profile {spec:?} is a family of several profiles; it is accepted where profiles are expanded, or pick one, e.g. bw-grid:2.5x27.5");
             }
-            bail!("unknown profile {spec:?}: not a built-in (seed-default, seed-default-270, seed-default-470, seed-default-wifi20, wifi-good, wifi-bad, wifi-onoff[:<mean s>], bw-grid:<wifi>x<lte>, ecf-asym:<wifi>x<lte> in Mbit/s, trace:<path-prefix>; families: bw-grid, ecf-asym, ecf-asym-all, seed-default-all, traces:<dir>) and no such file");
+            bail!("unknown profile {spec:?}: not a built-in (seed-default, seed-default-270, seed-default-470, seed-default-wifi20, seed-default-lossy, wifi-good, wifi-bad, wifi-onoff[:<mean s>], bw-grid:<wifi>x<lte>, ecf-asym:<wifi>x<lte> in Mbit/s, trace:<path-prefix>; families: bw-grid, ecf-asym, ecf-asym-all, seed-default-all, traces:<dir>) and no such file");
         }
         let text = std::fs::read_to_string(path)?;
         let t: ProfileToml = toml::from_str(&text).with_context(|| format!("profile {}", path.display()))?;

@@ -10,6 +10,9 @@ fn builtins() {
     assert_eq!(p.paths[0].down.delay, Duration::from_millis(10));
     assert_eq!(p.paths[1].up.delay, Duration::from_millis(35));
     assert_eq!(p.paths[0].down.rate, Rate::Constant(7040));
+    let p = Profile::resolve("seed-default-lossy").unwrap();
+    assert_eq!((p.paths[0].down.loss, p.paths[0].up.loss), (0.01, 0.01));
+    assert_eq!((p.paths[1].down.loss, p.paths[1].up.loss), (0.0, 0.0));
     assert!(Profile::resolve("nope").is_err());
 }
 

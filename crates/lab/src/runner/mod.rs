@@ -551,7 +551,11 @@ impl Bench<'_> {
             mpflex::wait_paths_up(self.topo, bin, k, Duration::from_secs(15));
         }
         let upload = self.spec().upload(point.variant);
-        let (before, dup_before) = mpflex::counters(&mpflex::status(self.topo, bin, k)?, upload);
+        let status = mpflex::status(self.topo, bin, k)?;
+        let (before, dup_before) = mpflex::counters(&status, upload);
+        // No server session yet is no counts yet.
+        let server_before = mpflex::server_status(self.topo, bin, k).unwrap_or_default();
+        let watched_before = mpflex::supervision(&status, &server_before);
         let (ms, extra) = match &self.lan {
             // The LAN host reaches the server's address, through the TPROXY ingress.
             Some(lan) => {
@@ -572,6 +576,19 @@ impl Bench<'_> {
         let status = mpflex::status(self.topo, bin, k)?;
         let (after, dup_after) = mpflex::counters(&status, upload);
         let mut extra = extra;
+        let server_after = mpflex::server_status(self.topo, bin, k).unwrap_or_default();
+        let watched = mpflex::supervision(&status, &server_after);
+        for (key, (after, before)) in ["suspicions", "demotions"]
+            .into_iter()
+            .zip(watched.iter().zip(&watched_before))
+        {
+            let delta: Vec<u64> = after
+                .iter()
+                .zip(before.iter().chain(std::iter::repeat(&0)))
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect();
+            extra.insert(key.into(), delta.into());
+        }
         if self.spec().datagrams() {
             // The client's datagram counts (since the pair started, unless kept up): its
             // queue's drops when it sends, its reordering when it receives.

@@ -106,8 +106,10 @@ fn configs(topo: &Topology, bin: &Path, setup: &Setup<'_>) -> Result<(String, St
     let (sp, spub) = keygen(bin)?;
     let (cp, cpub) = keygen(bin)?;
     let (mport, sport, stport) = (MPFLEX_PORT + k, SOCKS_PORT + k, STATUS_PORT + k);
+    // The server's status answers in its own namespace (its paths' supervision counters).
     let server = format!(
         "listen = [\"0.0.0.0:{mport}\"]\nprivate_key = \"{sp}\"\nscheduler = \"{sched}\"\n\
+         status_listen = \"127.0.0.1:{stport}\"\n\
          [[clients]]\nname = \"lab\"\npublic_key = \"{cpub}\"\n[acl]\nallow_loopback = true\nallow_private = true\n[tuning]\ncongestion = \"{cc}\"\n{tuning}"
     );
     let mut client = format!(
@@ -179,12 +181,41 @@ pub fn start(topo: &Topology, bin: &Path, setup: &Setup<'_>, dir: &Path, stop: &
 
 /// The `k`th pair's client status.
 pub fn status(topo: &Topology, bin: &Path, k: u16) -> Result<serde_json::Value> {
+    status_in(&topo.client_ns, bin, k)
+}
+
+/// The `k`th pair's server status (every session it holds).
+pub fn server_status(topo: &Topology, bin: &Path, k: u16) -> Result<serde_json::Value> {
+    status_in(&topo.server_ns, bin, k)
+}
+
+/// `mpflex status --json` of the `k`th pair's process in namespace `ns`.
+fn status_in(ns: &str, bin: &Path, k: u16) -> Result<serde_json::Value> {
     let out = Command::new("ip")
-        .args(["netns", "exec", &topo.client_ns])
+        .args(["netns", "exec", ns])
         .arg(bin)
         .args(["status", "--json", "--addr", &format!("127.0.0.1:{}", STATUS_PORT + k)])
         .output()?;
     Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// Per path, how often either end suspected it (`suspicions`: silent while holding data)
+/// and demoted it (`demotions`: the proactive monitor's verdict), summed over the client's
+/// session and the server's sessions: a path that flaps shows in these.
+pub fn supervision(client: &serde_json::Value, server: &serde_json::Value) -> [Vec<u64>; 2] {
+    let sessions = server["sessions"].as_array().map(Vec::as_slice).unwrap_or_default();
+    ["suspicions", "demotions"].map(|key| {
+        let mut sum = path_counter(client, key);
+        for s in sessions {
+            for (i, n) in path_counter(s, key).into_iter().enumerate() {
+                if i >= sum.len() {
+                    sum.resize(i + 1, 0);
+                }
+                sum[i] += n;
+            }
+        }
+        sum
+    })
 }
 
 /// Whether the `k`th pair's client has every path up.
@@ -287,6 +318,19 @@ pub fn pacing(sched: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn supervision_counts_add_up_over_both_ends() {
+        let client =
+            serde_json::json!({"paths": [{"suspicions": 1, "demotions": 0}, {"suspicions": 0, "demotions": 2}]});
+        let server = serde_json::json!({"sessions": [
+            {"paths": [{"suspicions": 3, "demotions": 1}]},
+            {"paths": [{"suspicions": 0, "demotions": 0}, {"suspicions": 5, "demotions": 0}, {"suspicions": 1}]},
+        ]});
+        assert_eq!(supervision(&client, &server), [vec![4, 5, 1], vec![1, 2, 0]]);
+        let none = serde_json::Value::default();
+        assert_eq!(supervision(&client, &none), [vec![1, 0], vec![0, 2]]);
+    }
 
     #[test]
     fn backup_paths_are_not_tuning_keys() {
