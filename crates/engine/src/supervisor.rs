@@ -277,6 +277,16 @@ const PING_PONG: Duration = Duration::from_secs(60);
 const LOSS_MIN_SEGS: u32 = 60;
 /// Loss ratio that demotes: at least this, and three times the path's own baseline.
 const LOSS_DEMOTE: f64 = 0.03;
+/// ... and a count of retransmissions this improbable were the path losing at its
+/// baseline (at least a third of [`LOSS_DEMOTE`]): over the window's few segments a
+/// 1 %-loss path shows 3 % often (4 of 84 segments: a 1-in-130 window), and a WiFi path
+/// with 1 % random loss carrying an upload was demoted twice in five minutes on that
+/// alone (docs/paths.md, the no-flapping row).
+const LOSS_SIGNIFICANCE: f64 = 1e-4;
+/// A bin delivering more than this many times the path's typical rate is a path taking
+/// on more (a transfer starting, a congestion control probing), not a failing one: its
+/// losses are that growth's (BBR's start-up into WiFi's 50 ms buffer: 26 of 204 segments).
+const RATE_GROWING: f64 = 2.0;
 /// ... and that still allows promotion (below it, or within 1.5× the baseline).
 const LOSS_CLEAR: f64 = 0.015;
 /// A bin's RTT is inflated beyond this many minimum RTTs (and by 40 ms) ...
@@ -463,7 +473,12 @@ impl Quality {
         } else {
             0.0
         };
-        let lossy = segs >= LOSS_MIN_SEGS && ratio >= LOSS_DEMOTE.max(3.0 * baseline);
+        let typical = median_nonzero(&self.rates);
+        let growing = typical > 0 && bin.rate as f64 > RATE_GROWING * typical as f64;
+        let lossy = segs >= LOSS_MIN_SEGS
+            && ratio >= LOSS_DEMOTE.max(3.0 * baseline)
+            && poisson_tail(retrans, segs as f64 * baseline.max(LOSS_DEMOTE / 3.0)) < LOSS_SIGNIFICANCE
+            && !growing;
         let loss_clear = segs < LOSS_MIN_SEGS / 3 || ratio < LOSS_CLEAR.max(1.5 * baseline);
         let min = bin.min_rtt;
         // The RTT is read only from bins with acknowledgements (an idle path's smoothed
@@ -484,7 +499,6 @@ impl Quality {
         // on a short path is no baseline; application-limited samples count, as lower
         // bounds) with its RTT up, by a factor and by 40 ms (on a LAN path of a few
         // microseconds a millisecond's queue is a large factor and no failure).
-        let typical = median_nonzero(&self.rates);
         let collapsed = fresh
             && bin.saturated
             && rising
@@ -540,6 +554,26 @@ impl Quality {
         }
         Verdict::Unchanged
     }
+}
+
+/// P(X ≥ k) for X Poisson with mean `lambda`: how likely `k` or more losses are at the
+/// expected count (1 where `k` is no more than expected; the test needs only small tails).
+fn poisson_tail(k: u32, lambda: f64) -> f64 {
+    if k == 0 || k as f64 <= lambda {
+        return 1.0;
+    }
+    // The first term in logarithms (exp(-λ) underflows on a fast path's window), then the
+    // series, whose terms fall from there on.
+    let ln_fact: f64 = (2..=k).map(|i| (i as f64).ln()).sum();
+    let mut term = (-lambda + k as f64 * lambda.ln() - ln_fact).exp();
+    let mut sum = 0.0;
+    let mut i = k;
+    while term > sum * 1e-12 && i < k + 100_000 {
+        sum += term;
+        i += 1;
+        term *= lambda / i as f64;
+    }
+    sum
 }
 
 /// The median of the non-zero values (0 if none).
@@ -695,6 +729,68 @@ mod tests {
         let v = feed(&mut q, t0, 16_000, 30_000, &mut c, |_| (1, 0, 55, 300_000, false));
         let again = v.iter().find(|v| v.1 == Verdict::Promoted).expect("promoted").0;
         assert!(again - 16_000 >= 5_900, "promoted after {} ms", again - 16_000);
+    }
+
+    #[test]
+    fn the_poisson_tail_matches_hand_computed_values() {
+        // λ = 0.84: P(X ≥ 4) = 1 − e^−λ (1 + λ + λ²/2 + λ³/6).
+        let l: f64 = 0.84;
+        let want = 1.0 - (-l).exp() * (1.0 + l + l * l / 2.0 + l * l * l / 6.0);
+        assert!((poisson_tail(4, l) - want).abs() < 1e-9, "{}", poisson_tail(4, l));
+        assert_eq!(poisson_tail(2, 3.0), 1.0, "at or below the mean");
+        assert_eq!(poisson_tail(0, 0.5), 1.0);
+        // A fast path's window (λ = 2000): far above the mean is far from likely, and no
+        // underflow makes it look likely.
+        assert!(poisson_tail(2300, 2000.0) < 1e-9);
+        assert!(poisson_tail(2050, 2000.0) > 0.1);
+    }
+
+    /// 1 % random loss at about 50 segments a second for five minutes (an upload's path
+    /// held by queue control: about a hundred segments in the loss window, where 3 % is
+    /// three or four losses): never demoted. A rise to 10 % still is.
+    #[test]
+    fn steady_random_loss_over_few_segments_is_no_trend() {
+        let t0 = Instant::now();
+        let mut q = Quality::default();
+        let mut c = (0, 0, 0);
+        // A fixed-seed generator: one segment every 20 ms, each lost with probability 1 %.
+        let rng = std::cell::Cell::new(0x2545_f491_4f6c_dd1du64);
+        let lost = |p: f64| {
+            let mut x = rng.get();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            rng.set(x);
+            ((x >> 11) as f64 / (1u64 << 53) as f64) < p
+        };
+        let v = feed(&mut q, t0, 0, 300_000, &mut c, |ms| {
+            let seg = (ms % 20 == 0) as u32;
+            (seg, seg * lost(0.01) as u32, 55, 75_000, false)
+        });
+        assert!(v.is_empty(), "{v:?}: {}", q.why());
+        let v = feed(&mut q, t0, 300_000, 310_000, &mut c, |ms| {
+            let seg = (ms % 20 == 0) as u32;
+            (seg, seg * lost(0.10) as u32, 55, 75_000, false)
+        });
+        assert_eq!(v.first().map(|v| v.1), Some(Verdict::Demoted), "{v:?}");
+    }
+
+    /// A transfer starting on a path that carried only requests: its congestion control's
+    /// start-up overshoots the buffer (8 % of its segments lost for two seconds) while the
+    /// rate grows tenfold. Not degradation.
+    #[test]
+    fn losses_while_the_rate_grows_are_not_degradation() {
+        let t0 = Instant::now();
+        let mut q = Quality::default();
+        let mut c = (0, 0, 0);
+        let v = feed(&mut q, t0, 0, 5_000, &mut c, |ms| {
+            ((ms % 100 == 0) as u32, 0, 55, 30_000, false)
+        });
+        assert!(v.is_empty());
+        let v = feed(&mut q, t0, 5_000, 7_000, &mut c, |ms| {
+            (4, (ms % 30 == 0) as u32, 60, 300_000, false)
+        });
+        assert!(v.is_empty(), "{v:?}: {}", q.why());
     }
 
     #[test]
