@@ -171,16 +171,21 @@ pub const PROBE_RTT: Duration = Duration::from_millis(200);
 /// one that is failing (a WiFi link fading out of coverage took a quarter of a stream's
 /// rate, and an outage stranded what it took); the faster path meanwhile delivers four
 /// segments per round trip and catches up when the probe ends. A bulk backlog, more than
-/// that, overflows as ever.
-pub(crate) fn faster_probing(paths: &[PathSnapshot], me: usize, allow_backup: bool, backlog: u64) -> bool {
+/// that, overflows as ever — and so does a sustained one however little of it is queued
+/// here: under the bound on bytes ahead of the paths a bulk upload shows only some tens of
+/// KB, and the slower path, waiting out each of the faster one's probes, drained its own
+/// short queue and idled (a BBR upload's LTE path 250 ms in every 10 s: MinRTT's share of
+/// capacity 0.5–1 point under ECF's).
+pub(crate) fn faster_probing(paths: &[PathSnapshot], me: usize, allow_backup: bool, q: &QueueView) -> bool {
     let m = &paths[me];
-    paths.iter().enumerate().any(|(i, p)| {
-        i != me
-            && p.usable(allow_backup)
-            && p.srtt < m.srtt
-            && p.probing_rtt()
-            && (backlog as f64) <= p.sending_rate() as f64 * (PROBE_RTT + p.srtt).as_secs_f64()
-    })
+    !q.sustained
+        && paths.iter().enumerate().any(|(i, p)| {
+            i != me
+                && p.usable(allow_backup)
+                && p.srtt < m.srtt
+                && p.probing_rtt()
+                && (q.bytes as f64) <= p.sending_rate() as f64 * (PROBE_RTT + p.srtt).as_secs_f64()
+        })
 }
 
 /// Index of the usable path with the smallest smoothed RTT among those with an RTT sample
@@ -252,6 +257,10 @@ pub struct QueueView {
     /// MPTCP's `tcp_wnd_end − snd_nxt`. `u64::MAX` when unknown or unlimited (the default).
     /// Only [`Blest`] reads it.
     pub send_window: u64,
+    /// The applications write faster than the paths carry (backlogged for a second and
+    /// refused room lately): a bulk transfer that the bound on bytes ahead of the paths
+    /// holds back, so `bytes` is a window onto a larger backlog, not all there is.
+    pub sustained: bool,
 }
 
 impl Default for QueueView {
@@ -260,6 +269,7 @@ impl Default for QueueView {
             bytes: 0,
             frames: 0,
             send_window: u64::MAX,
+            sustained: false,
         }
     }
 }
@@ -454,7 +464,7 @@ pub(crate) mod test_util {
         QueueView {
             bytes,
             frames: bytes.div_ceil(16384) as usize,
-            send_window: u64::MAX,
+            ..QueueView::default()
         }
     }
 

@@ -25,7 +25,7 @@ impl Scheduler for MinRtt {
         // A faster path that is ready and has room takes precedence; it is being asked too.
         // So does one whose window is only BBR's minimum-RTT probe, for a backlog it
         // carries soon after the probe.
-        if faster_available(paths, path, allow_backup) || faster_probing(paths, path, allow_backup, q.bytes) {
+        if faster_available(paths, path, allow_backup) || faster_probing(paths, path, allow_backup, q) {
             Decision::Wait { until: None }
         } else {
             Decision::head(budget)
@@ -81,6 +81,15 @@ mod tests {
             MinRtt.decide(now, 1, &paths, &queue(8 << 20), 4096),
             Decision::head(4096),
             "bulk overflows"
+        );
+        let sustained = QueueView {
+            sustained: true,
+            ..queue(1000)
+        };
+        assert_eq!(
+            MinRtt.decide(now, 1, &paths, &sustained, 4096),
+            Decision::head(4096),
+            "a sustained backlog overflows, however little of it is queued"
         );
         paths[0].pacing_rate = 4 * 1448 * 20 * 6 / 5;
         assert!(!paths[0].probing_rtt());

@@ -160,6 +160,9 @@ pub struct Session {
     /// [`Session::backpressure_engaged`]).
     backlog_since: Option<Instant>,
     backlog_seen: Option<Instant>,
+    /// When a stream was last refused room (the application offered more than the
+    /// session would take).
+    refused_at: Option<Instant>,
     counters: SessionCounters,
     dgrams: Datagrams,
     /// When a realtime datagram last went or came: a call engages queue control as an
@@ -256,6 +259,7 @@ impl Session {
             interactive_seen: None,
             backlog_since: None,
             backlog_seen: None,
+            refused_at: None,
             counters: SessionCounters::default(),
             dgrams: Datagrams::new(cfg.datagram_queue),
             realtime_seen: None,
@@ -391,6 +395,7 @@ impl Session {
         );
         if cap == 0 && self.streams.get(&stream).is_some_and(|s| !s.tx_done) {
             self.blocked.insert(stream);
+            self.refused_at = Some(self.last_now);
             self.note_backlog();
         }
         cap
@@ -492,6 +497,7 @@ impl Session {
         let cap = self.peek_capacity(stream) as usize;
         if cap < data.len() {
             self.blocked.insert(stream);
+            self.refused_at = Some(self.last_now);
             self.note_backlog();
         }
         let n = data.len().min(cap);
@@ -632,6 +638,18 @@ impl Session {
         (self.send.has_urgent_streams() && recent(self.interactive_seen))
             || recent(self.realtime_seen)
             || (self.cfg.queue_control_sustained && self.sustained_backlog(now))
+    }
+
+    /// Whether applications write faster than the paths carry: the session has been
+    /// backlogged for [`SUSTAINED_BACKLOG`] and refused a stream room within
+    /// [`SUSTAINED_GAP`]. A stream at a fixed rate keeps a few bytes ahead of the paths
+    /// at every look (a sustained backlog) but is never refused; a bulk transfer held to
+    /// the bound on bytes ahead is, all the time.
+    pub(super) fn bulk_held(&self, now: Instant) -> bool {
+        self.sustained_backlog(now)
+            && self
+                .refused_at
+                .is_some_and(|t| now.saturating_duration_since(t) < SUSTAINED_GAP)
     }
 
     /// Whether applications have kept the session backlogged for [`SUSTAINED_BACKLOG`].

@@ -106,6 +106,28 @@ fn a_sustained_backlog_survives_a_short_pause() {
     assert!(!s.backpressure_engaged(t0 + ms(1000)));
 }
 
+/// A backlog sustained for a second is a bulk transfer held back only if a stream was
+/// refused room lately: a fixed-rate stream keeps bytes ahead at every look but writes all
+/// it has.
+#[test]
+fn only_a_refused_backlog_is_bulk_held_back() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut s = Session::new(
+        EngineConfig::new(Role::Client),
+        mpflex_sched::by_name("minrtt").unwrap(),
+        t0,
+    );
+    s.backlog_since = Some(t0);
+    s.backlog_seen = Some(t0 + ms(1200));
+    assert!(s.sustained_backlog(t0 + ms(1200)));
+    assert!(!s.bulk_held(t0 + ms(1200)), "never refused");
+    s.refused_at = Some(t0 + ms(1100));
+    assert!(s.bulk_held(t0 + ms(1200)));
+    s.backlog_seen = Some(t0 + ms(2500));
+    assert!(!s.bulk_held(t0 + ms(2500)), "refused over a second ago");
+}
+
 /// The longest wait between deliveries of a stream of 2 KB every 10 ms when the link
 /// of the path carrying it goes at 305 ms (`told`: the client's link watcher sees it; else it goes dark
 /// unseen), when the server heard of it, and which path it was.
