@@ -1,5 +1,5 @@
-//! Which path takes a copy of a small interactive frame (hedging, see
-//! `Session::hedge`).
+//! Which path takes a copy: of a small interactive frame (hedging, see
+//! `Session::hedge`), of what a stalled or silent path holds.
 
 use std::time::{Duration, Instant};
 
@@ -41,5 +41,34 @@ impl Paths {
             .filter(|(t, _)| t.is_finite() && *t <= mine + 2.0 * srtt)
             .min_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(_, id)| id)
+    }
+
+    /// The up, unsuspected path with the lowest srtt among those not in `exclude` (a mask).
+    pub fn fastest_except(&self, exclude: u64) -> Option<usize> {
+        self.entries
+            .iter()
+            .filter(|p| p.carries() && exclude & (1 << p.snap.id) == 0)
+            .min_by_key(|p| (p.snap.srtt, p.snap.id))
+            .map(|p| p.snap.id)
+    }
+
+    /// Where what silent path `quiet` holds is copied (a path check's `Hedge`): the
+    /// fastest other path that carries; while none does, the fastest of those that would
+    /// carry were `quiet` suspect (a backup). Not a path the energy-aware mode holds back:
+    /// a hiccup is no reason to pay a cellular radio's promotion and tail.
+    /// Reason: the copy is sent at two thirds of the suspicion threshold, so that a dark
+    /// path's frames are on their way before it is declared suspect; a backup that waited
+    /// for the suspicion (and then restarted from its initial window) left a gap 80 ms
+    /// longer than a second primary's (docs/paths.md, the tiers row). It takes copies
+    /// only: new data still waits for the primary to be suspect.
+    pub fn copy_target(&self, quiet: usize) -> Option<usize> {
+        self.fastest_except(1 << quiet).or_else(|| {
+            let successors = self.carrying_without(1 << quiet);
+            self.entries
+                .iter()
+                .filter(|p| successors & (1u64 << p.snap.id) != 0 && !p.energy_standby)
+                .min_by_key(|p| (p.snap.srtt, p.snap.id))
+                .map(|p| p.snap.id)
+        })
     }
 }

@@ -78,19 +78,25 @@ fn a_peer_that_lost_the_session_starts_everything_over() {
     assert!(pair.client.has_history());
 }
 
-/// The bound on bytes ahead engages after a second of backlog and, once engaged, holds
-/// through a pause shorter than a second; a backlog still building ends after 100 ms.
-#[test]
-fn a_sustained_backlog_survives_a_short_pause() {
-    let t0 = Instant::now();
-    let ms = Duration::from_millis;
+/// A client session (MinRTT) backlogged from `t0` to `t0` + 1.2 s.
+fn backlogged_client(t0: Instant) -> Session {
     let mut s = Session::new(
         EngineConfig::new(Role::Client),
         mpflex_sched::by_name("minrtt").unwrap(),
         t0,
     );
     s.backlog_since = Some(t0);
-    s.backlog_seen = Some(t0 + ms(1200));
+    s.backlog_seen = Some(t0 + Duration::from_millis(1200));
+    s
+}
+
+/// The bound on bytes ahead engages after a second of backlog and, once engaged, holds
+/// through a pause shorter than a second; a backlog still building ends after 100 ms.
+#[test]
+fn a_sustained_backlog_survives_a_short_pause() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut s = backlogged_client(t0);
     assert!(s.backpressure_engaged(t0 + ms(1200)));
     assert!(
         s.backpressure_engaged(t0 + ms(1900)),
@@ -113,13 +119,7 @@ fn a_sustained_backlog_survives_a_short_pause() {
 fn only_a_refused_backlog_is_bulk_held_back() {
     let t0 = Instant::now();
     let ms = Duration::from_millis;
-    let mut s = Session::new(
-        EngineConfig::new(Role::Client),
-        mpflex_sched::by_name("minrtt").unwrap(),
-        t0,
-    );
-    s.backlog_since = Some(t0);
-    s.backlog_seen = Some(t0 + ms(1200));
+    let mut s = backlogged_client(t0);
     assert!(s.sustained_backlog(t0 + ms(1200)));
     assert!(!s.bulk_held(t0 + ms(1200)), "never refused");
     s.refused_at = Some(t0 + ms(1100));

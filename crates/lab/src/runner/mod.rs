@@ -582,23 +582,14 @@ impl Bench<'_> {
             .into_iter()
             .zip(watched.iter().zip(&watched_before))
         {
-            let delta: Vec<u64> = after
-                .iter()
-                .zip(before.iter().chain(std::iter::repeat(&0)))
-                .map(|(a, b)| a.saturating_sub(*b))
-                .collect();
-            extra.insert(key.into(), delta.into());
+            extra.insert(key.into(), mpflex::per_path_delta(after, before).into());
         }
         if self.spec().datagrams() {
             // The client's datagram counts (since the pair started, unless kept up): its
             // queue's drops when it sends, its reordering when it receives.
             extra.insert("mpflex_client_datagrams".into(), status["datagrams"].clone());
         }
-        let delta = after
-            .iter()
-            .zip(before.iter().chain(std::iter::repeat(&0)))
-            .map(|(a, b)| a.saturating_sub(*b))
-            .collect();
+        let delta = mpflex::per_path_delta(&after, &before);
         Ok(Measured {
             ms,
             share: None,

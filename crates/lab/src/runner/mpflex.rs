@@ -199,6 +199,15 @@ fn status_in(ns: &str, bin: &Path, k: u16) -> Result<serde_json::Value> {
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
+/// Per-path counts over a measurement: `after − before`, a path new since counting from 0.
+pub fn per_path_delta(after: &[u64], before: &[u64]) -> Vec<u64> {
+    after
+        .iter()
+        .zip(before.iter().chain(std::iter::repeat(&0)))
+        .map(|(a, b)| a.saturating_sub(*b))
+        .collect()
+}
+
 /// Per path, how often either end suspected it (`suspicions`: silent while holding data)
 /// and demoted it (`demotions`: the proactive monitor's verdict), summed over the client's
 /// session and the server's sessions: a path that flaps shows in these.
