@@ -204,6 +204,17 @@ impl Scheduler for Dems {
         let (d, delta) = self.delta(small, me, measured);
         let threshold = (d - delta) * bandwidth(small);
         if q.bytes > 0 {
+            // A bulk transfer that the bound on bytes ahead of the paths holds back
+            // (`QueueView::sustained`): the queue here is a window onto a backlog whose end
+            // the application has not written yet. There is no tail to work from, and the
+            // threshold would compare ΔOWD's bytes with a window of the bound's size — the
+            // slow path waited for an end that stays ahead for as long as the transfer
+            // lasts (a 4 MB chunk over a 270 ms LTE path: LTE idle after 2 s, the chunk
+            // 1.4 × its time without queue control). It sends from the head, as beyond the
+            // horizon.
+            if q.sustained {
+                return send_within_window(now, me, End::Head, budget);
+            }
             if self.horizon {
                 let round = (small.srtt + me.srtt).as_secs_f64();
                 // Each path's rate as the larger of its window per srtt and the kernel's
@@ -269,6 +280,29 @@ mod tests {
 
     fn tail(max_bytes: usize) -> Decision {
         Decision::in_window(End::Tail, max_bytes)
+    }
+
+    /// Under the bound on bytes ahead a bulk transfer shows only a window of its backlog
+    /// (here 60 KB, below ΔOWD·BW_wifi = 96,800 bytes): the slow path sends from the head
+    /// instead of waiting for a tail that is not there yet.
+    #[test]
+    fn a_backlog_held_back_is_no_tail_to_wait_for() {
+        let now = Instant::now();
+        let paths = seed_270();
+        let mut s = Dems::new(DemsVariant::Full);
+        assert_eq!(
+            s.decide(now, 1, &paths, &queue(60_000), 65536),
+            Decision::Wait { until: None },
+            "a chunk's last 60 KB: the slow path stops"
+        );
+        let held = QueueView {
+            sustained: true,
+            ..queue(60_000)
+        };
+        assert_eq!(
+            s.decide(now, 1, &paths, &held, 65536),
+            Decision::in_window(End::Head, 65536)
+        );
     }
 
     #[test]
