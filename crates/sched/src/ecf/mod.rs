@@ -447,6 +447,17 @@ impl Scheduler for Ecf {
             // This path is x_f, or nothing to compare with: MinRTT.
             _ => return self.send(budget),
         };
+        // A bulk transfer the bound on bytes ahead of the paths holds back
+        // (`QueueView::sustained`): k is a window onto a backlog the application has not
+        // handed over yet, not what is left, and x_s waiting for x_f to drain it waits
+        // for as long as the transfer lasts (a 4 MB chunk over a 270 ms LTE path took
+        // 1.52 × its time without queue control). The backlog is not ending: x_s sends,
+        // as ECF's rule does for a large k.
+        if queue.sustained {
+            self.waiting = false;
+            self.wait_since = None;
+            return send_within_window(now, me, End::Head, budget);
+        }
         let fp = &paths[f];
         // x_f is strictly faster and not available (else `faster_available`): ECF proper,
         // in integer bytes × nanoseconds like upstream, so boundaries are exact.

@@ -403,3 +403,18 @@ fn wait_is_capped_when_the_fast_path_stalls() {
 }
 
 mod idle;
+
+/// A chunk's last 20 KB with the fast path's window full: x_s waits for it (ECF). The same
+/// 20 KB as the window the bound on bytes ahead lets through of a held bulk transfer
+/// (`QueueView::sustained`) is no end in sight: x_s sends.
+#[test]
+fn a_backlog_held_back_is_not_waited_out() {
+    let now = Instant::now();
+    let paths = fast_full(50, 270);
+    assert!(is_wait(Ecf::default().decide(now, 1, &paths, &queue(20_000), 65536)));
+    let held = QueueView {
+        sustained: true,
+        ..queue(20_000)
+    };
+    assert!(!is_wait(Ecf::default().decide(now, 1, &paths, &held, 65536)));
+}
