@@ -164,6 +164,11 @@ pub struct Session {
     /// When a stream was last refused room (the application offered more than the
     /// session would take).
     refused_at: Option<Instant>,
+    /// Streams whose application had more to give than the session took, as far as the
+    /// session knows: refused room and not since seen to run dry
+    /// ([`Session::stream_source_dry`]), finish or end. While one is, the queue ahead of the
+    /// paths is a window onto a larger backlog ([`Session::bulk_held`]).
+    held: HashSet<StreamId>,
     counters: SessionCounters,
     dgrams: Datagrams,
     /// When a realtime datagram last went or came: a call engages queue control as an
@@ -261,6 +266,7 @@ impl Session {
             backlog_since: None,
             backlog_seen: None,
             refused_at: None,
+            held: HashSet::new(),
             counters: SessionCounters::default(),
             dgrams: Datagrams::new(cfg.datagram_queue),
             realtime_seen: None,
@@ -395,9 +401,7 @@ impl Session {
             "send_capacity"
         );
         if cap == 0 && self.streams.get(&stream).is_some_and(|s| !s.tx_done) {
-            self.blocked.insert(stream);
-            self.refused_at = Some(self.last_now);
-            self.note_backlog();
+            self.refuse(stream);
         }
         cap
     }
@@ -497,9 +501,7 @@ impl Session {
     pub fn stream_send(&mut self, stream: StreamId, mut data: Bytes) -> usize {
         let cap = self.peek_capacity(stream) as usize;
         if cap < data.len() {
-            self.blocked.insert(stream);
-            self.refused_at = Some(self.last_now);
-            self.note_backlog();
+            self.refuse(stream);
         }
         let n = data.len().min(cap);
         if n == 0 {
@@ -523,6 +525,24 @@ impl Session {
         n
     }
 
+    /// The stream is refused room: it waits for [`Event::StreamWritable`], and its
+    /// application is ahead of the paths until it is seen to run dry.
+    fn refuse(&mut self, stream: StreamId) {
+        self.blocked.insert(stream);
+        self.held.insert(stream);
+        self.refused_at = Some(self.last_now);
+        self.note_backlog();
+    }
+
+    /// The stream's application had fewer bytes to give than the session would take (a
+    /// read returned less than asked, or nothing): what is queued of it is all there is
+    /// for now, so a scheduler waiting for a chunk's end may wait ([`QueueView::sustained`]).
+    ///
+    /// [`QueueView::sustained`]: mpflex_sched::QueueView::sustained
+    pub fn stream_source_dry(&mut self, stream: StreamId) {
+        self.held.remove(&stream);
+    }
+
     /// The application half-closed its side.
     pub fn stream_finish(&mut self, stream: StreamId) {
         let Some(s) = self.streams.get_mut(&stream) else { return };
@@ -532,6 +552,7 @@ impl Session {
         s.tx_done = true;
         let offset = s.tx_offset;
         self.blocked.remove(&stream);
+        self.held.remove(&stream);
         self.send.stage_fin(stream, offset, self.last_now);
         self.maybe_forget(stream);
         self.wake();
@@ -554,6 +575,7 @@ impl Session {
             return false;
         }
         self.blocked.remove(&stream);
+        self.held.remove(&stream);
         self.windows_needed.remove(&stream);
         self.send.forget(stream);
         let unsent = self.send.unstage(stream);
@@ -689,6 +711,7 @@ impl Session {
         }
         self.streams.clear();
         self.blocked.clear();
+        self.held.clear();
         self.windows_needed.clear();
         self.flow = SessionFlow::new(self.cfg.session_window);
         self.send = SendQueue::default();

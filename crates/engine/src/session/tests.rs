@@ -113,8 +113,8 @@ fn a_sustained_backlog_survives_a_short_pause() {
 }
 
 /// A backlog sustained for a second is a bulk transfer held back only if a stream was
-/// refused room lately: a fixed-rate stream keeps bytes ahead at every look but writes all
-/// it has.
+/// refused room lately and has not run dry since: a fixed-rate stream keeps bytes ahead at
+/// every look but writes all it has, and a transfer whose last bytes were read is ending.
 #[test]
 fn only_a_refused_backlog_is_bulk_held_back() {
     let t0 = Instant::now();
@@ -123,7 +123,14 @@ fn only_a_refused_backlog_is_bulk_held_back() {
     assert!(s.sustained_backlog(t0 + ms(1200)));
     assert!(!s.bulk_held(t0 + ms(1200)), "never refused");
     s.refused_at = Some(t0 + ms(1100));
+    s.held.insert(1);
     assert!(s.bulk_held(t0 + ms(1200)));
+    s.stream_source_dry(1);
+    assert!(
+        !s.bulk_held(t0 + ms(1200)),
+        "its last bytes were read: the queue is the tail"
+    );
+    s.held.insert(1);
     s.backlog_seen = Some(t0 + ms(2500));
     assert!(!s.bulk_held(t0 + ms(2500)), "refused over a second ago");
 }

@@ -78,11 +78,20 @@ async fn uplink(h: SessionHandle, id: StreamId, rd: OwnedReadHalf, sig: Arc<Stre
                 return;
             }
             Ok(data) => {
+                let dry = data.len() < want;
                 if !offer(&h, id, &sig, data).await {
                     return;
                 }
+                // The socket held less than the session would take: the application is
+                // not ahead of the paths now, and what is queued is all there is.
+                if dry {
+                    h.with(|sh| sh.sess.stream_source_dry(id));
+                }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                h.with(|sh| sh.sess.stream_source_dry(id));
+                continue;
+            }
             Err(e) => {
                 debug!(stream = id, "application read failed: {e}");
                 h.with(|sh| sh.sess.stream_reset(id, reset::APP));
