@@ -19,10 +19,15 @@ impl Session {
     /// interactive traffic comes, instead of draining a full bottleneck buffer in front
     /// of it (QCUT keeps the on-device queue short whatever the traffic).
     pub fn queue_control_engaged(&self, now: Instant) -> bool {
+        self.protecting(now) || (self.cfg.queue_control_sustained && self.sustained_backlog(now))
+    }
+
+    /// Whether interactive or realtime traffic is there for queue control to protect now
+    /// (see [`Session::queue_control_engaged`] and
+    /// [`crate::writer::PathWriter::set_protecting`]).
+    pub(super) fn protecting(&self, now: Instant) -> bool {
         let recent = |t: Option<Instant>| t.is_some_and(|t| now.saturating_duration_since(t) < ENGAGE_HOLD);
-        (self.send.has_urgent_streams() && recent(self.interactive_seen))
-            || recent(self.realtime_seen)
-            || (self.cfg.queue_control_sustained && self.sustained_backlog(now))
+        (self.send.has_urgent_streams() && recent(self.interactive_seen)) || recent(self.realtime_seen)
     }
 
     /// Whether applications write faster than the paths carry: the session has been

@@ -59,6 +59,7 @@ impl Session {
         let snap = writer.observe(path, info, bandwidth);
         self.read_kernel(path, info, now);
         let engaged = self.queue_control_engaged(now);
+        writer.set_protecting(self.protecting(now));
         if engaged {
             writer.steer(self.paths.queue_delay(path, now), info, now);
         }

@@ -318,6 +318,39 @@ fn until_a_queue_shows_the_limit_grows_by_half_per_step() {
     assert!(after as f64 <= at_aim as f64 * 1.25 + 1.0, "{at_aim} → {after}");
 }
 
+/// With nothing to protect (queue control engaged by a sustained transfer only), the
+/// limit ramps as slow start does — doubling per step, never past the window — until a
+/// queue shows; protecting again, it goes on by half.
+#[test]
+fn with_nothing_to_protect_the_limit_doubles_up_to_the_window() {
+    let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+    w.set_protecting(false);
+    let mut i = info(0, 0); // no rate yet: the initial window
+    i.min_rtt = 470_000;
+    i.rtt = 470_000;
+    i.snd_cwnd = 100;
+    let t0 = Instant::now();
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    assert_eq!(w.queue_limit(), Some(10 * 1448));
+    hold_limit(&w, &mut i);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    w.steer(None, &i, t0);
+    assert_eq!(w.queue_limit(), Some(20 * 1448), "held back, no queue: doubles");
+    // Never past the window: it would read as the window holding the path back.
+    i.snd_cwnd = 30;
+    hold_limit(&w, &mut i);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    w.steer(None, &i, t0 + Duration::from_millis(500));
+    assert_eq!(w.queue_limit(), Some(30 * 1448), "up to the window");
+    // Protecting again (a request came), the ramp goes on by half.
+    w.set_protecting(true);
+    i.snd_cwnd = 200;
+    hold_limit(&w, &mut i);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    w.steer(None, &i, t0 + Duration::from_millis(1000));
+    assert_eq!(w.queue_limit(), Some(45 * 1448));
+}
+
 /// A queue read while the path holds little of its limit and the limit held nothing
 /// back (a path carrying only pings) neither cuts the limit nor ends its ramp.
 #[test]
