@@ -19,7 +19,13 @@ impl Session {
     /// interactive traffic comes, instead of draining a full bottleneck buffer in front
     /// of it (QCUT keeps the on-device queue short whatever the traffic).
     pub fn queue_control_engaged(&self, now: Instant) -> bool {
-        self.protecting(now) || (self.cfg.queue_control_sustained && self.sustained_backlog(now))
+        self.protecting(now) || self.engaged_by_backlog(now)
+    }
+
+    /// Whether queue control is engaged by a sustained backlog alone (see
+    /// [`Session::queue_control_engaged`]).
+    pub(super) fn engaged_by_backlog(&self, now: Instant) -> bool {
+        self.cfg.queue_control_sustained && self.sustained_backlog(now)
     }
 
     /// Whether interactive or realtime traffic is there for queue control to protect now

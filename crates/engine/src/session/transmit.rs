@@ -58,8 +58,9 @@ impl Session {
     ) -> WriterStep {
         let snap = writer.observe(path, info, bandwidth);
         self.read_kernel(path, info, now);
-        let engaged = self.queue_control_engaged(now);
-        writer.set_protecting(self.protecting(now));
+        let protecting = self.protecting(now);
+        let engaged = protecting || self.engaged_by_backlog(now);
+        writer.set_protecting(protecting);
         if engaged {
             writer.steer(self.paths.queue_delay(path, now), info, now);
         }
