@@ -83,8 +83,13 @@ enum Cmd {
         #[arg(long)]
         mpflex: Option<std::path::PathBuf>,
         /// Do not run: judge the results files already in --out-dir and write the doc.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "resume")]
         report_only: bool,
+        /// Continue an earlier run in --out-dir on the same build (its ledger.tsv): the
+        /// (run, profile) pairs it finished are kept, the rest run; a different build is
+        /// refused. The full run takes hours: stop it (Ctrl-C) and resume later.
+        #[arg(long)]
+        resume: bool,
     },
     /// (internal) Serve chunk requests.
     #[command(hide = true)]
@@ -269,6 +274,7 @@ fn real_main() -> Result<()> {
             mpflex,
             report_only,
             readme,
+            resume,
         } => {
             use mpflex_lab::reproduce;
             let claims = reproduce::select(&claim)?;
@@ -285,6 +291,7 @@ fn real_main() -> Result<()> {
                 readme: readme.or_else(|| (claim == "all").then(|| "README.md".into())),
                 mpflex_bin: mpflex.unwrap_or_else(|| std::env::current_exe().unwrap().with_file_name("mpflex")),
                 report_only,
+                resume,
             };
             let md = reproduce::reproduce(&claims, &claim, &opts, &stop)?;
             print!("{md}");

@@ -40,6 +40,7 @@ fn every_run_is_a_valid_configuration_quick_and_full() {
             // Any file that exists stands for the mpflex binary here.
             mpflex_bin: std::env::current_exe().unwrap(),
             report_only: true,
+            resume: false,
         };
         for run in RUNS {
             let (cfg, profiles) = config(run, &opts).unwrap_or_else(|e| panic!("{}: {e:#}", run.name));

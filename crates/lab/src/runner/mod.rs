@@ -27,6 +27,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 pub use system::{parse_builds, System};
 
+/// What the records say of the mpflex binary `bin` (version, size and hash).
+pub fn describe_mpflex(bin: &std::path::Path) -> crate::record::Build {
+    mpflex::describe(None, bin)
+}
+
 use crate::emulator::Emulator;
 use crate::netns::Topology;
 use crate::profile::Profile;
