@@ -307,10 +307,13 @@ pub fn reproduce(claims: &[&Claim], which: &str, opts: &Options, stop: &AtomicBo
                     );
                 }
                 let name = p.name.clone();
-                runner::run_profiles(&mut cfg, vec![p], stop)?;
+                eprintln!("reproduce: {} {name}", run.name);
+                let ran = runner::run_profiles(&mut cfg, vec![p], stop);
                 if stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    bail!("interrupted in {} {name}: `--resume` runs it again", run.name);
+                    let why = ran.err().map(|e| format!(" ({e:#})")).unwrap_or_default();
+                    bail!("interrupted in {} {name}{why}: `--resume` runs it again", run.name);
                 }
+                ran?;
                 book.record(ledger::Entry {
                     run: run.name.into(),
                     profile: name,
