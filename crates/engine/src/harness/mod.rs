@@ -210,6 +210,12 @@ impl Pair {
         &self.dirs[path][if upload { 0 } else { 1 }].sock
     }
 
+    /// The path writer of `path` in the client-to-server (`upload`) or the other
+    /// direction (queue control's limit, for tests).
+    pub fn writer(&self, path: usize, upload: bool) -> &PathWriter {
+        &self.dirs[path][if upload { 0 } else { 1 }].writer
+    }
+
     /// The simulated socket of `path` in the client-to-server (`upload`) or the other
     /// direction, to change.
     pub fn socket_mut(&mut self, path: usize, upload: bool) -> &mut SimSocket {
@@ -261,6 +267,7 @@ impl Pair {
         for (p, dirs) in self.dirs.iter_mut().enumerate() {
             for (dir, d) in dirs.iter_mut().enumerate() {
                 let tx = if dir == 0 { &mut self.client } else { &mut self.server };
+                let _span = tracing::debug_span!("writer", path = p, server = dir == 1).entered();
                 run_writer(tx, p, d, now);
             }
         }

@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 use mpflex_wire::record;
 
 use super::LOWAT_MAX;
-use crate::kernel::{TcpInfo, INFINITE_SSTHRESH};
+use crate::kernel::{TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
 
 /// Segment size of the simulated sockets.
 pub const MSS: u32 = 1448;
@@ -19,10 +19,19 @@ pub struct PathSpec {
     pub delay: Duration,
     /// Bottleneck rate, bytes per millisecond.
     pub rate: usize,
-    /// Congestion window, segments (a fixed window: the harness models no congestion
-    /// control). `None`: the path's bandwidth-delay product plus ten segments, what a
-    /// well-behaved congestion control settles at.
+    /// Congestion window, segments (a fixed window, unless `buffer` is set).
+    /// `None`: the path's bandwidth-delay product plus ten segments, what a well-behaved
+    /// congestion control settles at.
     pub cwnd: Option<u32>,
+    /// A droptail bottleneck buffer holding this much of the link's rate, and a
+    /// congestion control in place of the fixed window: slow start from the initial
+    /// window (growing only while the window limits the sender, as Linux's
+    /// `tcp_is_cwnd_limited`), a drop when a segment finds the buffer full, detected a
+    /// round trip later, cutting the window to 0.7 of itself (CUBIC's β), then one
+    /// segment per round trip (Reno's growth; CUBIC's curve is not modelled). For tests
+    /// of what slow start and a deep buffer do to the engine (a long LTE path's start-up);
+    /// `None`: the fixed window and an unbounded queue.
+    pub buffer: Option<Duration>,
     /// The fluid model the multipath papers analyse instead of a TCP socket: no window
     /// and no queue anywhere but the link's serialisation, the path ready whenever less
     /// than 2 ms of bytes wait to be serialised, and fixed statistics (RTT twice the
@@ -50,6 +59,7 @@ impl From<(u64, usize)> for PathSpec {
             delay: Duration::from_millis(delay_ms),
             rate,
             cwnd: None,
+            buffer: None,
             ideal: false,
             loss: 0.0,
         }
@@ -92,6 +102,15 @@ struct Segment {
 pub struct SimSocket {
     spec: PathSpec,
     pub(super) cwnd: u32,
+    /// The congestion control's state (with `spec.buffer`): slow-start threshold,
+    /// acknowledgements counted toward the next segment of growth, when a drop will have
+    /// been detected, and until when the window is in recovery (no growth, no second cut).
+    ssthresh: u32,
+    cwnd_cnt: u32,
+    drop_detected: Option<Instant>,
+    recovery_until: Option<Instant>,
+    /// Segments the bottleneck buffer dropped.
+    pub drops: u32,
     /// Written by the application, not yet sent.
     unsent: BytesMut,
     /// Sent and not yet acknowledged.
@@ -145,7 +164,16 @@ impl SimSocket {
         let bdp = (spec.rate as u128 * rtt.as_micros() / 1000) as u32 / MSS;
         SimSocket {
             spec,
-            cwnd: spec.cwnd.unwrap_or(bdp + 10).max(1),
+            cwnd: if spec.buffer.is_some() {
+                INIT_CWND
+            } else {
+                spec.cwnd.unwrap_or(bdp + 10).max(1)
+            },
+            ssthresh: INFINITE_SSTHRESH,
+            cwnd_cnt: 0,
+            drop_detected: None,
+            recovery_until: None,
+            drops: 0,
             unsent: BytesMut::new(),
             flight: VecDeque::new(),
             rx: BytesMut::new(),
@@ -306,6 +334,15 @@ impl SimSocket {
                 self.ack(s, now);
             }
         }
+        if self.drop_detected.is_some_and(|t| t <= now) {
+            // The duplicate ACKs of the segments behind the drop are back: the window is
+            // cut once, and holds through the recovery's round trip.
+            self.drop_detected = None;
+            self.ssthresh = (self.cwnd * 7 / 10).max(2);
+            self.cwnd = self.ssthresh;
+            self.cwnd_cnt = 0;
+            self.recovery_until = Some(now + self.srtt);
+        }
         while (self.flight.len() as u32) < self.window() && !self.unsent.is_empty() {
             let len = self.unsent.len().min(MSS as usize);
             let bytes = self.unsent.split_to(len).freeze();
@@ -314,17 +351,34 @@ impl SimSocket {
                 self.first_tx_mstamp = now;
                 self.delivered_mstamp = now;
             }
-            let start = self.busy_until.max(now);
-            self.busy_until = start + Duration::from_nanos(len as u64 * 1_000_000 / self.spec.rate.max(1) as u64);
-            let mut arrives = self.busy_until + self.spec.delay;
-            self.segs_out += 1;
-            let lost = self.draw_loss();
-            if lost {
-                // Retransmitted once the ACKs of the segments behind it are back: an RTT.
-                arrives += 2 * self.spec.delay + Duration::from_millis(1);
+            let own = Duration::from_nanos(len as u64 * 1_000_000 / self.spec.rate.max(1) as u64);
+            let waiting = self.busy_until.saturating_duration_since(now);
+            let (arrives, resent) = if self.spec.buffer.is_some_and(|b| waiting + own > b) {
+                // The buffer is full: dropped, resent once the ACKs of the segments behind
+                // it show the gap (a round trip), when it meets the queue again.
+                self.drops += 1;
                 self.total_retrans += 1;
+                self.segs_out += 2;
+                let detected = now + 2 * self.spec.delay + waiting;
+                if self.drop_detected.is_none() && self.recovery_until.is_none_or(|t| detected >= t) {
+                    self.drop_detected = Some(detected);
+                    self.recovery_until = Some(detected + self.srtt);
+                }
+                (detected + waiting + own + self.spec.delay, true)
+            } else {
+                let start = self.busy_until.max(now);
+                self.busy_until = start + own;
+                let mut arrives = self.busy_until + self.spec.delay;
                 self.segs_out += 1;
-            }
+                let lost = self.draw_loss();
+                if lost {
+                    // Retransmitted once the ACKs of the segments behind it are back: an RTT.
+                    arrives += 2 * self.spec.delay + Duration::from_millis(1);
+                    self.total_retrans += 1;
+                    self.segs_out += 1;
+                }
+                (arrives, lost)
+            };
             self.last_send = now;
             self.flight.push_back(Segment {
                 arrives,
@@ -336,7 +390,7 @@ impl SimSocket {
                 prior_mstamp: self.delivered_mstamp,
                 first_tx: self.first_tx_mstamp,
                 app_limited: self.app_limited_until != 0,
-                retransmitted: lost,
+                retransmitted: resent,
                 dropped: false,
             });
         }
@@ -383,14 +437,19 @@ impl SimSocket {
         // sample; a retransmitted segment gives none (Karn).
         let rtt = s.acked.min(now) - s.sent;
         let own = Duration::from_nanos(s.len as u64 * 1_000_000 / self.spec.rate.max(1) as u64);
-        let waited = rtt.saturating_sub(2 * self.spec.delay + own);
-        self.max_queue_delay = self.max_queue_delay.max(waited);
-        self.queue_delay_sum += waited;
-        self.queue_delay_samples += 1;
         if !s.retransmitted {
+            // A resent segment's time includes the wait for its loss to be seen, not a
+            // queue.
+            let waited = rtt.saturating_sub(2 * self.spec.delay + own);
+            self.max_queue_delay = self.max_queue_delay.max(waited);
+            self.queue_delay_sum += waited;
+            self.queue_delay_samples += 1;
             self.rttvar = (3 * self.rttvar + self.srtt.abs_diff(rtt)) / 4;
             self.srtt = (7 * self.srtt + rtt) / 8;
             self.min_rtt = self.min_rtt.min(rtt);
+        }
+        if self.spec.buffer.is_some() {
+            self.grow(now);
         }
         if self.app_limited_until != 0 && self.delivered > self.app_limited_until {
             self.app_limited_until = 0;
@@ -414,6 +473,28 @@ impl SimSocket {
         }
     }
 
+    /// The window's growth on an acknowledgement (with `spec.buffer`): none in recovery;
+    /// in slow start a segment per acknowledged segment while the sender used more than
+    /// half the window (`tcp_is_cwnd_limited`); after it a segment per window's worth of
+    /// acknowledgements while the sender filled the window.
+    fn grow(&mut self, now: Instant) {
+        if self.recovery_until.is_some_and(|t| now < t) || self.drop_detected.is_some() {
+            return;
+        }
+        let out = self.flight.len() as u32 + 1;
+        if self.cwnd < self.ssthresh {
+            if 2 * out > self.cwnd {
+                self.cwnd += 1;
+            }
+        } else if out + 1 >= self.cwnd {
+            self.cwnd_cnt += 1;
+            if self.cwnd_cnt >= self.cwnd {
+                self.cwnd += 1;
+                self.cwnd_cnt = 0;
+            }
+        }
+    }
+
     /// What the kernel would report in `TCP_INFO` at `now`.
     pub fn info(&self, now: Instant) -> TcpInfo {
         if self.spec.ideal {
@@ -428,7 +509,7 @@ impl SimSocket {
             state: 1,
             snd_mss: MSS,
             snd_cwnd: self.window(),
-            snd_ssthresh: INFINITE_SSTHRESH,
+            snd_ssthresh: self.ssthresh,
             unacked: self.flight.len() as u32,
             bytes_sent: self.delivered + self.in_flight_bytes(),
             bytes_acked: self.delivered,

@@ -505,3 +505,55 @@ fn the_simulated_socket_reports_like_tcp_info() {
     assert!((800_000..=1_100_000).contains(&i.delivery_rate), "{}", i.delivery_rate);
     assert!(i.rtt >= 40_000, "{}", i.rtt);
 }
+
+/// The congestion-control model (`PathSpec::buffer`): from the initial window, slow start
+/// doubles the window per round trip until the droptail buffer overflows; the drop is
+/// detected a round trip later and cuts the window to 0.7 of itself, once per window of
+/// drops; no segment waits longer than the buffer holds; and the path still carries most
+/// of its rate.
+#[test]
+fn the_congestion_control_model_starts_slow_and_backs_off_at_the_buffer() {
+    let spec = PathSpec {
+        buffer: Some(Duration::from_millis(50)),
+        ..PathSpec::from((25, 880))
+    };
+    let mut pair = Pair::custom(|| mpflex_sched::by_name("minrtt").unwrap(), &[spec], |_| {});
+    let id = pair.open(b"x");
+    let mut cwnd = Vec::new();
+    for ms in 0..4000 {
+        if pair.client.send_capacity(id) > 0 {
+            pair.client.stream_send(id, Bytes::from(vec![0u8; 64 * 1024]));
+        }
+        pair.step();
+        if ms % 50 == 49 {
+            cwnd.push(pair.socket(0, true).info(pair.now).snd_cwnd);
+        }
+    }
+    let s = pair.socket(0, true);
+    // Sampled every 50 ms, the round trip (50 ms and the segments' serialisation).
+    let init = crate::kernel::INIT_CWND;
+    assert_eq!(
+        cwnd[..3],
+        [init, 2 * init, 4 * init],
+        "slow start doubles the window per round trip"
+    );
+    assert!(s.drops >= 1, "slow start never met the buffer");
+    let info = s.info(pair.now);
+    assert!(
+        info.snd_ssthresh < crate::kernel::INFINITE_SSTHRESH,
+        "a drop set the threshold"
+    );
+    // The pipe (50 ms of 880 B/ms, 30 segments) plus the buffer (30 segments) bounds the
+    // window where it settles; a cut per drop keeps it there.
+    assert!(
+        cwnd.iter().skip(20).all(|&c| (15..=75).contains(&c)),
+        "the window after start-up: {cwnd:?}"
+    );
+    assert!(
+        s.max_queue_delay <= Duration::from_millis(52),
+        "a segment waited {:?} behind a 50 ms buffer",
+        s.max_queue_delay
+    );
+    let got = pair.server_rx.get(&id).map_or(0, Vec::len) as f64;
+    assert!(got >= 0.8 * 880.0 * 4000.0, "carried {got} bytes in 4 s at 880 B/ms");
+}

@@ -62,6 +62,14 @@ const RAMP_STEP: f64 = 1.5;
 /// [`PathWriter::set_protecting`]): slow start's own doubling per round trip.
 const EAGER_RAMP_STEP: f64 = 2.0;
 
+/// The eager ramp's full-pipe test (BBR's, Cardwell et al.): the path's delivery rate
+/// still grows while it rises by this factor per steering step at least.
+const RAMP_GROWTH: f64 = 1.25;
+
+/// Steps without that growth after which the eager ramp ends even with no queue shown
+/// (BBR leaves its start-up after three such rounds).
+const RAMP_FLAT_STEPS: u32 = 3;
+
 /// Under queue control, how much faster than the rate its limit stands for a path may
 /// pace its bytes (see [`PathWriter::pacing_cap`]).
 const PACE_GAIN: f64 = 1.25;
@@ -160,6 +168,12 @@ pub struct PathWriter {
     /// Interactive or realtime traffic is there to protect (see
     /// [`PathWriter::set_protecting`]).
     protecting: bool,
+    /// The eager ramp's full-pipe test: bytes acknowledged at the last steering step and
+    /// when, the best delivery rate over a step so far (bytes per second), and the steps
+    /// since it last grew by [`RAMP_GROWTH`].
+    ramp_acked: Option<(u64, Instant)>,
+    ramp_best: f64,
+    ramp_flat: u32,
     steered: Option<Instant>,
     /// The limit held bulk bytes back since the last steering step.
     limited: bool,
@@ -201,6 +215,9 @@ impl PathWriter {
             limit: None,
             ramping: false,
             protecting: true,
+            ramp_acked: None,
+            ramp_best: 0.0,
+            ramp_flat: 0,
             steered: None,
             limited: false,
             window_bound: None,
@@ -230,12 +247,16 @@ impl PathWriter {
     /// ([`crate::Session::queue_control_engaged`]). Then the limit's job is to have the
     /// queue short by the time such traffic comes, not to slow the transfer's start-up:
     /// until the path shows a queue it grows as slow start does, doubling per round trip
-    /// (never past the window), not by half. By half per round trip it held a 470 ms LTE
+    /// (never past twice the window), not by half. By half per round trip it held a 470 ms LTE
     /// path below its pipe for the rest of a 4 MB chunk (MinRTT, ECF and DEMS-F 1.20–1.27 ×
-    /// queue control off; docs/latency.md). It still starts from the rate estimate: started
-    /// at the window, the path's first reading showed the queue its slow start had built
-    /// before queue control engaged, the ramp ended there, and the cut went to the rate
-    /// sample of a path that had carried little (LTE then carried 151 KB of 4 MB).
+    /// queue control off; docs/latency.md). So, with nothing to protect, the limit starts
+    /// at what the path holds when queue control engages (up to its window), not below
+    /// it; the ramp ends on a queue only once the delivery rate stops growing
+    /// (`PathWriter::ramp_growing`); and a cut keeps the rate the held bytes show (see
+    /// [`PathWriter::steer`]). Without the last two, a start at the window starved the
+    /// path: its first reading showed the queue slow start had built before queue control
+    /// engaged, the ramp ended there, and the cut went to the rate sample of a path that
+    /// had carried only overflow (LTE then carried 151 KB of 4 MB).
     pub fn set_protecting(&mut self, protecting: bool) {
         self.protecting = protecting;
     }
@@ -295,7 +316,10 @@ impl PathWriter {
             return;
         }
         let Some(limit) = self.limit else { return };
-        if (info.snd_cwnd as f64 * info.snd_mss.max(1) as f64) < limit {
+        // A window below the limit during the eager ramp is slow start behind a limit
+        // that leads it by design (see below), not a probe's or a recovery's drain.
+        let eager = self.ramping && !self.protecting;
+        if !eager && (info.snd_cwnd as f64 * info.snd_mss.max(1) as f64) < limit {
             self.window_bound = Some(now);
             self.window_drained = Some(now);
         }
@@ -338,7 +362,17 @@ impl PathWriter {
         // start-up's 144 ms on LTE).
         let held = info.in_flight_bytes() + info.notsent_bytes as u64;
         let beyond = held as f64 > limit + 4.0 * info.snd_mss.max(1) as f64;
-        if queue >= aim / 2 && limited && !beyond {
+        // With nothing to protect, a queue read while the delivery rate still grows is
+        // the ramp's transient (see `ramp_growing`) — unless it is twice the aim, a queue
+        // slow start's bursts do not make once the limit leads the window; but at the
+        // first step after engaging even that is the queue slow start built before.
+        let first = self.ramp_acked.is_none();
+        let growing = self.ramp_growing(info, limited, now);
+        let transient = growing && !self.protecting && (first || queue < aim * 2);
+        if queue >= aim / 2 && limited && !beyond && !transient {
+            self.ramping = false;
+        }
+        if self.ramping && !self.protecting && self.ramp_flat >= RAMP_FLAT_STEPS {
             self.ramping = false;
         }
         let settling = self
@@ -396,11 +430,12 @@ impl PathWriter {
             let floor = 4.0 * info.snd_mss.max(1) as f64;
             let mut next = limit * step;
             if self.ramping && !self.protecting {
-                // The eager ramp follows the window's own slow start, never past the
-                // window: a limit above it reads as the window holding the path back
-                // (`settling`), which held the next step (the limit doubled every other
-                // round trip on a 470 ms LTE path).
-                next = next.min((info.snd_cwnd as f64 * info.snd_mss.max(1) as f64).max(limit));
+                // The eager ramp leads the window's own slow start by its next round
+                // trip (twice the window), no further: capped at the window, the limit
+                // trailed it by a round trip — the path held half its window in flight,
+                // and the window grew by half per round trip instead of doubling (a 4 MB
+                // chunk's LTE path at 470 ms, MinRTT 1.12 × queue control off).
+                next = next.min((2.0 * info.snd_cwnd as f64 * info.snd_mss.max(1) as f64).max(limit));
             }
             // A standing queue of twice the aim or more: the link is full, so the
             // kernel's latest rate sample, unless application-limited, is its
@@ -415,11 +450,52 @@ impl PathWriter {
             // it), and one taken across a pause reads low — 0.65 MB/s on a 1.1 MB/s LTE
             // path cut its limit a third below its pipe, and the correction's 7 % per
             // round trip took 0.6 s to refill it.
+            //
+            // With nothing to protect, not below the rate the held bytes show either:
+            // Little's law, held / (min RTT + queue), which errs high while the queue
+            // reading lags a growing window (the correction then takes the rest). The
+            // kernel's sample of a path that carried only a scheduler's overflow reads far
+            // below its link (125 KB/s on a 1.15 MB/s LTE path at 470 ms), and a cut to it
+            // took the path below a quarter of its pipe for the rest of a chunk.
             if queue >= aim * 2 && !settling && !beyond && fresh_sample.is_some() {
-                let rate = self.peak_sample.map_or(0, |(r, _)| r);
-                next = next.min(rate as f64 * (min_rtt + aim).as_secs_f64());
+                let mut rate = self.peak_sample.map_or(0, |(r, _)| r) as f64;
+                if !self.protecting {
+                    rate = rate.max(held as f64 / (min_rtt + queue).as_secs_f64());
+                }
+                next = next.min(rate * (min_rtt + aim).as_secs_f64());
             }
             self.limit = Some(next.max(floor));
+        }
+    }
+
+    /// Whether the path's delivery rate over the last step grew by [`RAMP_GROWTH`] over
+    /// the best of the earlier steps of the ramp (counting the steps it did not in
+    /// `ramp_flat`). With nothing to protect the ramp ends on this as well as on a queue:
+    /// a queue read while the delivery rate still grows is the ramp's own transient — the
+    /// bursts of slow start before queue control engaged, still in the smoothed RTT, or a
+    /// frame's segments meeting the link at once — not a full pipe. On a 470 ms LTE path
+    /// such a reading (12 ms, the aim's half is 6) ended the ramp at a fifth of the pipe,
+    /// where the correction, whose step is the queue's share of the round trip, grew the
+    /// limit 1 % per round trip for the rest of a 4 MB chunk. A step in which the limit
+    /// did not bind says nothing of the pipe and is not counted.
+    fn ramp_growing(&mut self, info: &TcpInfo, limited: bool, now: Instant) -> bool {
+        let prev = self.ramp_acked.replace((info.bytes_acked, now));
+        let Some((acked, t)) = prev.filter(|_| self.ramping && limited) else {
+            return true;
+        };
+        let secs = now.saturating_duration_since(t).as_secs_f64();
+        if secs <= 0.0 {
+            return true;
+        }
+        let rate = info.bytes_acked.saturating_sub(acked) as f64 / secs;
+        if rate >= self.ramp_best * RAMP_GROWTH {
+            self.ramp_best = rate;
+            self.ramp_flat = 0;
+            true
+        } else {
+            self.ramp_best = self.ramp_best.max(rate);
+            self.ramp_flat += 1;
+            false
         }
     }
 
@@ -549,9 +625,18 @@ impl PathWriter {
             self.probe_until = None;
             self.probing = false;
         } else if self.limit.is_none() {
-            self.limit = Some(self.initial_limit(info));
+            // With nothing to protect, the limit takes over from slow start where it is
+            // (see `set_protecting`): started at the rate estimate, it halved what a 470 ms
+            // LTE path had in flight when queue control engaged.
+            let initial = self.initial_limit(info);
+            let held = (info.in_flight_bytes() + info.notsent_bytes as u64)
+                .min(info.snd_cwnd as u64 * info.snd_mss as u64) as f64;
+            self.limit = Some(if self.protecting { initial } else { initial.max(held) });
             self.limited = false;
             self.ramping = true;
+            self.ramp_acked = None;
+            self.ramp_best = 0.0;
+            self.ramp_flat = 0;
         }
         let Some(limit) = self.queue_limit() else {
             return Ok(Budget {

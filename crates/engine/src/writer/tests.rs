@@ -319,8 +319,8 @@ fn until_a_queue_shows_the_limit_grows_by_half_per_step() {
 }
 
 /// With nothing to protect (queue control engaged by a sustained transfer only), the
-/// limit ramps as slow start does — doubling per step, never past the window — until a
-/// queue shows; protecting again, it goes on by half.
+/// limit ramps as slow start does — doubling per step, never past twice the window (slow
+/// start's next round trip) — until a queue shows; protecting again, it goes on by half.
 #[test]
 fn with_nothing_to_protect_the_limit_doubles_up_to_the_window() {
     let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
@@ -336,12 +336,12 @@ fn with_nothing_to_protect_the_limit_doubles_up_to_the_window() {
     let _ = w.budget(&i, 16_448, true).unwrap();
     w.steer(None, &i, t0);
     assert_eq!(w.queue_limit(), Some(20 * 1448), "held back, no queue: doubles");
-    // Never past the window: it would read as the window holding the path back.
-    i.snd_cwnd = 30;
+    // Never past twice the window: the window's next round trip.
+    i.snd_cwnd = 15;
     hold_limit(&w, &mut i);
     let _ = w.budget(&i, 16_448, true).unwrap();
     w.steer(None, &i, t0 + Duration::from_millis(500));
-    assert_eq!(w.queue_limit(), Some(30 * 1448), "up to the window");
+    assert_eq!(w.queue_limit(), Some(30 * 1448), "up to twice the window");
     // Protecting again (a request came), the ramp goes on by half.
     w.set_protecting(true);
     i.snd_cwnd = 200;
@@ -470,4 +470,107 @@ fn late_binding_resets_a_low_threshold_only_where_the_window_restarts() {
     let mut w = PathWriter::new(1 << 20, true, true);
     w.disable_ssthresh_reset();
     assert!(!w.reset_ssthresh_before_write(&i));
+}
+
+/// With nothing to protect, a queue read while the path's delivery rate still grows by a
+/// quarter per step is the ramp's own transient (slow start's bursts still in the
+/// smoothed RTT): the ramp goes on through it, and ends at the first such queue once the
+/// rate has stopped growing (BBR's full-pipe test). It also starts from what the path
+/// holds (up to its window), not below it.
+#[test]
+fn with_nothing_to_protect_the_ramp_ends_when_the_rate_stops_growing() {
+    let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+    w.set_protecting(false);
+    let mut i = info(0, 0);
+    i.min_rtt = 470_000;
+    i.rtt = 482_000; // 12 ms of queue: above half the aim, below twice it
+    i.snd_cwnd = 400;
+    i.unacked = 20;
+    let t0 = Instant::now();
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    assert_eq!(w.queue_limit(), Some(20 * 1448), "starts at what the path holds");
+    let mut acked = 0u64;
+    let mut step = |w: &mut PathWriter, i: &mut TcpInfo, k: u64, delivered: u64| {
+        acked += delivered;
+        i.bytes_acked = acked;
+        hold_limit(w, i);
+        let _ = w.budget(i, 16_448, true).unwrap();
+        w.steer(None, i, t0 + Duration::from_millis(500 * k));
+        w.queue_limit().unwrap() / 1448
+    };
+    assert_eq!(step(&mut w, &mut i, 0, 0), 40, "the first step has no rate to compare");
+    assert_eq!(step(&mut w, &mut i, 1, 30_000), 80, "the rate grew from nothing");
+    assert_eq!(step(&mut w, &mut i, 2, 60_000), 160, "doubled: the queue is the ramp's");
+    // The rate no longer grows: the same queue now ends the ramp (the correction for
+    // 12 ms against an aim of 12 is none).
+    assert_eq!(step(&mut w, &mut i, 3, 65_000), 160, "flat: the pipe is full");
+    assert_eq!(step(&mut w, &mut i, 4, 130_000), 160, "the ramp is over");
+}
+
+/// With nothing to protect, a direct cut on a standing queue goes no lower than the rate
+/// the path's held bytes show by Little's law (held / (min RTT + queue)): the kernel's
+/// rate sample of a path that carried only a scheduler's overflow reads far below its
+/// link, and a cut to it starved a 470 ms LTE path for the rest of a chunk. Protecting,
+/// the cut trusts the sample (the queue must go now).
+#[test]
+fn with_nothing_to_protect_a_cut_keeps_the_rate_the_held_bytes_show() {
+    let run = |protecting: bool| {
+        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+        w.set_protecting(false);
+        // A sample of 100 KB/s, not application-limited.
+        let mut i = info(0, 100_000);
+        i.min_rtt = 70_000;
+        i.rtt = 370_000; // 300 ms of queue
+        i.snd_cwnd = 500;
+        i.unacked = 415; // 601 KB held
+        let t0 = Instant::now();
+        w.observe(0, &i, None);
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        // Engaged with nothing to protect: the limit starts at what the path holds. Then
+        // one step (what the path holds drains only as its queue does), with or without
+        // traffic to protect by then.
+        w.set_protecting(protecting);
+        w.steer(None, &i, t0);
+        w.queue_limit().unwrap()
+    };
+    let eager = run(false);
+    let little = 415.0 * 1448.0 / 0.37 * 0.082;
+    assert!(
+        eager as f64 >= 0.5 * little,
+        "cut to {eager} B with nothing to protect; Little's law says {little:.0}"
+    );
+    assert!(run(true) < 20_000, "protecting, the cut trusts the sample");
+}
+
+/// With nothing to protect, a queue of twice the aim ends the ramp even while the rate
+/// still grows — past the first step after engaging, whose reading is of the queue slow
+/// start built before.
+#[test]
+fn with_nothing_to_protect_a_queue_of_twice_the_aim_ends_the_ramp_after_its_first_step() {
+    let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+    w.set_protecting(false);
+    let mut i = info(0, 0);
+    i.min_rtt = 270_000;
+    i.rtt = 300_000; // 30 ms of queue: more than twice the aim of 12
+    i.snd_cwnd = 400;
+    i.unacked = 20;
+    let t0 = Instant::now();
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    hold_limit(&w, &mut i);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    w.steer(None, &i, t0);
+    assert_eq!(
+        w.queue_limit(),
+        Some(40 * 1448),
+        "the first step's queue is slow start's"
+    );
+    i.bytes_acked = 60_000; // the rate grew from nothing
+    hold_limit(&w, &mut i);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    w.steer(None, &i, t0 + Duration::from_millis(300));
+    assert!(
+        w.queue_limit().unwrap() <= 40 * 1448,
+        "the ramp went on through a standing queue: {:?}",
+        w.queue_limit()
+    );
 }
