@@ -272,7 +272,7 @@ pub fn reproduce(claims: &[&Claim], which: &str, opts: &Options, stop: &AtomicBo
         let mut book = ledger::Ledger::load(&opts.out_dir)?;
         let me = ledger::Identity {
             commit: crate::COMMIT.to_string(),
-            mpflex: runner::describe_mpflex(&opts.mpflex_bin)
+            mpflex: runner::describe_mpflex(None, &opts.mpflex_bin)
                 .id
                 .with_context(|| format!("reading {}", opts.mpflex_bin.display()))?,
             quick: opts.quick,

@@ -253,12 +253,11 @@ mod tests {
         let d = dir("reload");
         let mut l = Ledger::load(&d).unwrap();
         assert!(l.entries().is_empty());
-        l.record(entry("bw-grid", "bw-grid:2.5x2.5", me("aaa"), "2026-11-27T08:00:00Z"))
+        l.record(entry("bw-grid", "bw-grid:2.5x2.5", me("aaa"), "sitting-1"))
             .unwrap();
-        l.record(entry("bw-grid", "bw-grid:2.5x7.5", me("aaa"), "2026-11-28T08:00:00Z"))
+        l.record(entry("bw-grid", "bw-grid:2.5x7.5", me("aaa"), "sitting-2"))
             .unwrap();
-        l.record(entry("qcut", "seed-default", me("aaa"), "2026-11-28T08:00:00Z"))
-            .unwrap();
+        l.record(entry("qcut", "seed-default", me("aaa"), "sitting-2")).unwrap();
         let mut l = Ledger::load(&d).unwrap();
         assert!(l.done("bw-grid", "bw-grid:2.5x7.5"));
         assert!(!l.done("bw-grid", "bw-grid:7.5x2.5"));

@@ -25,12 +25,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
+pub use mpflex::describe as describe_mpflex;
 pub use system::{parse_builds, System};
-
-/// What the records say of the mpflex binary `bin` (version, size and hash).
-pub fn describe_mpflex(bin: &std::path::Path) -> crate::record::Build {
-    mpflex::describe(None, bin)
-}
 
 use crate::emulator::Emulator;
 use crate::netns::Topology;
