@@ -250,6 +250,7 @@ impl Pair {
     pub fn tick(&mut self) {
         self.now += Duration::from_millis(1);
         let now = self.now;
+        let ms = (now - self.start).as_millis() as u64;
         for (p, dirs) in self.dirs.iter_mut().enumerate() {
             for (dir, d) in dirs.iter_mut().enumerate() {
                 let rx = if dir == 0 { &mut self.server } else { &mut self.client };
@@ -267,7 +268,7 @@ impl Pair {
         for (p, dirs) in self.dirs.iter_mut().enumerate() {
             for (dir, d) in dirs.iter_mut().enumerate() {
                 let tx = if dir == 0 { &mut self.client } else { &mut self.server };
-                let _span = tracing::debug_span!("writer", path = p, server = dir == 1).entered();
+                let _span = tracing::debug_span!("writer", ms, path = p, server = dir == 1).entered();
                 run_writer(tx, p, d, now);
             }
         }

@@ -28,7 +28,9 @@ pub struct PathSpec {
     /// window (growing only while the window limits the sender, as Linux's
     /// `tcp_is_cwnd_limited`), a drop when a segment finds the buffer full, detected a
     /// round trip later, cutting the window to 0.7 of itself (CUBIC's β), then one
-    /// segment per round trip (Reno's growth; CUBIC's curve is not modelled). For tests
+    /// segment per round trip (Reno's growth; CUBIC's curve is not modelled), and the
+    /// window's restart after an idle spell longer than the RTO (RFC 2861, Linux's
+    /// `tcp_cwnd_restart` with `tcp_slow_start_after_idle` on). For tests
     /// of what slow start and a deep buffer do to the engine (a long LTE path's start-up);
     /// `None`: the fixed window and an unbounded queue.
     pub buffer: Option<Duration>,
@@ -43,6 +45,13 @@ pub struct PathSpec {
     /// segment is retransmitted an RTT later (SACK's fast retransmit: the segments
     /// behind it arrive and are acknowledged, and wait for it at the receiver).
     pub loss: f64,
+    /// With `buffer`: the kernel paces the segments (as with `SO_MAX_PACING_RATE` set,
+    /// which mpflex's path sockets have by default): at twice the window per smoothed RTT
+    /// while the window is under half the threshold, at 1.2 times it after
+    /// (`tcp_update_pacing_rate`'s slow-start and congestion-avoidance ratios). Unpaced,
+    /// each ACK's growth leaves at once and slow start's bursts queue about half a window
+    /// at the bottleneck every round trip.
+    pub pacing: bool,
 }
 
 impl PathSpec {
@@ -62,6 +71,7 @@ impl From<(u64, usize)> for PathSpec {
             buffer: None,
             ideal: false,
             loss: 0.0,
+            pacing: false,
         }
     }
 }
@@ -109,6 +119,8 @@ pub struct SimSocket {
     cwnd_cnt: u32,
     drop_detected: Option<Instant>,
     recovery_until: Option<Instant>,
+    /// When the pacer lets the next segment go (with `spec.pacing`).
+    pace_next: Instant,
     /// Segments the bottleneck buffer dropped.
     pub drops: u32,
     /// Written by the application, not yet sent.
@@ -173,6 +185,7 @@ impl SimSocket {
             cwnd_cnt: 0,
             drop_detected: None,
             recovery_until: None,
+            pace_next: now,
             drops: 0,
             unsent: BytesMut::new(),
             flight: VecDeque::new(),
@@ -345,8 +358,19 @@ impl SimSocket {
         }
         while (self.flight.len() as u32) < self.window() && !self.unsent.is_empty() {
             let len = self.unsent.len().min(MSS as usize);
+            if self.spec.pacing && self.spec.buffer.is_some() {
+                // The pacer's credit is a tick at most: time it was not used is lost.
+                let start = self.pace_next.max(now - Duration::from_millis(1));
+                if start > now {
+                    break;
+                }
+                self.pace_next = start + Duration::from_secs_f64(len as f64 / self.pacing_rate() as f64);
+            }
             let bytes = self.unsent.split_to(len).freeze();
             if self.flight.is_empty() {
+                if self.spec.buffer.is_some() {
+                    self.restart_after_idle(now);
+                }
                 // A new flight: the sampling interval starts now (tcp_rate_skb_sent).
                 self.first_tx_mstamp = now;
                 self.delivered_mstamp = now;
@@ -495,6 +519,44 @@ impl SimSocket {
         }
     }
 
+    /// The window after an idle spell (RFC 2861; Linux's `tcp_cwnd_restart`): sending
+    /// with nothing in flight more than an RTO after the last send, the threshold keeps
+    /// three quarters of the window at least, and the window halves per RTO of idleness,
+    /// down to the initial window.
+    fn restart_after_idle(&mut self, now: Instant) {
+        let rto = self.rto();
+        let idle = now.saturating_duration_since(self.last_send);
+        if idle <= rto || self.segs_out == 0 {
+            return;
+        }
+        if self.recovery_until.is_none_or(|t| now >= t) {
+            self.ssthresh = self.ssthresh.max(self.cwnd / 2 + self.cwnd / 4);
+        }
+        let restart = INIT_CWND.min(self.cwnd);
+        let mut cwnd = self.cwnd;
+        let mut left = idle.saturating_sub(rto);
+        while !left.is_zero() && cwnd > restart {
+            cwnd /= 2;
+            left = left.saturating_sub(rto);
+        }
+        self.cwnd = cwnd.max(restart);
+        self.cwnd_cnt = 0;
+    }
+
+    /// The kernel's pacing rate, bytes per second (`tcp_update_pacing_rate`): the window
+    /// (or what is in flight, if more) per smoothed RTT, doubled while the window is
+    /// under half the threshold, else × 1.2.
+    fn pacing_rate(&self) -> u64 {
+        let segs = self.cwnd.max(self.flight.len() as u32) as f64;
+        let ratio = if self.cwnd < self.ssthresh / 2 { 2.0 } else { 1.2 };
+        (ratio * segs * MSS as f64 / self.srtt.as_secs_f64().max(1e-4)) as u64
+    }
+
+    /// `__tcp_set_rto`: smoothed RTT + max(4 × its variation, `tcp_rto_min`).
+    fn rto(&self) -> Duration {
+        self.srtt + (4 * self.rttvar).max(Duration::from_millis(200))
+    }
+
     /// What the kernel would report in `TCP_INFO` at `now`.
     pub fn info(&self, now: Instant) -> TcpInfo {
         if self.spec.ideal {
@@ -517,11 +579,10 @@ impl SimSocket {
             rtt: self.srtt.as_micros() as u32,
             rttvar: self.rttvar.as_micros() as u32,
             min_rtt: self.min_rtt.as_micros() as u32,
-            // __tcp_set_rto: srtt + max(4 mdev, tcp_rto_min).
-            rto: (self.srtt + (4 * self.rttvar).max(Duration::from_millis(200))).as_micros() as u32,
+            rto: self.rto().as_micros() as u32,
             delivery_rate,
             flags: self.rate_app_limited as u8,
-            pacing_rate: (self.cwnd as f64 * MSS as f64 / self.srtt.as_secs_f64().max(1e-3) * 1.2) as u64,
+            pacing_rate: self.pacing_rate(),
             last_data_sent: (now - self.last_send).as_millis() as u32,
             last_ack_recv: (now.saturating_duration_since(self.last_ack)).as_millis() as u32,
             data_segs_out: self.segs_out,

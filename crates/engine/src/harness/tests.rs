@@ -557,3 +557,96 @@ fn the_congestion_control_model_starts_slow_and_backs_off_at_the_buffer() {
     let got = pair.server_rx.get(&id).map_or(0, Vec::len) as f64;
     assert!(got >= 0.8 * 880.0 * 4000.0, "carried {got} bytes in 4 s at 880 B/ms");
 }
+
+/// The congestion-control model restarts the window after an idle spell as Linux does
+/// (RFC 2861, `tcp_cwnd_restart`): a send more than an RTO after the last one finds the
+/// window halved per RTO of idleness (never below the initial window) and the threshold
+/// at three quarters of the old window at least; a shorter pause changes nothing.
+#[test]
+fn the_congestion_control_model_restarts_the_window_after_idle() {
+    let spec = PathSpec {
+        buffer: Some(Duration::from_millis(500)),
+        ..PathSpec::from((25, 880))
+    };
+    let t0 = Instant::now();
+    let mut s = SimSocket::new(spec, t0);
+    let mut t = t0;
+    let run = |s: &mut SimSocket, t: &mut Instant, ms: u32, write: bool| {
+        for _ in 0..ms {
+            if write && s.info(*t).notsent_bytes < 64 * 1024 {
+                s.write(&[0; 16 * 1024]);
+            }
+            *t += Duration::from_millis(1);
+            s.advance(*t);
+        }
+    };
+    run(&mut s, &mut t, 220, true);
+    run(&mut s, &mut t, 150, false);
+    let grown = s.info(t).snd_cwnd;
+    assert!(grown >= 8 * crate::kernel::INIT_CWND, "slow start: {grown}");
+    // Idle shorter than the RTO: the window stays.
+    let rto = Duration::from_micros(s.info(t).rto as u64);
+    assert!(rto < Duration::from_millis(400), "{rto:?}");
+    run(&mut s, &mut t, 1, true);
+    assert_eq!(s.info(t).snd_cwnd, grown, "a pause under the RTO restarts nothing");
+    run(&mut s, &mut t, 150, false);
+    // Idle for three RTOs and more: at most three halvings, down to the initial window.
+    let rto = Duration::from_micros(s.info(t).rto as u64);
+    let idle = (rto * 3).as_millis() as u32 + 10;
+    let before = s.info(t).snd_cwnd;
+    run(&mut s, &mut t, idle, false);
+    run(&mut s, &mut t, 1, true);
+    let i = s.info(t);
+    assert_eq!(i.snd_cwnd, (before / 8).max(crate::kernel::INIT_CWND), "from {before}");
+    assert!(
+        i.snd_ssthresh >= before * 3 / 4,
+        "threshold {} from {before}",
+        i.snd_ssthresh
+    );
+}
+
+/// The pacing model (`PathSpec::pacing`): segments leave at the kernel's pacing rate —
+/// twice the window per smoothed RTT in slow start — instead of in bursts as ACKs free
+/// the window, so slow start's growth queues far less at the bottleneck before the pipe
+/// is full, while the window still doubles per round trip.
+#[test]
+fn the_pacing_model_spreads_slow_starts_bursts() {
+    let run = |pacing: bool| {
+        let spec = PathSpec {
+            buffer: Some(Duration::from_millis(500)),
+            pacing,
+            ..PathSpec::from((100, 1000))
+        };
+        let t0 = Instant::now();
+        let mut s = SimSocket::new(spec, t0);
+        let mut t = t0;
+        // Four round trips of 200 ms: the window reaches 80 segments, under the pipe
+        // (200 ms of 1000 B/ms, 138 segments): any queue is a burst's.
+        for _ in 0..790 {
+            if s.info(t).notsent_bytes < 64 * 1024 {
+                s.write(&[0; 16 * 1024]);
+            }
+            t += Duration::from_millis(1);
+            s.advance(t);
+        }
+        (s.max_queue_delay, s.info(t))
+    };
+    let (bursty, unpaced) = run(false);
+    let (paced_queue, paced) = run(true);
+    assert!(
+        unpaced.snd_cwnd >= 8 * crate::kernel::INIT_CWND && paced.snd_cwnd >= 8 * crate::kernel::INIT_CWND,
+        "slow start: {} unpaced, {} paced",
+        unpaced.snd_cwnd,
+        paced.snd_cwnd
+    );
+    assert!(
+        paced_queue * 2 <= bursty,
+        "paced, slow start queued {paced_queue:?}; unpaced {bursty:?}"
+    );
+    let ss_rate = 2.0 * paced.snd_cwnd as f64 * 1448.0 / (paced.rtt as f64 / 1e6);
+    assert!(
+        (paced.pacing_rate as f64 - ss_rate).abs() <= 0.02 * ss_rate,
+        "pacing rate {} in slow start, twice the window per RTT is {ss_rate:.0}",
+        paced.pacing_rate
+    );
+}
