@@ -138,6 +138,9 @@ pub(super) async fn path_writer(
         wire.clear();
         records.clear();
         let (step, carrying) = h.with(|sh| {
+            // The writer's debug lines (queue control's steering) name their path: the span
+            // is the writer's target, so `mpflex_engine::writer=debug` shows both.
+            let _span = tracing::debug_span!(target: "mpflex_engine::writer", "writer", path = p).entered();
             let step = sh.sess.drive_writer(
                 p,
                 &mut writer,
