@@ -545,10 +545,12 @@ impl SimSocket {
 
     /// The kernel's pacing rate, bytes per second (`tcp_update_pacing_rate`): the window
     /// (or what is in flight, if more) per smoothed RTT, doubled while the window is
-    /// under half the threshold, else × 1.2.
+    /// under half the threshold (in the congestion-control model's slow start), else × 1.2
+    /// (a fixed window is a settled one).
     fn pacing_rate(&self) -> u64 {
         let segs = self.cwnd.max(self.flight.len() as u32) as f64;
-        let ratio = if self.cwnd < self.ssthresh / 2 { 2.0 } else { 1.2 };
+        let slow_start = self.spec.buffer.is_some() && self.cwnd < self.ssthresh / 2;
+        let ratio = if slow_start { 2.0 } else { 1.2 };
         (ratio * segs * MSS as f64 / self.srtt.as_secs_f64().max(1e-4)) as u64
     }
 
