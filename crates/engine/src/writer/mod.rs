@@ -427,7 +427,8 @@ impl PathWriter {
             }
         }
         let eager_ramp = self.ramping && !self.protecting;
-        if step < 1.0 || limited || (eager_ramp && transient && held as f64 >= limit / 2.0) {
+        let keep_lead = eager_ramp && transient && held as f64 >= limit / 2.0;
+        if step < 1.0 || limited || keep_lead {
             let floor = 4.0 * info.snd_mss.max(1) as f64;
             let mut next = limit * step;
             if eager_ramp {
@@ -446,7 +447,7 @@ impl PathWriter {
                 // same lead, at every step of the ramp's transient.
                 let lead = 2.0 * info.snd_cwnd as f64 * info.snd_mss.max(1) as f64;
                 next = next.min(lead.max(limit));
-                if transient && held as f64 >= limit / 2.0 {
+                if keep_lead {
                     next = next.max(lead.min(2.0 * held as f64));
                 }
             }
