@@ -27,6 +27,12 @@ impl Lab {
     /// arrived, expected sha256). When curl fails, the first string says how, so an
     /// `assert_eq!` on the pair shows it.
     pub fn download(&self, n: u64) -> (String, String) {
+        (self.fetch(n), self.expected_sha256(n))
+    }
+
+    /// Downloads the origin's first `n` bytes with curl through mpflex; returns their
+    /// sha256 (or, when curl failed, a sentence saying how).
+    pub fn fetch(&self, n: u64) -> String {
         let url = format!("http://127.0.0.1:{ORIGIN_PORT}/bytes/{n}");
         let out = Command::new("bash")
             .arg("-c")
@@ -37,7 +43,7 @@ impl Lab {
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let got = if out.status.success() && stdout.len() >= 64 {
+        if out.status.success() && stdout.len() >= 64 {
             stdout[..64].to_string()
         } else {
             format!(
@@ -46,8 +52,7 @@ impl Lab {
                 String::from_utf8_lossy(&out.stderr).trim(),
                 stdout.get(..64).unwrap_or("")
             )
-        };
-        (got, self.expected_sha256(n))
+        }
     }
 
     /// sha256 of the origin's first `n` bytes, asked of the origin directly (inside the
