@@ -336,8 +336,13 @@ impl PathWriter {
         }
         // Bytes still unsent in the socket wait there too, for the window or for the
         // pacer (BBR paces at about the path's rate, so a share of the queue a frame
-        // meets sits in the sender's kernel, where the RTT does not see it).
-        let unsent = if self.delivery_rate > 0 {
+        // meets sits in the sender's kernel, where the RTT does not see it). Not during
+        // the eager ramp: its limit leads the window by a round trip by design, so bytes
+        // wait in the socket for slow start's next round, not behind a full pipe — read
+        // as queue (26 ms of a 28 ms reading on a 470 ms LTE path restarting from its
+        // initial window after idle), they ended the ramp at a fifth of the pipe and cut
+        // the limit below what the path held.
+        let unsent = if self.delivery_rate > 0 && !eager {
             Duration::from_secs_f64(info.notsent_bytes as f64 / self.delivery_rate as f64)
         } else {
             Duration::ZERO
@@ -408,6 +413,7 @@ impl PathWriter {
             queue_ms = queue.as_secs_f64() * 1e3,
             owd_queue_ms = owd_queue.map(|q| q.as_secs_f64() * 1e3),
             rtt_queue_ms = rtt_queue.as_secs_f64() * 1e3,
+            unsent_ms = unsent.as_secs_f64() * 1e3,
             rate = self.delivery_rate,
             sample = info.delivery_rate,
             held,

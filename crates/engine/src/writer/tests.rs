@@ -617,3 +617,38 @@ fn with_nothing_to_protect_slow_starts_own_queue_neither_cuts_nor_stalls_the_ram
         "twice what the path holds, within twice its window"
     );
 }
+
+/// With nothing to protect, bytes waiting in the socket for slow start's window are the
+/// ramp's lead over the window, not a queue: with the smoothed RTT at its minimum they
+/// neither end the ramp nor cut the limit, however long they take at the rate so far.
+#[test]
+fn with_nothing_to_protect_bytes_waiting_for_the_window_are_not_a_queue() {
+    let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+    w.set_protecting(false);
+    let mut i = info(0, 50_000);
+    i.min_rtt = 470_000;
+    i.rtt = 471_000;
+    i.snd_cwnd = 39;
+    i.unacked = 39;
+    let t0 = Instant::now();
+    w.observe(0, &i, None);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    w.steer(None, &i, t0);
+    let first = w.queue_limit().unwrap();
+    assert_eq!(first, 78 * 1448, "doubled at the first step");
+    // A round trip later the window and the rate have doubled; the path holds its limit,
+    // 6 KB of it unsent (55 ms at the rate so far), and the RTT shows no queue.
+    i.snd_cwnd = 75;
+    i.unacked = 74;
+    i.notsent_bytes = 6_000;
+    i.delivery_rate = 110_000;
+    i.bytes_acked = 52_000;
+    w.observe(0, &i, None);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    w.steer(None, &i, t0 + Duration::from_millis(472));
+    assert_eq!(
+        w.queue_limit(),
+        Some(2 * 75 * 1448),
+        "the ramp went on, up to twice the window"
+    );
+}
