@@ -161,6 +161,27 @@ fn finish_and_video_claims() {
     assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
     assert_eq!(f.vs_baseline, "gap 10 vs 250 ms");
     assert_eq!(f.vs_mptcp, "mptcp's gap 5–5 ms");
+    // A full run's many points are summed up in the cell, not listed.
+    let recs: Vec<Record> = (0..10u64)
+        .flat_map(|i| {
+            let size = (64 << 10) << i;
+            let base = 60.0 + 10.0 * i as f64;
+            let ours = if i == 9 { 200.0 } else { 5.0 };
+            [
+                rec("mpflex:dems-f", "seed-default", size, 700.0, &gap(700.0 - ours, 700.0)),
+                rec("mpflex:minrtt", "seed-default", size, 750.0, &gap(750.0 - base, 750.0)),
+            ]
+        })
+        .collect();
+    let f = judge(claim("dems-finish"), &recs);
+    assert_eq!(f.verdict, Verdict::Partly, "{f:?}");
+    assert!(
+        f.vs_baseline.starts_with(
+            "median gap 5 vs 105 ms over 10 points; at most half the baseline's at 9 of 10 where it is ≥ 50 ms; widest 200 vs 150 ms"
+        ),
+        "{}",
+        f.vs_baseline
+    );
     let video = |s: &str, mbit: f64| -> Record {
         serde_json::from_str(&format!(
             r#"{{"system":"{s}","profile":"ecf-asym:0.3x8.6","workload":"video","variant":"buffer","mode":"fresh","cc":"cubic","completion_ms":1.0,"ideal_mbit":8.47,"bitrate_mbit":{mbit}}}"#

@@ -368,14 +368,13 @@ pub(super) fn mbit(bytes: u64, d: Duration) -> f64 {
     bytes as f64 * 8.0 / d.as_secs_f64().max(1e-9) / 1e6
 }
 
-/// The `q` quantile (nearest rank) of some samples; NaN (written as null) for none.
+/// The `q` quantile of some samples ([`crate::summary::quantile`]); NaN (written as null)
+/// for none.
 pub(super) fn percentile(v: &[f64], q: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    s[((s.len() - 1) as f64 * q).round() as usize]
+    crate::summary::quantile(v, q)
 }
 
 #[cfg(test)]
