@@ -193,8 +193,53 @@ fn order_systems(mut s: Vec<String>) -> Vec<String> {
     s
 }
 
-/// Chunk completion times: (profile, cc, mode) -> size -> system -> samples.
-fn chunk_groups(recs: &[&Record]) -> BTreeMap<Group, BySize> {
+/// Compares profile names with their numbers as numbers, so `bw-grid:2.5x7.5` comes
+/// before `bw-grid:12.5x2.5` and `seed-default-270` before `seed-default-470`.
+fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    /// The name cut into text and numbers (a number may have one decimal point).
+    fn parts(s: &str) -> Vec<Result<f64, String>> {
+        let mut out = Vec::new();
+        let mut rest = s;
+        while !rest.is_empty() {
+            let digits = rest
+                .char_indices()
+                .take_while(|(i, c)| c.is_ascii_digit() || (*c == '.' && *i > 0))
+                .count();
+            let cut = if digits > 0 {
+                digits
+            } else {
+                rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len())
+            };
+            let (head, tail) = rest.split_at(cut);
+            out.push(
+                head.trim_end_matches('.')
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|_| digits > 0)
+                    .ok_or_else(|| head.to_string()),
+            );
+            rest = tail;
+        }
+        out
+    }
+    let (pa, pb) = (parts(a), parts(b));
+    for (x, y) in pa.iter().zip(&pb) {
+        let o = match (x, y) {
+            (Ok(x), Ok(y)) => x.total_cmp(y),
+            (Err(x), Err(y)) => x.cmp(y),
+            (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+            (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    pa.len().cmp(&pb.len()).then_with(|| a.cmp(b))
+}
+
+/// Chunk completion times: (profile, cc, mode) -> size -> system -> samples, the profiles
+/// in [`natural_cmp`] order.
+fn chunk_groups(recs: &[&Record]) -> Vec<(Group, BySize)> {
     let mut groups: BTreeMap<Group, BySize> = BTreeMap::new();
     for r in recs {
         if let Some(ms) = r.completion_ms {
@@ -208,6 +253,8 @@ fn chunk_groups(recs: &[&Record]) -> BTreeMap<Group, BySize> {
                 .push(ms);
         }
     }
+    let mut groups: Vec<(Group, BySize)> = groups.into_iter().collect();
+    groups.sort_by(|(a, _), (b, _)| natural_cmp(&a.0, &b.0).then_with(|| (&a.1, &a.2).cmp(&(&b.1, &b.2))));
     groups
 }
 

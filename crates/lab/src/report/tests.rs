@@ -602,3 +602,33 @@ fn tables_state_settings_builds_and_the_finish_gap() {
     let md = report(&temp_file("settings2", &s)).unwrap();
     assert!(md.contains("**records from 2 builds** (abc, def)"), "{md}");
 }
+
+#[test]
+fn profiles_are_ordered_by_their_numbers() {
+    let mut v = vec![
+        "bw-grid:12.5x2.5",
+        "seed-default-470",
+        "bw-grid:2.5x27.5",
+        "bw-grid:2.5x7.5",
+        "seed-default",
+        "bw-grid:22.5x12.5",
+        "seed-default-270",
+        "ecf-asym:0.3x8.6",
+        "ecf-asym:1x10",
+    ];
+    v.sort_by(|a, b| natural_cmp(a, b));
+    assert_eq!(
+        v,
+        [
+            "bw-grid:2.5x7.5",
+            "bw-grid:2.5x27.5",
+            "bw-grid:12.5x2.5",
+            "bw-grid:22.5x12.5",
+            "ecf-asym:0.3x8.6",
+            "ecf-asym:1x10",
+            "seed-default",
+            "seed-default-270",
+            "seed-default-470",
+        ]
+    );
+}
