@@ -464,6 +464,14 @@ fn section(
     if commits.len() > 1 || mpflex_ids.len() > 1 {
         md += "**These runs come from more than one build**: rerun `reproduce` to make them one.\n\n";
     }
+    // The records are the run's; how they are summed up (medians, verdict rules) is the
+    // code's that draws the table, which may be later than the run.
+    if !commits.is_empty() && !commits.contains(crate::COMMIT) {
+        md += &format!(
+            "The table was drawn from those records by `mpflex-lab` {} (`--report-only`).\n\n",
+            crate::COMMIT
+        );
+    }
     md += "| claim | paper's figure | paper's baseline | ours vs that baseline | ours vs kernel MPTCP | duplicate bytes | verdict | command |\n";
     md += "|---|---|---|---|---|---|---|---|\n";
     let mut notes = String::new();

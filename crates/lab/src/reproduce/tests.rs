@@ -410,3 +410,42 @@ fn a_quick_row_names_what_quick_cuts() {
     };
     assert_eq!(quick_cut(&same), "as the full run");
 }
+
+#[test]
+fn a_table_drawn_by_a_later_lab_says_so() {
+    let dir = std::env::temp_dir().join(format!("mpflex-reproduce-drawn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let opts = Options {
+        quick: false,
+        out_dir: dir.clone(),
+        doc: None,
+        readme: None,
+        mpflex_bin: std::env::current_exe().unwrap(),
+        report_only: true,
+        resume: false,
+    };
+    let c = claim("emptcp-small");
+    let run = run_of(c.run);
+    let file = results_file(&opts, run);
+    let lines = |commit: &str| {
+        ["mptcp", "mpflex:emptcp"]
+            .iter()
+            .map(|s| {
+                let mut v = serde_json::to_value(rec(s, "wifi-good", 262144, 150.0, r#","energy_j":1.0"#)).unwrap();
+                v["commit"] = commit.into();
+                v.to_string() + "\n"
+            })
+            .collect::<String>()
+    };
+    std::fs::write(&file, lines("0123456789ab")).unwrap();
+    let (md, _) = section(&[c], c.id, &opts, &[run], std::slice::from_ref(&file)).unwrap();
+    assert!(md.contains("commit 0123456789ab (every record)"), "{md}");
+    assert!(
+        md.contains(&format!("drawn from those records by `mpflex-lab` {}", crate::COMMIT)),
+        "{md}"
+    );
+    std::fs::write(&file, lines(crate::COMMIT)).unwrap();
+    let (md, _) = section(&[c], c.id, &opts, &[run], &[file]).unwrap();
+    assert!(!md.contains("drawn from those records"), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
