@@ -59,6 +59,21 @@ fn warm_chunks_record_their_warm_up() {
     let w = tcp["warmup_ms"].as_f64().expect("tcp-wifi warm-up recorded");
     assert!((1150.0..5000.0).contains(&w), "warm-up {w} ms");
     assert!(tcp["completion_ms"].as_f64().unwrap() < w, "{tcp}");
+    // The links' view of the transfer, warm-up included: WiFi carried the 1 MB warm-up and
+    // the chunk (IP bytes, so a little more), LTE only the other path's keepalives if any.
+    let delivered = |i: usize| {
+        tcp["link_down_delivered_bytes"][i]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{tcp}"))
+    };
+    assert!(delivered(0) > (1 << 20) as f64 + 65536.0, "{tcp}");
+    assert!(delivered(1) < 65536.0, "{tcp}");
+    assert_eq!(
+        tcp["link_down_dropped_queue"].as_array().map(Vec::len),
+        Some(2),
+        "{tcp}"
+    );
+    assert!(tcp["link_down_sojourn_p50_ms"][0].as_f64().is_some(), "{tcp}");
     // The oracle's sweep: shares 0 and 1, then 0.5; every one with its warm-up, which the
     // split (side by side, like the paths of one connection) shortens at 0.5.
     let oracle = &recs[1];

@@ -10,7 +10,7 @@ use super::*;
 /// repetitions (DEMS 10, ECF's downloads 30 and videos 5, QCUT 10, WearMan 5, eMPTCP 10,
 /// MPFlex 10 where unstated);
 /// `--quick` fewer profiles, sizes and repetitions, shorter uploads and a smaller on-off
-/// download (about 20 minutes on the 2-core machine).
+/// download (about 13 minutes of lab time on the 2-core machine).
 pub const RUNS: &[Run] = &[
     // DEMS §7.2 (stable emulation, WiFi 7040 kbit/s 50 ms, LTE 9185 kbit/s 70/270/470 ms)
     // and MPFlex's default tc profile (its 70 ms case): one run serves both.

@@ -629,7 +629,11 @@ impl Bench<'_> {
                 point.mode.into(),
             ];
             a.extend_from_slice(via);
+            // The bottleneck queues of this transfer (its warm-up included): a chunk's
+            // losses and standing queue, for every system alike.
+            self.emu.clear_run_stats();
             let t = clients::chunk(self.topo, &a)?;
+            settled.extend(link_fields(&self.emu.stats()));
             if let Some(w) = t.warmup_ms {
                 settled.insert("warmup_ms".into(), w.into());
             }
