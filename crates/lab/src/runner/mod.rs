@@ -599,8 +599,7 @@ impl Bench<'_> {
         })
     }
 
-    /// One client run over `via` (its arguments for reaching the server): completion
-    /// (ms) and fields.
+    /// One client run over `via` (its arguments for reaching the server): ms and fields.
     fn measure(&self, point: &Point, via: &[String]) -> Result<(f64, Fields)> {
         self.measure_in(&self.topo.client_ns, point, via)
     }
@@ -621,6 +620,8 @@ impl Bench<'_> {
             settled.insert("trace_rewound".into(), true.into());
         }
         self.emu.clear_payload_logs();
+        // The links' counts cover this transfer (a chunk's warm-up included), every system.
+        self.emu.clear_run_stats();
         if self.spec().chunks() {
             let mut a = vec![
                 "--size".into(),
@@ -629,9 +630,6 @@ impl Bench<'_> {
                 point.mode.into(),
             ];
             a.extend_from_slice(via);
-            // The bottleneck queues of this transfer (its warm-up included): a chunk's
-            // losses and standing queue, for every system alike.
-            self.emu.clear_run_stats();
             let t = clients::chunk(self.topo, &a)?;
             settled.extend(link_fields(&self.emu.stats()));
             if let Some(w) = t.warmup_ms {
@@ -669,7 +667,6 @@ impl Bench<'_> {
             },
             event,
         });
-        self.emu.clear_run_stats();
         let mut f = clients::workload(self.topo, ns, &a, change, self.cfg.secs)?;
         self.energy_fields(&mut f);
         self.bound_goodput(point, &mut f)?;
