@@ -14,9 +14,8 @@ pub type Measure = fn(&Record) -> Option<f64>;
 /// (Hyndman and Fan's type 7, numpy's default); panics on none.
 ///
 /// Rule: the median of an even count is the mean of the middle two. The reason: a median
-/// taken by picking one of them is not symmetric, so the median of the changes and the
-/// negated median of the reductions differ, and one report printed both (−8 % and −13 %
-/// for the same ten points).
+/// taken by picking one of them is not symmetric, so the median of some changes and the
+/// negated median of the same reductions would differ.
 pub fn quantile(v: &[f64], q: f64) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));

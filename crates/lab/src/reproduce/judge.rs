@@ -429,8 +429,8 @@ pub fn judge(claim: &Claim, recs: &[Record]) -> Finding {
             let considered: Vec<&(PointKey, f64, f64)> = both.iter().filter(|x| x.2 >= 50.0).collect();
             let halved = considered.iter().filter(|x| x.1 <= 0.5 * x.2).count();
             let smaller = both.iter().filter(|x| x.1 < x.2).count();
-            // Many points (a full run has 28) are summed up as the other many-point cells
-            // are; each point's gap stays in the tables below.
+            // Many points (a full run has dozens) are summed up as the other many-point
+            // cells are; each point's gap stays in the tables below.
             f.vs_baseline = if both.len() <= 9 {
                 both.iter()
                     .map(|(k, o, b)| format!("{} gap {o:.0} vs {b:.0} ms", label(k)).trim().to_string())
