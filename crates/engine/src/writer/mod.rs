@@ -70,6 +70,10 @@ const RAMP_GROWTH: f64 = 1.25;
 /// (BBR leaves its start-up after three such rounds).
 const RAMP_FLAT_STEPS: u32 = 3;
 
+/// The queue, in aims, at which the eager ramp stops between two steering steps (see
+/// [`PathWriter::brake_ramp`]): the direct cut's own threshold.
+const BRAKE_QUEUE: f64 = 2.0;
+
 /// Under queue control, how much faster than the rate its limit stands for a path may
 /// pace its bytes (see [`PathWriter::pacing_cap`]).
 const PACE_GAIN: f64 = 1.25;
@@ -326,6 +330,10 @@ impl PathWriter {
         let min_rtt = Duration::from_micros(info.min_rtt as u64);
         let srtt = Duration::from_micros(info.rtt as u64);
         self.base_probe(srtt, now);
+        if eager && self.ramp_acked.is_some() {
+            self.brake_ramp(owd_queue, info, limit, srtt.saturating_sub(min_rtt));
+        }
+        let Some(limit) = self.limit else { return };
         // A step shows in the reading only after the bytes it let through have crossed the
         // path and the kernel's smoothed RTT has taken them in: once per smoothed RTT,
         // and never faster than every 20 ms (on a path of 1 ms RTT faster steps stacked
@@ -491,6 +499,34 @@ impl PathWriter {
             }
             self.limit = Some(next.max(floor));
         }
+    }
+
+    /// Ends the eager ramp between two steering steps, at the path's first real queue: a
+    /// smoothed RTT (or one-way reading) [`BRAKE_QUEUE`] times the aim above its minimum
+    /// while the path holds at least half the limit. The limit then stops where the
+    /// path is — what it holds — and the next step's cut takes it to the target. A
+    /// steering step comes once per smoothed RTT, and the ramp doubles the limit at each;
+    /// the kernel's smoothed RTT follows every acknowledgement. Waiting for the next step
+    /// on a 470 ms LTE path let slow start go on for most of a round trip with the queue
+    /// already growing: the path came to hold its pipe plus its whole 500 ms buffer,
+    /// segments were lost at the top, and a chunk's last bytes waited a 970 ms round trip
+    /// for their retransmission (docs/latency.md). Paced, slow start queues
+    /// at the bottleneck only once its window is past half the pipe, so a queue read with
+    /// the path holding half the limit is the pipe filling, not a burst; the brake keeps
+    /// what the path holds, never cuts below it (cut below, a path that had carried little
+    /// starved: see [`PathWriter::set_protecting`]). Not at the first step after engaging,
+    /// whose readings still carry the queue slow start built before (`ramp_acked` unset).
+    fn brake_ramp(&mut self, owd_queue: Option<Duration>, info: &TcpInfo, limit: f64, rtt_queue: Duration) {
+        let queue = owd_queue.map_or(rtt_queue, |q| q.min(rtt_queue));
+        let aim = self.queue_target.mul_f64(STEER_AIM);
+        let held = (info.in_flight_bytes() + info.notsent_bytes as u64) as f64;
+        if queue < aim.mul_f64(BRAKE_QUEUE) || held < limit / 2.0 {
+            return;
+        }
+        self.ramping = false;
+        let next = limit.min(held).max(4.0 * info.snd_mss.max(1) as f64);
+        self.limit = Some(next);
+        tracing::debug!(limit = next, held, queue_ms = queue.as_secs_f64() * 1e3, "ramp braked");
     }
 
     /// Whether the path's delivery rate over the last step grew by [`RAMP_GROWTH`] over

@@ -652,3 +652,51 @@ fn with_nothing_to_protect_bytes_waiting_for_the_window_are_not_a_queue() {
         "the ramp went on, up to twice the window"
     );
 }
+
+/// With nothing to protect, the ramp stops between two steering steps as soon as the
+/// path's RTT shows twice the aim of queue with the path holding half the limit: the
+/// limit stays at what the path holds (no cut below it), and the ramp is over. A smaller
+/// queue leaves the ramp alone until its next step.
+#[test]
+fn with_nothing_to_protect_a_queue_between_steps_stops_the_ramp_where_the_path_is() {
+    let start = |rtt_between: u32| {
+        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+        w.set_protecting(false);
+        let mut i = info(0, 600_000);
+        i.min_rtt = 470_000;
+        i.rtt = 472_000;
+        i.snd_cwnd = 120;
+        i.unacked = 118;
+        let t0 = Instant::now();
+        w.observe(0, &i, None);
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        w.steer(None, &i, t0);
+        let ramped = w.queue_limit().unwrap();
+        assert!(ramped >= 2 * 118 * 1448, "the first step doubled the limit: {ramped}");
+        // 100 ms later, within the same round trip: slow start filled the pipe.
+        i.snd_cwnd = 240;
+        i.unacked = 230;
+        i.rtt = rtt_between;
+        i.bytes_acked = 170_000;
+        w.observe(0, &i, None);
+        w.steer(None, &i, t0 + Duration::from_millis(100));
+        (w, i, t0, ramped)
+    };
+    let (w, _, _, ramped) = start(482_000); // 10 ms: under twice the aim (24 ms)
+    assert_eq!(w.queue_limit(), Some(ramped), "a small queue waits for the next step");
+
+    let (mut w, mut i, t0, _) = start(500_000); // 30 ms
+    assert_eq!(w.queue_limit(), Some(230 * 1448), "stopped at what the path holds");
+    // The next step reads the queue the held bytes make: the limit does not ramp again.
+    i.rtt = 520_000;
+    i.bytes_acked = 400_000;
+    i.delivery_rate = 1_100_000;
+    hold_limit(&w, &mut i);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    w.steer(None, &i, t0 + Duration::from_millis(600));
+    assert!(
+        w.queue_limit().unwrap() < 230 * 1448,
+        "the step after cuts toward the target: {:?}",
+        w.queue_limit()
+    );
+}
