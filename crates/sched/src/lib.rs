@@ -261,6 +261,13 @@ pub struct QueueView {
     /// refused room lately): a bulk transfer that the bound on bytes ahead of the paths
     /// holds back, so `bytes` is a window onto a larger backlog, not all there is.
     pub sustained: bool,
+    /// The applications hold more than `bytes` shows, and `bytes` is already a second
+    /// of the paths' rate: a stream was refused room lately under the engine's loose
+    /// bound on bytes ahead of the paths (the one that applies without queue control's
+    /// tighter bound, a second of their rate) and has not run dry since. Unlike
+    /// `sustained` this holds from a transfer's first refusal, before it has kept the
+    /// session backlogged for a second; a transfer that fits the bound whole never sets it.
+    pub withheld: bool,
 }
 
 impl Default for QueueView {
@@ -270,6 +277,7 @@ impl Default for QueueView {
             frames: 0,
             send_window: u64::MAX,
             sustained: false,
+            withheld: false,
         }
     }
 }

@@ -54,6 +54,21 @@ impl Session {
                 .is_some_and(|t| now.saturating_duration_since(t) < SUSTAINED_GAP)
     }
 
+    /// Whether an application holds more than the session took, beyond a second of the
+    /// paths' rate already ahead of them: a stream refused room under the loose bound on
+    /// bytes ahead (queue control not engaged) within [`SUSTAINED_GAP`], still ahead (not
+    /// seen to run dry since). [`Session::bulk_held`] says so only after a second of
+    /// backlog; a scheduler that weighs the queued bytes as all there is (ECF's wait rule)
+    /// needs it from the first refusal. In a 4 MB chunk's first second ECF read the
+    /// bound's 0.9 MB as the whole transfer, kept a 470 ms LTE path out of it until
+    /// `bulk_held` came, and the path then started from its initial window.
+    pub(super) fn bulk_withheld(&self, now: Instant) -> bool {
+        !self.held.is_empty()
+            && self
+                .withheld_at
+                .is_some_and(|t| now.saturating_duration_since(t) < SUSTAINED_GAP)
+    }
+
     /// Whether applications have kept the session backlogged for [`SUSTAINED_BACKLOG`].
     pub(super) fn sustained_backlog(&self, now: Instant) -> bool {
         matches!(

@@ -164,6 +164,9 @@ pub struct Session {
     /// When a stream was last refused room (the application offered more than the
     /// session would take).
     refused_at: Option<Instant>,
+    /// When a stream was last refused room under the loose bound on bytes ahead (see
+    /// [`Session::bulk_withheld`]).
+    withheld_at: Option<Instant>,
     /// Streams whose application had more to give than the session took, as far as the
     /// session knows: refused room and not since seen to run dry
     /// ([`Session::stream_source_dry`]), finish or end. While one is, the queue ahead of the
@@ -266,6 +269,7 @@ impl Session {
             backlog_since: None,
             backlog_seen: None,
             refused_at: None,
+            withheld_at: None,
             held: HashSet::new(),
             counters: SessionCounters::default(),
             dgrams: Datagrams::new(cfg.datagram_queue),
@@ -531,6 +535,9 @@ impl Session {
         self.blocked.insert(stream);
         self.held.insert(stream);
         self.refused_at = Some(self.last_now);
+        if !self.backpressure_engaged(self.last_now) {
+            self.withheld_at = Some(self.last_now);
+        }
         self.note_backlog();
     }
 

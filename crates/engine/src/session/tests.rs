@@ -135,6 +135,36 @@ fn only_a_refused_backlog_is_bulk_held_back() {
     assert!(!s.bulk_held(t0 + ms(2500)), "refused over a second ago");
 }
 
+/// A refusal under the loose bound on bytes ahead (no backlog of a second yet) says at once
+/// that the application holds more than the session took, until its last bytes are read;
+/// a refusal under the bound of a sustained backlog is `bulk_held`'s, not this.
+#[test]
+fn a_refusal_under_the_loose_bound_withholds_at_once() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut s = Session::new(
+        EngineConfig::new(Role::Client),
+        mpflex_sched::by_name("ecf").unwrap(),
+        t0,
+    );
+    s.set_clock(t0 + ms(100));
+    assert!(!s.backpressure_engaged(t0 + ms(100)));
+    s.refuse(1);
+    assert!(s.bulk_withheld(t0 + ms(100)), "withheld from the first refusal");
+    assert!(!s.bulk_held(t0 + ms(100)), "not yet a sustained backlog");
+    s.stream_source_dry(1);
+    assert!(!s.bulk_withheld(t0 + ms(100)), "its last bytes were read");
+    s.held.insert(1);
+    assert!(!s.bulk_withheld(t0 + ms(1200)), "refused over a second ago");
+
+    let mut s = backlogged_client(t0);
+    s.set_clock(t0 + ms(1200));
+    assert!(s.backpressure_engaged(t0 + ms(1200)));
+    s.refuse(1);
+    assert!(!s.bulk_withheld(t0 + ms(1200)), "the tight bound's refusal");
+    assert!(s.bulk_held(t0 + ms(1200)));
+}
+
 /// The longest wait between deliveries of a stream of 2 KB every 10 ms when the link
 /// of the path carrying it goes at 305 ms (`told`: the client's link watcher sees it; else it goes dark
 /// unseen), when the server heard of it, and which path it was.

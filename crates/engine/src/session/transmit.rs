@@ -490,6 +490,7 @@ impl Session {
             // Unsent queue (already within the window) plus the credit not yet used.
             send_window: self.flow.send_room().saturating_add(bytes),
             sustained: self.bulk_held(rec.now),
+            withheld: self.bulk_withheld(rec.now),
         };
         let budget = rec.bulk_room(out);
         let scheduler = match self.stream_schedulers.iter_mut().find(|(id, _)| *id == sched) {

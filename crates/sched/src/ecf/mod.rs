@@ -452,8 +452,10 @@ impl Scheduler for Ecf {
         // handed over yet, not what is left, and x_s waiting for x_f to drain it waits
         // for as long as the transfer lasts (a 4 MB chunk over a 270 ms LTE path took
         // 1.52 × its time without queue control). The backlog is not ending: x_s sends,
-        // as ECF's rule does for a large k.
-        if queue.sustained {
+        // as ECF's rule does for a large k. Nor when the application holds more than the
+        // second of the paths' rate already queued (`QueueView::withheld`): k is at least
+        // that second, and the rest is not in view yet.
+        if queue.sustained || queue.withheld {
             self.waiting = false;
             self.wait_since = None;
             return send_within_window(now, me, End::Head, budget);

@@ -417,4 +417,11 @@ fn a_backlog_held_back_is_not_waited_out() {
         ..queue(20_000)
     };
     assert!(!is_wait(Ecf::default().decide(now, 1, &paths, &held, 65536)));
+    // The same from a transfer's first refusal, before a second of backlog: the
+    // application holds more than the queued bytes show.
+    let withheld = QueueView {
+        withheld: true,
+        ..queue(20_000)
+    };
+    assert!(!is_wait(Ecf::default().decide(now, 1, &paths, &withheld, 65536)));
 }
