@@ -93,6 +93,12 @@ impl TcpInfo {
         cwnd.max(floor)
     }
 
+    /// What the path holds for the peer: bytes in flight ([`TcpInfo::in_flight_bytes`])
+    /// plus those still unsent in the socket.
+    pub fn held_bytes(&self) -> u64 {
+        self.in_flight_bytes() + self.notsent_bytes as u64
+    }
+
     /// Bytes sent and not yet acknowledged: from the byte counters (sent less
     /// retransmitted less acknowledged) where the kernel keeps them, else the segments in
     /// flight times the MSS — which overstates it when writes are smaller than a segment,

@@ -446,7 +446,7 @@ impl Quality {
         // does not say so, and a bulk upload through a deep buffer inflated both paths'
         // RTT fifty-fold and demoted both (half the upload's rate). The schedulers weigh
         // that queue already; the RTT signal is read only on a path that is not busy.
-        let ours = (info.in_flight_bytes() + info.notsent_bytes as u64) as f64;
+        let ours = info.held_bytes() as f64;
         b.busy |= info.delivery_rate > 0 && ours >= 0.5 * info.delivery_rate as f64 * srtt.as_secs_f64();
         b.acked |= acked;
         b.readings += 1;

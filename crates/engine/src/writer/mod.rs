@@ -330,10 +330,11 @@ impl PathWriter {
         let min_rtt = Duration::from_micros(info.min_rtt as u64);
         let srtt = Duration::from_micros(info.rtt as u64);
         self.base_probe(srtt, now);
-        if eager && self.ramp_acked.is_some() {
-            self.brake_ramp(owd_queue, info, limit, srtt.saturating_sub(min_rtt));
-        }
-        let Some(limit) = self.limit else { return };
+        let limit = if eager && self.ramp_acked.is_some() {
+            self.brake_ramp(owd_queue, info, limit, srtt.saturating_sub(min_rtt))
+        } else {
+            limit
+        };
         // A step shows in the reading only after the bytes it let through have crossed the
         // path and the kernel's smoothed RTT has taken them in: once per smoothed RTT,
         // and never faster than every 20 ms (on a path of 1 ms RTT faster steps stacked
@@ -373,7 +374,7 @@ impl PathWriter {
         // rate, a warm 4 MB chunk's LTE path a second below its pipe; and cuts stacked
         // on a queue that earlier bytes still held (three cuts in 150 ms after a BBR
         // start-up's 144 ms on LTE).
-        let held = info.in_flight_bytes() + info.notsent_bytes as u64;
+        let held = info.held_bytes();
         let beyond = held as f64 > limit + 4.0 * info.snd_mss.max(1) as f64;
         // With nothing to protect, a queue read while the delivery rate still grows is
         // the ramp's transient (see `ramp_growing`) — unless it is twice the aim, a queue
@@ -516,17 +517,19 @@ impl PathWriter {
     /// what the path holds, never cuts below it (cut below, a path that had carried little
     /// starved: see [`PathWriter::set_protecting`]). Not at the first step after engaging,
     /// whose readings still carry the queue slow start built before (`ramp_acked` unset).
-    fn brake_ramp(&mut self, owd_queue: Option<Duration>, info: &TcpInfo, limit: f64, rtt_queue: Duration) {
+    /// Returns the limit from here on.
+    fn brake_ramp(&mut self, owd_queue: Option<Duration>, info: &TcpInfo, limit: f64, rtt_queue: Duration) -> f64 {
         let queue = owd_queue.map_or(rtt_queue, |q| q.min(rtt_queue));
         let aim = self.queue_target.mul_f64(STEER_AIM);
-        let held = (info.in_flight_bytes() + info.notsent_bytes as u64) as f64;
+        let held = info.held_bytes() as f64;
         if queue < aim.mul_f64(BRAKE_QUEUE) || held < limit / 2.0 {
-            return;
+            return limit;
         }
         self.ramping = false;
         let next = limit.min(held).max(4.0 * info.snd_mss.max(1) as f64);
         self.limit = Some(next);
         tracing::debug!(limit = next, held, queue_ms = queue.as_secs_f64() * 1e3, "ramp braked");
+        next
     }
 
     /// Whether the path's delivery rate over the last step grew by [`RAMP_GROWTH`] over
@@ -690,8 +693,7 @@ impl PathWriter {
             // (see `set_protecting`): started at the rate estimate, it halved what a 470 ms
             // LTE path had in flight when queue control engaged.
             let initial = self.initial_limit(info);
-            let held = (info.in_flight_bytes() + info.notsent_bytes as u64)
-                .min(info.snd_cwnd as u64 * info.snd_mss as u64) as f64;
+            let held = info.held_bytes().min(info.snd_cwnd as u64 * info.snd_mss as u64) as f64;
             self.limit = Some(if self.protecting { initial } else { initial.max(held) });
             self.limited = false;
             self.ramping = true;
@@ -706,7 +708,7 @@ impl PathWriter {
                 retry: None,
             });
         };
-        let held = info.in_flight_bytes() + info.notsent_bytes as u64;
+        let held = info.held_bytes();
         // Whole segments: with the socket's queue kept this short every write leaves at
         // once, and a write that is not a multiple of the segment size sends a short
         // segment whose headers cost the link's rate (a 2.3 KB write goes as 1448 + 900

@@ -618,22 +618,30 @@ fn with_nothing_to_protect_slow_starts_own_queue_neither_cuts_nor_stalls_the_ram
     );
 }
 
+/// A writer with nothing to protect on a 470 ms path (delivery rate `rate`, smoothed RTT
+/// `rtt` µs, window `cwnd` with `unacked` segments out), engaged and through its first
+/// steering step: the writer, the socket's state and the step's time.
+fn eager_first_step(rate: u64, rtt: u32, cwnd: u32, unacked: u32) -> (PathWriter, TcpInfo, Instant) {
+    let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+    w.set_protecting(false);
+    let mut i = info(0, rate);
+    i.min_rtt = 470_000;
+    i.rtt = rtt;
+    i.snd_cwnd = cwnd;
+    i.unacked = unacked;
+    let t0 = Instant::now();
+    w.observe(0, &i, None);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    w.steer(None, &i, t0);
+    (w, i, t0)
+}
+
 /// With nothing to protect, bytes waiting in the socket for slow start's window are the
 /// ramp's lead over the window, not a queue: with the smoothed RTT at its minimum they
 /// neither end the ramp nor cut the limit, however long they take at the rate so far.
 #[test]
 fn with_nothing_to_protect_bytes_waiting_for_the_window_are_not_a_queue() {
-    let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
-    w.set_protecting(false);
-    let mut i = info(0, 50_000);
-    i.min_rtt = 470_000;
-    i.rtt = 471_000;
-    i.snd_cwnd = 39;
-    i.unacked = 39;
-    let t0 = Instant::now();
-    w.observe(0, &i, None);
-    let _ = w.budget(&i, 16_448, true).unwrap();
-    w.steer(None, &i, t0);
+    let (mut w, mut i, t0) = eager_first_step(50_000, 471_000, 39, 39);
     let first = w.queue_limit().unwrap();
     assert_eq!(first, 78 * 1448, "doubled at the first step");
     // A round trip later the window and the rate have doubled; the path holds its limit,
@@ -660,17 +668,7 @@ fn with_nothing_to_protect_bytes_waiting_for_the_window_are_not_a_queue() {
 #[test]
 fn with_nothing_to_protect_a_queue_between_steps_stops_the_ramp_where_the_path_is() {
     let start = |rtt_between: u32| {
-        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
-        w.set_protecting(false);
-        let mut i = info(0, 600_000);
-        i.min_rtt = 470_000;
-        i.rtt = 472_000;
-        i.snd_cwnd = 120;
-        i.unacked = 118;
-        let t0 = Instant::now();
-        w.observe(0, &i, None);
-        let _ = w.budget(&i, 16_448, true).unwrap();
-        w.steer(None, &i, t0);
+        let (mut w, mut i, t0) = eager_first_step(600_000, 472_000, 120, 118);
         let ramped = w.queue_limit().unwrap();
         assert!(ramped >= 2 * 118 * 1448, "the first step doubled the limit: {ramped}");
         // 100 ms later, within the same round trip: slow start filled the pipe.
