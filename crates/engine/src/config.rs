@@ -15,7 +15,13 @@ pub enum Role {
 /// shorter interval keeps the radio in its high-power state for good).
 pub const IDLE_KEEPALIVE: Duration = Duration::from_secs(25);
 
-/// Engine tunables. The defaults suit paths from a few Mbit/s to a few Gbit/s.
+/// Under queue control, a read of at least this many bytes from a path carries data (a
+/// full segment), not only the peer's control frames: it is acknowledged at once
+/// ([`EngineConfig::quick_ack`]).
+pub const QUICK_ACK_READ: usize = 1448;
+
+/// Engine tunables. The defaults are what ships (`[tuning]`'s defaults are read from
+/// them); they suit paths from a few Mbit/s to a few Gbit/s.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub role: Role,
@@ -44,9 +50,9 @@ pub struct EngineConfig {
     /// not read fill this fraction of the session window, the receiver asks for the
     /// missing frame to be sent again on another path (`Stall`).
     pub stall_fraction: f64,
-    /// Queue control's delay target ([`crate::PathWriter::with_queue_target`]); it also
-    /// bounds what the session accepts from applications ahead of the paths (see
-    /// [`crate::Session::send_capacity`]). Zero: off.
+    /// Queue control's delay target ([`crate::PathWriter::with_queue_target`]): QCUT-D's
+    /// 20 ms. It also bounds what the session accepts from applications ahead of the paths
+    /// (see [`crate::Session::send_capacity`]). Zero: off.
     pub queue_target: Duration,
     /// Queue control engages for a sustained backlog too (an upload that outruns the
     /// paths for [`crate::session::SUSTAINED_BACKLOG`]), not only while interactive
@@ -61,10 +67,8 @@ pub struct EngineConfig {
     /// Proactive handover (WearMan, see [`crate::supervisor`]): a path whose quality
     /// trends say it is failing takes no new data and its frames are copied elsewhere
     /// before it fails. Off: paths leave only when they fall silent or die. Off by
-    /// default: on `seed-default` it shortened no gap (78 against 83 ms under CUBIC, 381
-    /// against 224 ms under BBR), and its loss and RTT indicators read the queues and
-    /// drops a bulk upload makes as failure (both paths of an iperf3 upload demoted, half
-    /// its rate).
+    /// default: its loss and RTT indicators read the queues and drops of a bulk upload as
+    /// failure, and it shortened no handover gap (docs/paths.md).
     pub proactive: bool,
     /// The least time a path hinted weak by its link layer stays degraded after the last
     /// weak hint ([`crate::Session::set_link_hint`]): a hint that clears sooner takes
@@ -79,6 +83,23 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
+    /// Whether queue control is on (a non-zero [`EngineConfig::queue_target`]).
+    pub fn queue_control(&self) -> bool {
+        !self.queue_target.is_zero()
+    }
+
+    /// Whether the driver acknowledges a read of `len` bytes from a path at once
+    /// (`TCP_QUICKACK`). Under queue control the peer's writer keeps its path
+    /// application-limited and counts what is unacknowledged as held: an ACK delayed here
+    /// (up to tens of ms for a lone segment) reads as a queue there and throttles the
+    /// path below its rate. Not for reads of the peer's control frames alone (its
+    /// acknowledgements and arrival reports, well under a segment): their ACKs ride on
+    /// this side's own data, and acknowledged at once they go as pure ACKs, about one per
+    /// data segment on a slow uplink.
+    pub fn quick_ack(&self, len: usize) -> bool {
+        self.queue_control() && len >= QUICK_ACK_READ
+    }
+
     /// The keepalive interval of a session that carries nothing.
     pub fn idle_keepalive(&self) -> Duration {
         self.idle_keepalive.max(self.keepalive)
@@ -97,9 +118,9 @@ impl EngineConfig {
             path_timeout: Duration::from_secs(5),
             max_streams: 16384,
             stall_fraction: 0.75,
-            queue_target: Duration::ZERO,
-            queue_control_sustained: false,
-            hedge_interactive: false,
+            queue_target: Duration::from_millis(20),
+            queue_control_sustained: true,
+            hedge_interactive: true,
             proactive: false,
             link_hint_hold: Duration::from_secs(3),
             datagram_queue: 1024,

@@ -9,8 +9,8 @@
 //!
 //! The engine does no I/O and reads no clock: the driver feeds it decoded frames, the
 //! kernel's path statistics ([`TcpInfo`]) and the current time, and pulls out bytes to
-//! write and events to act on. [`harness`] runs a client and a server engine against each
-//! other over simulated paths and sockets, with a virtual clock.
+//! write and events to act on. `harness` (feature `harness`, for tests) runs a client and a
+//! server engine against each other over simulated paths and sockets, with a virtual clock.
 //!
 //! Datagram flows (UDP) ride beside the streams, outside the sequence: `datagram`.
 //!
@@ -26,6 +26,7 @@ mod datagram;
 pub mod emptcp;
 pub mod energy;
 mod flow;
+#[cfg(any(test, feature = "harness"))]
 pub mod harness;
 pub mod join;
 mod kernel;
@@ -39,7 +40,7 @@ mod supervisor;
 mod writer;
 
 pub use class::{ClassLatency, LatencySummary, TrafficClass, UnknownClass, BULK_BURST, BURST_IDLE, TURN_GAP};
-pub use config::{EngineConfig, Role, IDLE_KEEPALIVE};
+pub use config::{EngineConfig, Role, IDLE_KEEPALIVE, QUICK_ACK_READ};
 pub use datagram::{
     DatagramClass, DatagramCounters, FlowId, COPY_WAIT, MAX_WAIT, QUEUE_BYTES, REALTIME_MAX_LEN, REALTIME_MAX_RATE,
 };

@@ -14,6 +14,14 @@ use mpflex_sched::{by_name, Decision, End, PathSnapshot, QueueView, Scheduler};
 use mpflex_wire::{decode_all, Frame, TargetAddr, MAX_RECORD, RECORD_OVERHEAD};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
+/// Queue control off, for tests that hand the session whole writes (a window, a chunk, a
+/// body) and check what it does with them: under queue control the session takes no more
+/// than a second of the paths' rate ahead of them (the bound on bytes ahead of the paths),
+/// which refuses such writes in part.
+fn whole_writes(c: &mut EngineConfig) {
+    c.queue_target = Duration::ZERO;
+}
+
 /// Opens a stream carrying `first` as far as flow control takes it.
 trait OpenWith {
     /// Returns the stream and what of `first` was not taken.
@@ -270,7 +278,7 @@ fn opening_a_stream_with_the_session_window_used_up_stays_within_it() {
 #[test]
 fn slow_reader_does_not_stall_other_streams() {
     // Stream A's application never reads; stream B must still complete.
-    let mut sim = Sim::new("minrtt", &[(5, 5000)]);
+    let mut sim = Sim::with("minrtt", &[(5, 5000)], whole_writes);
     let a = sim.client.open_with(addr(), Bytes::from_static(b"a")).0;
     let b = sim.client.open_with(addr(), Bytes::from_static(b"b")).0;
     for _ in 0..50 {
@@ -314,7 +322,7 @@ fn a_small_stream_is_not_queued_behind_a_bulk_one() {
     // seconds of the path); then stream B sends one 1 KB request. B must arrive within a
     // few tens of milliseconds (it waits behind at most SEQUENCE_AHEAD of A's bytes), not
     // after A's backlog.
-    let mut sim = Sim::new("minrtt", &[(10, 1000)]);
+    let mut sim = Sim::with("minrtt", &[(10, 1000)], whole_writes);
     let a = sim.client.open_with(addr(), Bytes::from_static(b"a")).0;
     for _ in 0..50 {
         sim.step();
@@ -361,7 +369,10 @@ fn a_small_stream_is_not_queued_behind_a_bulk_one() {
 fn resetting_a_stream_returns_its_unsent_bytes_to_the_session_window() {
     // A queues its whole window and is reset before most of it is sent: the bytes never
     // sent leave the session's count, so a later stream can use the whole window again.
-    let mut sim = Sim::with("minrtt", &[(10, 1000)], |c| c.session_window = c.stream_window);
+    let mut sim = Sim::with("minrtt", &[(10, 1000)], |c| {
+        whole_writes(c);
+        c.session_window = c.stream_window
+    });
     let a = sim.client.open_with(addr(), Bytes::new()).0;
     let window = sim.client.config().stream_window as usize;
     assert_eq!(sim.client.stream_send(a, Bytes::from(vec![1u8; window])), window);
@@ -389,7 +400,7 @@ fn a_stream_the_peer_resets_stops_sending_its_backlog() {
     // The server queues a whole window on A (a download); the client resets A after a few
     // steps (the application went away). Once the reset arrives, the server sends no more
     // of A than it had already sequenced: the rest of the window must not use the links.
-    let mut sim = Sim::with("minrtt", &[(10, 1000)], |_| {});
+    let mut sim = Sim::with("minrtt", &[(10, 1000)], whole_writes);
     let a = sim.client.open_with(addr(), Bytes::new()).0;
     for _ in 0..50 {
         sim.step();
@@ -441,7 +452,7 @@ fn chunk(sched: &str, paths: &[(u64, usize)], size: usize, warm: bool) -> (u64, 
     // The fluid model DEMS's optimum is derived in: frames wait nowhere but on the link,
     // and each path's rate and delay are known from the start.
     let ideal: Vec<PathSpec> = specs(paths).into_iter().map(PathSpec::ideal).collect();
-    let mut sim = Sim::custom(|| by_name(sched).unwrap(), &ideal, |_| {});
+    let mut sim = Sim::custom(|| by_name(sched).unwrap(), &ideal, whole_writes);
     let n = paths.len();
     let fetch = |sim: &mut Sim, size: usize, seed: u64| {
         let body = pattern(seed, size);
@@ -583,8 +594,13 @@ fn stalled_gap_is_resent_before_the_path_is_suspected() {
 #[test]
 fn reported_frames_are_not_resent_when_their_path_dies() {
     let now = Instant::now();
-    let mut client = Session::new(EngineConfig::new(Role::Client), by_name("minrtt").unwrap(), now);
-    let mut server = Session::new(EngineConfig::new(Role::Server), by_name("minrtt").unwrap(), now);
+    let cfg = |role| {
+        let mut c = EngineConfig::new(role);
+        whole_writes(&mut c);
+        c
+    };
+    let mut client = Session::new(cfg(Role::Client), by_name("minrtt").unwrap(), now);
+    let mut server = Session::new(cfg(Role::Server), by_name("minrtt").unwrap(), now);
     for s in [&mut client, &mut server] {
         for (p, rtt) in [(0, 10), (1, 20)] {
             s.path_up(p, now);
@@ -675,7 +691,7 @@ fn reinjection_copies_only_frames_the_copy_brings_sooner() {
     let run = |paths: [(u64, usize); 2], sooner_only: bool| {
         // The fluid model: the test's bound assumes frames wait nowhere but on the link.
         let ideal: Vec<PathSpec> = specs(&paths).into_iter().map(PathSpec::ideal).collect();
-        let mut sim = Sim::custom(|| Box::new(CopyOnPathZero { sooner_only }), &ideal, |_| {});
+        let mut sim = Sim::custom(|| Box::new(CopyOnPathZero { sooner_only }), &ideal, whole_writes);
         let size = 400_000;
         let body = pattern(7, size);
         // A first transfer gives both paths delay estimates (path 0 from its copies, all
@@ -864,6 +880,7 @@ fn held_bytes_follow_the_data_from_queue_to_reader() {
     // application reads.
     const WINDOW: usize = 1 << 20;
     let mut sim = Sim::with("minrtt", &[(10, 5000), (20, 5000)], |c| {
+        whole_writes(c);
         c.stream_window = WINDOW as u64;
         c.session_window = 2 * WINDOW as u64;
     });

@@ -44,7 +44,6 @@ fn chunk(sched: &str, specs: &[PathSpec], size: usize, target_ms: u64, warm: boo
             c.queue_control_sustained = true;
         },
     );
-    pair.set_queue_target(Duration::from_millis(target_ms));
     let before: Vec<u64> = if warm {
         transfer(&mut pair, sched, 1 << 20);
         for _ in 0..1000 {

@@ -230,7 +230,6 @@ impl Server {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut h = SessionHandle::new(sess, Vec::new(), Some(tx), self.cfg.tuning.notsent_lowat);
         h.fresh_ssthresh = self.cfg.tuning.fresh_ssthresh;
-        h.queue_target = Duration::from_millis(self.cfg.tuning.queue_target_ms);
         h.pacing = self.cfg.tuning.pacing;
         h.classes = self.classes.clone();
         h.allowed_schedulers = self.cfg.allowed_schedulers.clone().map(Arc::new);

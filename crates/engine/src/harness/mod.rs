@@ -70,12 +70,14 @@ fn direction(spec: PathSpec, now: Instant, queue_target: Duration) -> Direction 
 }
 
 impl Pair {
-    /// Two engines running `sched`, over paths given as (one-way delay ms, bytes per ms).
+    /// Two engines running `sched`, over paths given as (one-way delay ms, bytes per ms),
+    /// with the shipped configuration ([`EngineConfig::new`]).
     pub fn new(sched: &str, paths: &[(u64, usize)]) -> Pair {
         Self::with(sched, paths, |_| {})
     }
 
-    /// The same, with the engines' configuration adjusted by `tune`.
+    /// The same, with the engines' configuration adjusted by `tune` (a test that changes
+    /// the shipped configuration says why).
     pub fn with(sched: &str, paths: &[(u64, usize)], tune: impl Fn(&mut EngineConfig)) -> Pair {
         let specs: Vec<PathSpec> = paths.iter().map(|&p| p.into()).collect();
         Self::custom(|| mpflex_sched::by_name(sched).expect("a scheduler name"), &specs, tune)
@@ -91,12 +93,10 @@ impl Pair {
         };
         let mut client = Session::new(cfg(Role::Client), make(), now);
         let mut server = Session::new(cfg(Role::Server), make(), now);
+        let queue_target = client.config().queue_target;
         let mut dirs = Vec::new();
         for (i, &spec) in specs.iter().enumerate() {
-            dirs.push([
-                direction(spec, now, Duration::ZERO),
-                direction(spec, now, Duration::ZERO),
-            ]);
+            dirs.push([direction(spec, now, queue_target), direction(spec, now, queue_target)]);
             client.path_up(i, now);
             server.path_up(i, now);
         }
@@ -106,7 +106,7 @@ impl Pair {
             client,
             server,
             specs: specs.to_vec(),
-            queue_target: Duration::ZERO,
+            queue_target,
             dirs,
             client_rx: HashMap::new(),
             server_rx: HashMap::new(),
@@ -117,15 +117,6 @@ impl Pair {
             server_datagrams: Vec::new(),
             server_flows: HashMap::new(),
             flow_closes: Vec::new(),
-        }
-    }
-
-    /// Every path writer keeps its bottleneck queue at about `target` (queue control;
-    /// zero: off), as `tuning.queue_target_ms` does.
-    pub fn set_queue_target(&mut self, target: Duration) {
-        self.queue_target = target;
-        for d in self.dirs.iter_mut().flatten() {
-            d.writer = PathWriter::new(LOWAT_MAX, true, true).with_queue_target(target);
         }
     }
 

@@ -2,11 +2,18 @@ use super::*;
 use crate::harness::Pair;
 use std::time::Duration;
 
+/// Queue control off, for tests that hand the session a whole transfer at once: under
+/// queue control the session takes no more than a second of the paths' rate ahead of
+/// them (the bound on bytes ahead), and these tests are of what it does with the bytes.
+fn whole_writes(c: &mut EngineConfig) {
+    c.queue_target = Duration::ZERO;
+}
+
 /// The metrics' counts: each stream's bytes per path add up to what it carried on both
 /// sides, scheduler decisions are counted, and a dead path's frames count as re-sent.
 #[test]
 fn streams_count_their_bytes_per_path_and_the_scheduler_its_decisions() {
-    let mut pair = Pair::new("roundrobin", &[(10, 1000), (20, 1000)]);
+    let mut pair = Pair::with("roundrobin", &[(10, 1000), (20, 1000)], whole_writes);
     let id = pair.open(&[1u8; 1000]);
     assert_eq!(pair.client.stream_send(id, Bytes::from(vec![2u8; 400_000])), 400_000);
     for _ in 0..400 {
@@ -42,7 +49,7 @@ fn streams_count_their_bytes_per_path_and_the_scheduler_its_decisions() {
 /// stream works with the new server from sequence zero.
 #[test]
 fn a_peer_that_lost_the_session_starts_everything_over() {
-    let mut pair = Pair::new("minrtt", &[(10, 1000), (20, 1000)]);
+    let mut pair = Pair::with("minrtt", &[(10, 1000), (20, 1000)], whole_writes);
     let old = pair.open(&[1u8; 1000]);
     assert_eq!(pair.client.stream_send(old, Bytes::from(vec![2u8; 300_000])), 300_000);
     for _ in 0..30 {
@@ -51,11 +58,9 @@ fn a_peer_that_lost_the_session_starts_everything_over() {
     assert!(pair.client.held_bytes().0 > 0, "the upload is under way");
     // The server restarts: a new session there, and the client hears `fresh`.
     let now = pair.now;
-    pair.server = Session::new(
-        EngineConfig::new(Role::Server),
-        mpflex_sched::by_name("minrtt").unwrap(),
-        now,
-    );
+    let mut cfg = EngineConfig::new(Role::Server);
+    whole_writes(&mut cfg);
+    pair.server = Session::new(cfg, mpflex_sched::by_name("minrtt").unwrap(), now);
     for p in 0..2 {
         pair.server.path_up(p, now);
     }
@@ -258,7 +263,7 @@ fn the_server_hears_of_a_lost_link_on_the_other_path() {
 /// stream still uses both.
 #[test]
 fn a_stream_restricted_to_a_path_uses_only_it_both_ways() {
-    let mut pair = Pair::new("roundrobin", &[(10, 1000), (10, 1000)]);
+    let mut pair = Pair::with("roundrobin", &[(10, 1000), (10, 1000)], whole_writes);
     let id = pair.client.open_stream(crate::harness::placeholder_addr());
     pair.client.set_stream_paths(id, 0b10);
     pair.client.set_stream_energy(id, Some(true));
@@ -293,7 +298,7 @@ fn a_stream_restricted_to_a_path_uses_only_it_both_ways() {
 /// other path carries the rest, and the server keeps to what the client granted it.
 #[test]
 fn allowances_bound_what_a_path_carries_each_way() {
-    let mut pair = Pair::new("roundrobin", &[(10, 1000), (10, 1000)]);
+    let mut pair = Pair::with("roundrobin", &[(10, 1000), (10, 1000)], whole_writes);
     let now = pair.now;
     pair.client.set_path_allowance(0, Some(100_000), now);
     let id = pair.open(&[1u8; 1000]);

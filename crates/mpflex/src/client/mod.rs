@@ -49,6 +49,7 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
     let scheduler = mpflex_sched::by_name(&cfg.scheduler).expect("validated");
     let mut engine = cfg.tuning.engine(Role::Client);
     engine.link_hint_hold = cfg.wifi.hold();
+    let queue_control = engine.queue_control();
     let mut sess = Session::new(engine, scheduler, Instant::now());
     sess.set_energy_profile(cfg.energy_profile()?);
     sess.set_energy_aware_config(cfg.energy_aware_config());
@@ -57,7 +58,6 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
     h.congestion = cfg.tuning.congestion.clone();
     h.pacing = cfg.tuning.pacing;
     h.fresh_ssthresh = cfg.tuning.fresh_ssthresh;
-    h.queue_target = Duration::from_millis(cfg.tuning.queue_target_ms);
     h.classes = std::sync::Arc::new(cfg.class_rules()?);
     *h.policy.write().expect("policy lock") = std::sync::Arc::new(cfg.policy()?);
     h.default_scheduler = scheduler_name(&cfg.scheduler);
@@ -131,19 +131,19 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
     let mut listeners = Vec::new();
     if let Some(addr) = cfg.socks_listen {
         let l = bind(addr, "socks_listen").await?;
-        limit_app_buffers(&l, cfg.tuning.queue_target_ms);
+        limit_app_buffers(&l, queue_control);
         info!("SOCKS5 on {addr}");
         listeners.push(tokio::spawn(accept_loop(l, h.clone(), Ingress::Socks)));
     }
     if let Some(addr) = cfg.transparent_listen {
         let l = bind(addr, "transparent_listen").await?;
-        limit_app_buffers(&l, cfg.tuning.queue_target_ms);
+        limit_app_buffers(&l, queue_control);
         info!("transparent redirect on {addr}");
         listeners.push(tokio::spawn(accept_loop(l, h.clone(), Ingress::Redirect)));
     }
     if let Some(addr) = cfg.transparent_tproxy_listen {
         let l = crate::tproxy::listen_tcp(addr)?;
-        limit_app_buffers(&l, cfg.tuning.queue_target_ms);
+        limit_app_buffers(&l, queue_control);
         info!("transparent TCP (TPROXY) on {addr}");
         listeners.push(tokio::spawn(accept_loop(l, h.clone(), Ingress::Tproxy(addr.port()))));
     }
@@ -242,8 +242,8 @@ const APP_RCVBUF: usize = 128 * 1024;
 /// waiting there are bytes the application counts as sent (measured: 3.9 MB in it during
 /// an `iperf3` upload). 128 KB still carries gigabits over loopback. The application's own
 /// send buffer is its kernel's to size.
-fn limit_app_buffers(l: &TcpListener, queue_target_ms: u64) {
-    if queue_target_ms == 0 {
+fn limit_app_buffers(l: &TcpListener, queue_control: bool) {
+    if !queue_control {
         return;
     }
     if let Err(e) = socket2::SockRef::from(l).set_recv_buffer_size(APP_RCVBUF) {

@@ -271,3 +271,16 @@ fn wifi_defaults_overrides_and_bad_values() {
     let e = load::<ClientConfig>(Some(&f.0), &["wifi.weak=1".into()]).unwrap_err();
     assert!(format!("{e:#}").contains("weak"), "{e:#}");
 }
+
+/// `[tuning]`'s defaults are the engine's: a default `[tuning]` builds exactly
+/// `EngineConfig::new`, for either role.
+#[test]
+fn default_tuning_builds_the_engines_default_configuration() {
+    use mpflex_engine::{EngineConfig, Role};
+    for role in [Role::Client, Role::Server] {
+        assert_eq!(
+            format!("{:?}", Tuning::default().engine(role)),
+            format!("{:?}", EngineConfig::new(role))
+        );
+    }
+}

@@ -93,26 +93,30 @@ pub struct Tuning {
     pub energy_tau_ms: u64,
 }
 
+/// The engine's defaults are the shipped defaults: `[tuning]` reads each of its engine
+/// settings from [`EngineConfig::new`], so the two cannot differ.
 impl Default for Tuning {
     fn default() -> Self {
+        let e = EngineConfig::new(Role::Client);
+        let ms = |d: Duration| d.as_millis() as u64;
         Tuning {
-            keepalive_ms: 1000,
-            idle_keepalive_ms: mpflex_engine::IDLE_KEEPALIVE.as_millis() as u64,
-            path_timeout_ms: 5000,
-            stream_window: 4 << 20,
-            session_window: 64 << 20,
+            keepalive_ms: ms(e.keepalive),
+            idle_keepalive_ms: ms(e.idle_keepalive),
+            path_timeout_ms: ms(e.path_timeout),
+            stream_window: e.stream_window,
+            session_window: e.session_window,
             notsent_lowat: 1024 * 1024,
-            max_streams: 16384,
-            max_flows: 16384,
-            datagram_queue: 1024,
+            max_streams: e.max_streams,
+            max_flows: e.max_flows,
+            datagram_queue: e.datagram_queue,
             congestion: None,
             slow_start_after_idle: None,
             pacing: true,
             fresh_ssthresh: true,
-            queue_target_ms: 20,
-            queue_control_sustained: true,
-            hedge_interactive: true,
-            proactive: false,
+            queue_target_ms: ms(e.queue_target),
+            queue_control_sustained: e.queue_control_sustained,
+            hedge_interactive: e.hedge_interactive,
+            proactive: e.proactive,
             energy_kappa_bytes: mpflex_engine::emptcp::KAPPA,
             energy_tau_ms: mpflex_engine::emptcp::TAU_US / 1000,
         }

@@ -186,11 +186,6 @@ pub struct SessionHandle {
     /// Whether a path restarting after an idle spell drops its old slow-start threshold
     /// ([`SsthreshReset`]).
     pub fresh_ssthresh: bool,
-    /// Queue control's delay target for every path ([`PathWriter::with_queue_target`];
-    /// zero: off).
-    ///
-    /// [`PathWriter::with_queue_target`]: mpflex_engine::PathWriter::with_queue_target
-    pub queue_target: Duration,
     /// Class overrides (`[[classes]]`), applied as streams open.
     pub classes: Arc<ClassRules>,
     /// (client) The policy rules, swapped whole on a reload.
@@ -237,7 +232,6 @@ impl SessionHandle {
             congestion: None,
             pacing: true,
             fresh_ssthresh: true,
-            queue_target: Duration::ZERO,
             classes: Arc::new(ClassRules::default()),
             policy: Arc::default(),
             default_scheduler: "minrtt",

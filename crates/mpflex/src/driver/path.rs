@@ -22,10 +22,6 @@ use crate::tcpinfo::{
     cc_bandwidth, idle_restart_applies, set_max_pacing_rate, set_notsent_lowat, set_quickack, tcp_info, SsthreshReset,
 };
 
-/// A read at least this large carries data (a full segment), not only the peer's
-/// control frames: under queue control it is acknowledged at once.
-const QUICKACK_READ: usize = 1448;
-
 /// An idle writer of a session that carries streams or flows reads its socket's
 /// statistics at least this often, so the schedulers decide on fresh ones when data comes.
 /// A writer of a session that carries nothing waits for the engine alone, which wakes it
@@ -52,6 +48,7 @@ pub(super) async fn path_reader(
     let mut opener = Opener::starting_at(nonce);
     let mut frames = Vec::new();
     let mut room = READ_ROOM_MIN;
+    let config = h.with(|sh| sh.sess.config().clone());
     loop {
         if buf.capacity() - buf.len() < room / 2 {
             buf.reserve(room);
@@ -70,16 +67,8 @@ pub(super) async fn path_reader(
                 if n == spare {
                     room = (room * 2).min(READ_ROOM_MAX);
                 }
-                // Under queue control the peer's writer keeps its path application-limited
-                // and counts what is unacknowledged as held: an ACK delayed here (up to
-                // tens of ms for a lone segment) reads as a queue there and throttles the
-                // path below its rate. Acknowledge data at once. Not the peer's control
-                // frames (its acknowledgements and arrival reports, well under a segment
-                // per read): their ACKs ride on this side's own data when it sends, and
-                // acknowledged at once they went as pure ACKs — on an uploading client's
-                // 2 Mbit/s uplink about one per data segment, measured as 750-byte mean
-                // packets.
-                if h.queue_target > Duration::ZERO && n >= QUICKACK_READ {
+                // Acknowledged at once under queue control (`EngineConfig::quick_ack`).
+                if config.quick_ack(n) {
                     let _ = set_quickack(&*sock);
                 }
             }
@@ -125,7 +114,8 @@ pub(super) async fn path_writer(
     let mut wire = Vec::new();
     let idle_restart = idle_restart_applies(&*sock);
     let mut ssthresh = SsthreshReset::new(&*sock, h.fresh_ssthresh && idle_restart);
-    let mut writer = PathWriter::new(h.lowat_max, idle_restart, ssthresh.available()).with_queue_target(h.queue_target);
+    let queue_target = h.with(|sh| sh.sess.config().queue_target);
+    let mut writer = PathWriter::new(h.lowat_max, idle_restart, ssthresh.available()).with_queue_target(queue_target);
     let mut lowat = writer.lowat();
     set_notsent_lowat(&*sock, lowat)?;
     // The socket's pacing cap as last set: queue control's while it holds the path
