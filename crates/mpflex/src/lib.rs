@@ -20,3 +20,4 @@ pub mod status;
 pub mod store;
 pub mod tcpinfo;
 pub mod tproxy;
+pub mod tun;

@@ -438,8 +438,12 @@ async fn candidates(servers: &ServerList, bind: &Binding) -> Result<Vec<SocketAd
     let mut out = Vec::new();
     let mut last = None;
     for s in &servers.0 {
-        match tokio::net::lookup_host(s.as_str()).await {
-            Ok(addrs) => out.extend(addrs.filter(|a| bind.source.is_none_or(|src| src.is_ipv4() == a.is_ipv4()))),
+        match resolve(s).await {
+            Ok(addrs) => out.extend(
+                addrs
+                    .into_iter()
+                    .filter(|a| bind.source.is_none_or(|src| src.is_ipv4() == a.is_ipv4())),
+            ),
             Err(e) => last = Some(anyhow::anyhow!("cannot resolve {s}: {e}")),
         }
     }
@@ -447,6 +451,34 @@ async fn candidates(servers: &ServerList, bind: &Binding) -> Result<Vec<SocketAd
         (false, _) => Ok(out),
         (true, Some(e)) => Err(e),
         (true, None) => anyhow::bail!("{servers} has no address of the source's family"),
+    }
+}
+
+/// The server's addresses, or the last ones it resolved to when resolving fails now: a
+/// path re-dialled while the resolver is unreachable — during an outage, or with
+/// `tun.routes` sending the host's DNS into a session that has no path left — still
+/// reaches the server it reached before.
+async fn resolve(server: &str) -> std::io::Result<Vec<SocketAddr>> {
+    static LAST: std::sync::Mutex<Option<std::collections::HashMap<String, Vec<SocketAddr>>>> =
+        std::sync::Mutex::new(None);
+    match tokio::net::lookup_host(server).await {
+        Ok(addrs) => {
+            let addrs: Vec<_> = addrs.collect();
+            let mut last = LAST.lock().expect("resolver cache");
+            last.get_or_insert_with(Default::default)
+                .insert(server.to_string(), addrs.clone());
+            Ok(addrs)
+        }
+        Err(e) => {
+            let last = LAST.lock().expect("resolver cache");
+            match last.as_ref().and_then(|m| m.get(server)) {
+                Some(addrs) if !addrs.is_empty() => {
+                    debug!("cannot resolve {server} ({e}); dialling the addresses it had");
+                    Ok(addrs.clone())
+                }
+                _ => Err(e),
+            }
+        }
     }
 }
 
@@ -542,6 +574,13 @@ async fn connect_one(bind: &Binding, server: SocketAddr) -> Result<TcpStream> {
     } else {
         TcpSocket::new_v6()?
     };
+    // With `tun.routes` installed, the host's traffic goes into the TUN; path sockets carry
+    // the mark that keeps them on their links (crate::tun::routes).
+    if let Some(mark) = crate::tun::routes::path_mark() {
+        socket2::SockRef::from(&sock)
+            .set_mark(mark)
+            .map_err(|e| anyhow::anyhow!("cannot mark the path socket (SO_MARK, needs CAP_NET_ADMIN): {e}"))?;
+    }
     if let Some(dev) = &bind.device {
         sock.bind_device(Some(dev.as_bytes())).map_err(|e| {
             let fix = match e.raw_os_error() {
