@@ -325,9 +325,15 @@ pub fn reproduce(claims: &[&Claim], which: &str, opts: &Options, stop: &AtomicBo
     }
     let files: Vec<PathBuf> = runs.iter().map(|r| results_file(opts, r)).collect();
     let (section, summary) = section(claims, which, opts, &runs, &files)?;
+    let tables = tables(&files)?;
     if let Some(doc) = &opts.doc {
         write_section(doc, &section)?;
         eprintln!("wrote {}", doc.display());
+        // The per-point tables stay beside the records they are drawn from: the doc
+        // keeps to the verdicts and links to them.
+        let t = tables_file(opts);
+        std::fs::write(&t, &tables)?;
+        eprintln!("wrote {}", t.display());
     }
     if let Some(readme) = &opts.readme {
         if write_summary(readme, &summary)? {
@@ -336,7 +342,27 @@ pub fn reproduce(claims: &[&Claim], which: &str, opts: &Options, stop: &AtomicBo
             eprintln!("{}: no summary markers, left alone", readme.display());
         }
     }
-    Ok(section)
+    Ok(format!("{section}\n{tables}"))
+}
+
+/// Where the tables behind the verdicts go: beside the runs' results files.
+pub fn tables_file(opts: &Options) -> PathBuf {
+    opts.out_dir.join("tables.md")
+}
+
+/// The per-point tables of the runs' results files, as a page of their own.
+fn tables(files: &[PathBuf]) -> Result<String> {
+    let mut md = String::from(
+        "# The tables behind the seeds' claims\n\n\
+         Written by `mpflex-lab reproduce` with the claims' section of docs/results.md, from \
+         the results files beside this one (`mpflex-lab report <file>` draws the same).\n",
+    );
+    let existing: Vec<PathBuf> = files.iter().filter(|f| f.exists()).cloned().collect();
+    if !existing.is_empty() {
+        // One level below the page's title.
+        md += &crate::report::report_files(&existing)?.replace("\n### ", "\n## ");
+    }
+    Ok(md)
 }
 
 /// Start and end of the generated section in the doc.
@@ -573,14 +599,11 @@ fn section(
             f.display()
         );
     }
-    md += "\n### The tables behind the verdicts\n";
-    let existing: Vec<PathBuf> = files.iter().filter(|f| f.exists()).cloned().collect();
-    if !existing.is_empty() {
-        let tables = crate::report::report_files(&existing)?;
-        // One level below this section's headings.
-        md += &tables.replace("\n### ", "\n#### ");
-    }
-    md += "\n";
+    md += &format!(
+        "\nThe tables behind the verdicts (every point's median and p10–p90 per system) are in \
+         `{}`, written with this section.\n\n",
+        tables_file(opts).display()
+    );
     Ok((md, summary))
 }
 

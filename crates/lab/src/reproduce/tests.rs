@@ -445,7 +445,15 @@ fn a_table_drawn_by_a_later_lab_says_so() {
         "{md}"
     );
     std::fs::write(&file, lines(crate::COMMIT)).unwrap();
-    let (md, _) = section(&[c], c.id, &opts, &[run], &[file]).unwrap();
+    let (md, _) = section(&[c], c.id, &opts, &[run], std::slice::from_ref(&file)).unwrap();
     assert!(!md.contains("drawn from those records"), "{md}");
+    // The per-point tables are a page of their own beside the records, and the section
+    // names it instead of holding them.
+    let tables_at = tables_file(&opts).display().to_string();
+    assert!(md.contains(&format!("`{tables_at}`")), "{md}");
+    assert!(!md.contains("chunk completion"), "{md}");
+    let t = tables(&[file]).unwrap();
+    assert!(t.starts_with("# The tables behind the seeds' claims\n"), "{t}");
+    assert!(t.contains("\n## wifi-good"), "{t}");
     let _ = std::fs::remove_dir_all(&dir);
 }
