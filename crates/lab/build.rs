@@ -3,7 +3,7 @@
 //!
 //! Rule: `git describe --always --dirty` of the source tree when it is a git checkout;
 //! else `MPFLEX_BUILD_COMMIT` from the build's environment (a source archive's builder
-//! knows its commit); else the word `unknown`, never a guess. The reason: issue 27 —
+//! knows its commit); else the word `unknown`, never a guess. The reason:
 //! every published table must come from one build, and a record must say which.
 
 use std::path::Path;
