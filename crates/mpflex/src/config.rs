@@ -278,6 +278,9 @@ pub struct ClientConfig {
     /// The WiFi signal as a leading indicator (`[wifi]`).
     #[serde(default)]
     pub wifi: WifiConfig,
+    /// The TUN ingress (`[tun]`, docs/tun.md); off without the table.
+    #[serde(default)]
+    pub tun: Option<crate::tun::TunConfig>,
 }
 
 fn default_state_file() -> PathBuf {
@@ -501,9 +504,10 @@ impl ClientConfig {
             && self.transparent_listen.is_none()
             && self.transparent_udp_listen.is_none()
             && self.transparent_tproxy_listen.is_none()
+            && self.tun.is_none()
         {
             bail!(
-                "socks_listen / transparent_listen / transparent_udp_listen / transparent_tproxy_listen: at least one ingress is needed"
+                "socks_listen / transparent_listen / transparent_udp_listen / transparent_tproxy_listen / [tun]: at least one ingress is needed"
             );
         }
         if let (Some(r), Some(t)) = (self.transparent_listen, self.transparent_tproxy_listen) {
@@ -513,6 +517,9 @@ impl ClientConfig {
                     t.port()
                 );
             }
+        }
+        if let Some(t) = &self.tun {
+            t.validate()?;
         }
         self.private_key()?;
         decode_key(&self.server_public_key, "server_public_key")?;

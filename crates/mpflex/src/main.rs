@@ -122,7 +122,7 @@ enum PolicyCmd {
         gid: Option<u32>,
         #[arg(long)]
         cgroup: Option<String>,
-        /// Ingress: socks, transparent (REDIRECT) or tproxy (TCP by TPROXY).
+        /// Ingress: socks, transparent (REDIRECT), tproxy (TCP by TPROXY) or tun.
         #[arg(long, default_value = "socks")]
         listener: String,
         /// SOCKS5 user name.

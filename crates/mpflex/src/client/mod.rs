@@ -7,14 +7,13 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use mpflex_engine::{Role, Session};
 use mpflex_wire::{close, TargetAddr};
-use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::config::ClientConfig;
 use crate::crypto::decode_key;
-use crate::driver::{run_stream, SessionHandle};
+use crate::driver::{self, run_halves, SessionHandle};
 use crate::listen::{accept_each, bind};
 
 pub mod caps;
@@ -157,6 +156,9 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
             }
         }));
     }
+    if let Some(t) = &cfg.tun {
+        listeners.push(crate::tun::start(t, h.clone(), shutdown.clone())?);
+    }
     tokio::select! {
         _ = shutdown.cancelled() => info!("shutting down"),
         _ = h.closed.cancelled() => warn!("session closed"),
@@ -277,13 +279,49 @@ async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Resul
         Ingress::Redirect => TargetAddr::Ip(crate::redirect::original_dst(&app)?),
         Ingress::Tproxy(port) => TargetAddr::Ip(crate::tproxy::original_dst_tcp(&app, port)?),
     };
+    // The application's socket is this namespace's when REDIRECT caught it in OUTPUT, or
+    // when TPROXY caught a local application's packets rerouted through `lo`; a LAN
+    // host's connection has no socket here and so no owner (uid, gid, cgroup unknown).
+    let uses_owner = h.policy.read().expect("policy lock").uses_owner();
+    let owner = match (kind, uses_owner, app.peer_addr()) {
+        (Ingress::Redirect | Ingress::Tproxy(_), true, Ok(peer)) => {
+            let local = crate::tproxy::canonical(peer);
+            // Reads /proc: off the async workers.
+            tokio::task::spawn_blocking(move || crate::owner::lookup(local, true))
+                .await
+                .unwrap_or_default()
+        }
+        _ => crate::owner::Owner::default(),
+    };
+    let listener = match kind {
+        Ingress::Socks => "socks",
+        Ingress::Redirect => "transparent",
+        Ingress::Tproxy(_) => "tproxy",
+    };
+    let (rd, wr) = driver::AppConn::into_halves(app);
+    carry(h, rd, wr, addr, listener, user.as_deref(), owner).await
+}
+
+/// Opens a stream to `addr` for an application connection from ingress `listener` and
+/// carries it until both directions end. Waits briefly for the application's first bytes
+/// so they ride in the stream's Open (and a TLS ClientHello's server name reaches the
+/// policy).
+pub(crate) async fn carry<R: driver::AppRead, W: driver::AppWrite>(
+    h: SessionHandle,
+    rd: R,
+    wr: W,
+    addr: TargetAddr,
+    listener: &'static str,
+    user: Option<&str>,
+    owner: crate::owner::Owner,
+) -> Result<()> {
     let policy = h.policy.read().expect("policy lock").clone();
     let wait = match &addr {
         TargetAddr::Ip(_) if policy.uses_hosts() => SNI_WAIT,
         _ => FIRST_BYTES_WAIT,
     };
     let mut first = vec![0u8; 16 * 1024];
-    let n = match tokio::time::timeout(wait, app.read(&mut first)).await {
+    let n = match tokio::time::timeout(wait, first_read(&rd, &mut first)).await {
         Ok(Ok(n)) => n,
         Ok(Err(e)) => return Err(e.into()),
         Err(_) => 0,
@@ -297,34 +335,28 @@ async fn serve_app(h: SessionHandle, mut app: TcpStream, kind: Ingress) -> Resul
     } else {
         None
     };
-    // The application's socket is this namespace's when REDIRECT caught it in OUTPUT, or
-    // when TPROXY caught a local application's packets rerouted through `lo`; a LAN
-    // host's connection has no socket here and so no owner (uid, gid, cgroup unknown).
-    let owner = match (kind, policy.uses_owner(), app.peer_addr()) {
-        (Ingress::Redirect | Ingress::Tproxy(_), true, Ok(peer)) => {
-            let local = crate::tproxy::canonical(peer);
-            // Reads /proc: off the async workers.
-            tokio::task::spawn_blocking(move || crate::owner::lookup(local, true))
-                .await
-                .unwrap_or_default()
-        }
-        _ => crate::owner::Owner::default(),
-    };
     let facts = crate::policy::Facts {
         sni: sni.as_deref(),
         uid: owner.uid,
         gid: owner.gid,
         cgroup: owner.cgroup.as_deref(),
-        listener: Some(match kind {
-            Ingress::Socks => "socks",
-            Ingress::Redirect => "transparent",
-            Ingress::Tproxy(_) => "tproxy",
-        }),
-        user: user.as_deref(),
+        listener: Some(listener),
+        user,
         ..Default::default()
     };
     let (id, signals, pending) = h.open_stream_with(addr.clone(), Bytes::from(first), facts);
-    debug!(stream = id, %addr, "stream opened");
-    run_stream(h, id, app, signals, pending).await;
+    debug!(stream = id, %addr, listener, "stream opened");
+    run_halves(h, id, rd, wr, signals, pending).await;
     Ok(())
+}
+
+/// One read of what the application has sent (0: it closed its sending side).
+async fn first_read<R: driver::AppRead>(rd: &R, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        rd.readable().await?;
+        match rd.try_read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            r => return r,
+        }
+    }
 }

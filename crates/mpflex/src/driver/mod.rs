@@ -29,7 +29,7 @@ mod path;
 mod stream;
 
 use path::{path_reader, path_writer};
-pub use stream::run_stream;
+pub use stream::{run_halves, run_stream, AppConn, AppRead, AppWrite};
 
 /// Wake-ups for the two tasks of a stream, and where it goes.
 #[derive(Default)]
@@ -46,6 +46,8 @@ pub struct StreamSignals {
     /// The scheduler the peer was asked to run for its direction, or (server) was asked
     /// for by the client and refused.
     pub peer_scheduler: Option<&'static str>,
+    /// (client) The ingress the application came in by (a `listeners` name).
+    pub listener: Option<&'static str>,
 }
 
 impl StreamSignals {
@@ -145,6 +147,8 @@ pub struct Shared {
     pub rule_hits: std::collections::BTreeMap<String, u64>,
     /// Streams the server refused (its `[acl]`): the application saw a reset.
     pub streams_refused: u64,
+    /// (client) The TUN ingress's counters, read when a snapshot is taken.
+    pub tun: Option<Arc<dyn Fn() -> crate::tun::TunCounters + Send + Sync>>,
     timer_deadline: Option<Instant>,
 }
 
@@ -221,6 +225,7 @@ impl SessionHandle {
                 caps: Vec::new(),
                 rule_hits: Default::default(),
                 streams_refused: 0,
+                tun: None,
                 timer_deadline: None,
             })),
             timer: Arc::new(Notify::new()),
@@ -427,6 +432,10 @@ impl SessionHandle {
         signals.rule = decision.rule.clone();
         signals.allowed = Some(decision.paths_text());
         signals.peer_scheduler = mpflex_sched::NAMES.iter().copied().find(|n| *n == scheduler);
+        signals.listener = crate::policy::LISTENERS
+            .iter()
+            .copied()
+            .find(|l| Some(*l) == facts.listener);
         let signals = Arc::new(signals);
         let (id, rest) = self.with(|sh| {
             sh.sess.set_clock(Instant::now());
@@ -730,6 +739,7 @@ impl SessionHandle {
                         paths: sess.stream_paths(id).unwrap_or_default().to_vec(),
                         rule: signals.and_then(|s| s.rule.clone()),
                         allowed: signals.and_then(|s| s.allowed.clone()),
+                        listener: signals.and_then(|s| s.listener),
                         scheduler_up: up,
                         scheduler_down: down,
                         mask: sess.stream_allowed_paths(id),
@@ -754,6 +764,7 @@ impl SessionHandle {
                 flows: sess.num_flows(),
                 datagrams: sess.datagram_counters().clone(),
                 udp: sh.udp.clone(),
+                tun: sh.tun.as_ref().map(|f| f()),
                 energy_mode: sess.energy_mode().name(),
                 energy_profile: sess.energy_profile().name.clone(),
                 energy_aware: sess.energy_aware(),

@@ -1,6 +1,7 @@
 //! An application stream's two tasks: the uplink (application -> session) and the
 //! downlink (session -> application).
 
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,7 +9,7 @@ use std::time::Instant;
 use bytes::{Buf, Bytes};
 use mpflex_engine::{RecvResult, StreamId};
 use mpflex_wire::reset;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tracing::debug;
@@ -16,11 +17,79 @@ use tracing::debug;
 use super::{SessionHandle, StreamSignals};
 use crate::tcpinfo::set_linger_zero;
 
+/// An application's connection as a stream carries it: a kernel socket (SOCKS5,
+/// REDIRECT, TPROXY) or a connection of the TUN ingress's own TCP stack.
+pub trait AppConn: Send + 'static {
+    type Rd: AppRead;
+    type Wr: AppWrite;
+    fn into_halves(self) -> (Self::Rd, Self::Wr);
+}
+
+/// The application's sending half, read by readiness and non-blocking reads so a read
+/// lands in a shared scratch buffer ([`uplink`]).
+pub trait AppRead: Send + Sync + 'static {
+    /// Ready to read: data, its end, or an error is waiting.
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send;
+    /// What is waiting (0: the application's end), or `WouldBlock`.
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize>;
+}
+
+/// The application's receiving half.
+pub trait AppWrite: AsyncWrite + Unpin + Send + 'static {
+    /// Makes the application see a reset, never a clean end.
+    fn abort(self);
+}
+
+impl AppConn for TcpStream {
+    type Rd = OwnedReadHalf;
+    type Wr = OwnedWriteHalf;
+    fn into_halves(self) -> (OwnedReadHalf, OwnedWriteHalf) {
+        let _ = self.set_nodelay(true);
+        self.into_split()
+    }
+}
+
+impl AppRead for OwnedReadHalf {
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send {
+        OwnedReadHalf::readable(self)
+    }
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        OwnedReadHalf::try_read(self, buf)
+    }
+}
+
+impl AppWrite for OwnedWriteHalf {
+    /// The connection is closed with SO_LINGER 0 (an RST) once the read half is gone
+    /// too. Dropping the write half instead would send a FIN first, and an application
+    /// reading to EOF would take a truncated stream for a complete one.
+    fn abort(self) {
+        let _ = set_linger_zero(self.as_ref());
+        self.forget();
+    }
+}
+
 /// Carries an application connection over the session until both directions end.
 /// `pending` holds bytes already read from the application but not yet queued.
-pub async fn run_stream(h: SessionHandle, id: StreamId, app: TcpStream, signals: Arc<StreamSignals>, pending: Bytes) {
-    let _ = app.set_nodelay(true);
-    let (rd, wr) = app.into_split();
+pub async fn run_stream<A: AppConn>(
+    h: SessionHandle,
+    id: StreamId,
+    app: A,
+    signals: Arc<StreamSignals>,
+    pending: Bytes,
+) {
+    let (rd, wr) = app.into_halves();
+    run_halves(h, id, rd, wr, signals, pending).await
+}
+
+/// [`run_stream`] on a connection already split (its first bytes read off `rd`).
+pub async fn run_halves<R: AppRead, W: AppWrite>(
+    h: SessionHandle,
+    id: StreamId,
+    rd: R,
+    wr: W,
+    signals: Arc<StreamSignals>,
+    pending: Bytes,
+) {
     let up = uplink(h.clone(), id, rd, signals.clone(), pending);
     let down = downlink(h.clone(), id, wr, signals.clone());
     tokio::join!(up, down);
@@ -47,7 +116,7 @@ thread_local! {
 /// the data queued once thousands of streams are open; the README's "1,000 concurrent
 /// streams" has the measurement).
 /// The copy costs far less than the record's encryption.
-async fn uplink(h: SessionHandle, id: StreamId, rd: OwnedReadHalf, sig: Arc<StreamSignals>, pending: Bytes) {
+async fn uplink<R: AppRead>(h: SessionHandle, id: StreamId, rd: R, sig: Arc<StreamSignals>, pending: Bytes) {
     if !offer(&h, id, &sig, pending).await {
         return;
     }
@@ -128,7 +197,7 @@ async fn offer(h: &SessionHandle, id: StreamId, sig: &StreamSignals, mut data: B
 }
 
 /// Session -> application.
-async fn downlink(h: SessionHandle, id: StreamId, mut wr: OwnedWriteHalf, sig: Arc<StreamSignals>) {
+async fn downlink<W: AppWrite>(h: SessionHandle, id: StreamId, mut wr: W, sig: Arc<StreamSignals>) {
     let mut chunks: Vec<Bytes> = Vec::new();
     loop {
         // Take everything that is waiting (up to a bound) in one lock, write it in one go.
@@ -164,31 +233,22 @@ async fn downlink(h: SessionHandle, id: StreamId, mut wr: OwnedWriteHalf, sig: A
                 tokio::select! {
                     _ = sig.readable.notified() => {}
                     _ = h.closed.cancelled() => {
-                        abort_app(wr);
+                        wr.abort();
                         return;
                     }
                 }
             }
             Some(RecvResult::Gone) => {
                 // Reset by the peer: make the application see a reset too.
-                abort_app(wr);
+                wr.abort();
                 return;
             }
         }
     }
 }
 
-/// Makes the application see a reset, never a clean end: the connection is closed with
-/// SO_LINGER 0 (an RST) once the read half is gone too. Dropping the write half instead
-/// would send a FIN first, and an application reading to EOF would take a truncated
-/// stream for a complete one.
-fn abort_app(wr: OwnedWriteHalf) {
-    let _ = set_linger_zero(wr.as_ref());
-    wr.forget();
-}
-
 /// Writes all `chunks` (and empties the vector) with as few system calls as possible.
-async fn write_all_vectored(wr: &mut OwnedWriteHalf, chunks: &mut Vec<Bytes>) -> io::Result<()> {
+async fn write_all_vectored<W: AsyncWrite + Unpin>(wr: &mut W, chunks: &mut Vec<Bytes>) -> io::Result<()> {
     let mut i = 0;
     while i < chunks.len() {
         let slices: Vec<io::IoSlice<'_>> = chunks[i..].iter().take(64).map(|c| io::IoSlice::new(c)).collect();

@@ -180,7 +180,7 @@ struct Rule {
 }
 
 /// Ingress names a `listeners` matcher knows.
-pub const LISTENERS: &[&str] = &["socks", "transparent", "tproxy"];
+pub const LISTENERS: &[&str] = &["socks", "transparent", "tproxy", "tun"];
 
 /// The compiled `[[rules]]`.
 #[derive(Debug, Clone, Default)]
@@ -320,7 +320,7 @@ fn compile(i: usize, e: &RuleConfig, path_names: Option<&[String]>) -> Result<Ru
             return Err(err(
                 i,
                 "listeners",
-                format!("unknown listener {l:?} (socks, transparent or tproxy)"),
+                format!("unknown listener {l:?} (socks, transparent, tproxy or tun)"),
             ));
         }
     }

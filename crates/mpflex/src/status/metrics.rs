@@ -289,6 +289,40 @@ impl Collector for Scrape {
              too far behind, the session's flow limit reached.",
             rows,
         )?;
+        let rows = self.per_session_by("reason", |s| {
+            let Some(t) = &s.snap.tun else { return Vec::new() };
+            [
+                ("malformed", t.dropped_malformed),
+                ("fragment", t.dropped_fragment),
+                ("protocol", t.dropped_protocol),
+                ("conn_limit", t.dropped_conn_limit),
+                ("oversize", t.dropped_oversize),
+            ]
+            .into_iter()
+            .map(|(r, n)| (r.to_string(), ConstCounter::new(n)))
+            .collect()
+        });
+        family(
+            e,
+            "mpflex_tun_dropped",
+            "(client) Packets the TUN ingress dropped, by reason: not a well-formed IP packet, an \
+             IPv4 fragment, a protocol it does not carry, a new connection over the stack's \
+             limit, an answer larger than the device's MTU.",
+            rows,
+        )?;
+        let rows = self.per_session_by("direction", |s| {
+            let Some(t) = &s.snap.tun else { return Vec::new() };
+            vec![
+                ("in".to_string(), ConstCounter::new(t.packets_in)),
+                ("out".to_string(), ConstCounter::new(t.packets_out)),
+            ]
+        });
+        family(
+            e,
+            "mpflex_tun_packets",
+            "(client) Packets read from the TUN device (in) and written into it (out).",
+            rows,
+        )?;
         let rows = self.per_session_by("class", |s| {
             TrafficClass::ALL
                 .iter()
@@ -644,6 +678,7 @@ pub(crate) mod tests {
                     scheduler_up: "minrtt",
                     scheduler_down: "ecf",
                     mask: 2,
+                    listener: Some("tun"),
                 }],
                 rule_hits: [("video".to_string(), 1)].into_iter().collect(),
                 streams_refused: 3,
@@ -658,6 +693,7 @@ pub(crate) mod tests {
                     dropped_frag: 4,
                     ..Default::default()
                 },
+                tun: None,
                 energy_mode: "aware",
                 energy_profile: "galaxy-s3-lte".into(),
                 energy_aware: None,

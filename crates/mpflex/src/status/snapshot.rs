@@ -88,6 +88,8 @@ pub struct StreamView {
     /// (client) The policy rule it matched and the paths that allows.
     pub rule: Option<String>,
     pub allowed: Option<String>,
+    /// (client) The ingress the application came in by.
+    pub listener: Option<&'static str>,
     /// The scheduler of each direction (client to server, server to client).
     pub scheduler_up: &'static str,
     pub scheduler_down: &'static str,
@@ -121,6 +123,8 @@ pub struct SessionSnapshot {
     pub flows: usize,
     pub datagrams: mpflex_engine::DatagramCounters,
     pub udp: crate::driver::UdpDrops,
+    /// (client) What the TUN ingress carried and dropped, when it runs.
+    pub tun: Option<crate::tun::TunCounters>,
     /// "aware" or "off" (a server follows the client's word per path).
     pub energy_mode: &'static str,
     pub energy_profile: String,
@@ -178,13 +182,14 @@ impl SessionSnapshot {
                     "paths": s.paths,
                     "rule": s.rule,
                     "allowed": s.allowed,
+                    "listener": s.listener,
                     "scheduler_up": s.scheduler_up,
                     "scheduler_down": s.scheduler_down,
                 })
             })
             .collect();
         let c = &self.counters;
-        serde_json::json!({
+        let mut j = serde_json::json!({
             "scheduler": self.scheduler,
             "streams": self.streams,
             "buffered_frames": self.buffered_frames,
@@ -204,7 +209,11 @@ impl SessionSnapshot {
             "class_latency": class_latency_json(&self.class_latency),
             "datagrams": datagrams_json(self),
             "energy": energy_json(self),
-        })
+        });
+        if let Some(t) = &self.tun {
+            j["tun"] = serde_json::to_value(t).unwrap_or_default();
+        }
+        j
     }
 }
 

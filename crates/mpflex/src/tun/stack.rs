@@ -1,0 +1,329 @@
+//! The TUN's TCP/IP stack: smoltcp over a queue of packets, fed by one task that reads
+//! the device, and the connections' halves ([`super::conn`]) that read and write its
+//! sockets.
+//!
+//! smoltcp is driven directly so that a connection gets a socket only for its own SYN:
+//! the stack answers for any destination (AnyIP), but each socket listens on exactly one
+//! (address, port) and is created just before the SYN that asked for it is handed in.
+//! A packet for a connection the stack has no socket for gets an RST (RFC 9293 §3.10.7.1).
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use mpflex_wire::TargetAddr;
+use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
+use smoltcp::socket::tcp::{self, State};
+use smoltcp::time::Instant as SmolInstant;
+use smoltcp::wire::{HardwareAddress, IpListenEndpoint};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::conn::{Conn, ConnRead, ConnWrite};
+use super::packet::{classify, Kind};
+use super::udp::Flows;
+use super::TunCounters;
+use crate::driver::SessionHandle;
+
+/// Each connection's receive buffer (the window the application's kernel sees) and send
+/// buffer, bytes. Both are allocated with the socket.
+const TCP_RX: usize = 128 * 1024;
+const TCP_TX: usize = 128 * 1024;
+/// Most connections the stack holds at once; a SYN beyond is dropped and counted.
+pub const MAX_CONNS: usize = 16_384;
+/// A connection whose peer acknowledges nothing it was sent for this long is aborted
+/// (smoltcp's socket timeout): a SYN flood's half-open sockets go after it.
+const SOCKET_TIMEOUT: Duration = Duration::from_secs(60);
+/// Packets read from the device in one round before the stack answers.
+const READ_BATCH: usize = 64;
+
+/// Packets between the device task and smoltcp.
+#[derive(Default)]
+struct Queues {
+    rx: VecDeque<Vec<u8>>,
+    tx: Vec<Vec<u8>>,
+    mtu: usize,
+}
+
+struct Rx(Vec<u8>);
+struct Tx<'a>(&'a mut Vec<Vec<u8>>);
+
+impl RxToken for Rx {
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        f(&self.0)
+    }
+}
+
+impl TxToken for Tx<'_> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        let mut b = vec![0u8; len];
+        let r = f(&mut b);
+        self.0.push(b);
+        r
+    }
+}
+
+impl Device for Queues {
+    type RxToken<'a> = Rx;
+    type TxToken<'a> = Tx<'a>;
+
+    fn receive(&mut self, _: SmolInstant) -> Option<(Rx, Tx<'_>)> {
+        let p = self.rx.pop_front()?;
+        Some((Rx(p), Tx(&mut self.tx)))
+    }
+
+    fn transmit(&mut self, _: SmolInstant) -> Option<Tx<'_>> {
+        Some(Tx(&mut self.tx))
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut c = DeviceCapabilities::default();
+        c.medium = Medium::Ip;
+        c.max_transmission_unit = self.mtu;
+        c
+    }
+}
+
+struct Inner {
+    iface: Interface,
+    sockets: SocketSet<'static>,
+    dev: Queues,
+    /// The open connections by (application, destination).
+    conns: HashMap<(SocketAddr, SocketAddr), SocketHandle>,
+    /// Sockets whose halves are gone, removed once closed.
+    released: Vec<SocketHandle>,
+    counters: TunCounters,
+}
+
+pub struct Stack {
+    inner: Mutex<Inner>,
+    /// A half queued data, read some, or closed: the stack has something to send.
+    poked: Notify,
+}
+
+impl Stack {
+    pub fn new(mtu: usize) -> Stack {
+        let mut dev = Queues {
+            mtu,
+            ..Default::default()
+        };
+        let mut iface = Interface::new(Config::new(HardwareAddress::Ip), &mut dev, SmolInstant::now());
+        // Every destination is ours (AnyIP), and every answer leaves by the device: a
+        // default route per family whose gateway no packet names.
+        iface.set_any_ip(true);
+        let _ = iface
+            .routes_mut()
+            .add_default_ipv4_route(std::net::Ipv4Addr::new(192, 0, 0, 8));
+        let _ = iface.routes_mut().add_default_ipv6_route(std::net::Ipv6Addr::LOCALHOST);
+        Stack {
+            inner: Mutex::new(Inner {
+                iface,
+                sockets: SocketSet::new(Vec::new()),
+                dev,
+                conns: HashMap::new(),
+                released: Vec::new(),
+                counters: TunCounters::default(),
+            }),
+            poked: Notify::new(),
+        }
+    }
+
+    pub(super) fn with_socket<R>(&self, h: SocketHandle, f: impl FnOnce(&mut tcp::Socket<'static>) -> R) -> R {
+        let mut g = self.inner.lock().expect("tun stack lock");
+        f(g.sockets.get_mut::<tcp::Socket>(h))
+    }
+
+    pub(super) fn poke(&self) {
+        self.poked.notify_one();
+    }
+
+    /// The last half of a connection is gone: the socket goes once closed (an open one
+    /// is closed now, with a FIN after what it holds).
+    pub(super) fn release(&self, h: SocketHandle) {
+        let mut g = self.inner.lock().expect("tun stack lock");
+        let s = g.sockets.get_mut::<tcp::Socket>(h);
+        if s.is_open() {
+            s.close();
+        }
+        g.released.push(h);
+        drop(g);
+        self.poke();
+    }
+
+    pub(super) fn count(&self, f: impl FnOnce(&mut TunCounters)) {
+        f(&mut self.inner.lock().expect("tun stack lock").counters)
+    }
+
+    pub fn counters(&self) -> TunCounters {
+        self.inner.lock().expect("tun stack lock").counters.clone()
+    }
+
+    /// Hands TCP packets to smoltcp, a socket first for each new connection's SYN, then
+    /// lets it answer; what it sends goes to `out`. Returns the connections accepted now
+    /// and when smoltcp next wants to run.
+    fn step(&self, tcp: &mut Vec<Vec<u8>>, out: &mut Vec<Vec<u8>>) -> (Vec<(SocketHandle, SocketAddr)>, Duration) {
+        let mut g = self.inner.lock().expect("tun stack lock");
+        let g = &mut *g;
+        let mut accepted = Vec::new();
+        for p in tcp.drain(..) {
+            let Kind::Tcp { app, dst, syn } = classify(&p) else {
+                continue;
+            };
+            if syn && !g.conns.contains_key(&(app, dst)) {
+                if g.conns.len() >= MAX_CONNS {
+                    g.counters.dropped_conn_limit += 1;
+                    debug!(%app, %dst, "TUN: connection dropped, the stack holds as many as it may");
+                    continue;
+                }
+                let mut s = tcp::Socket::new(
+                    tcp::SocketBuffer::new(vec![0; TCP_RX]),
+                    tcp::SocketBuffer::new(vec![0; TCP_TX]),
+                );
+                s.set_nagle_enabled(false);
+                s.set_timeout(Some(SOCKET_TIMEOUT.into()));
+                if s.listen(IpListenEndpoint {
+                    addr: Some(dst.ip().into()),
+                    port: dst.port(),
+                })
+                .is_err()
+                {
+                    continue;
+                }
+                let h = g.sockets.add(s);
+                g.conns.insert((app, dst), h);
+                g.counters.tcp_accepted += 1;
+                accepted.push((h, dst));
+                // The SYN meets its own socket before any other packet is handed in.
+                g.dev.rx.push_back(p);
+                g.iface.poll(SmolInstant::now(), &mut g.dev, &mut g.sockets);
+                continue;
+            }
+            g.dev.rx.push_back(p);
+        }
+        let now = SmolInstant::now();
+        g.iface.poll(now, &mut g.dev, &mut g.sockets);
+        // Sockets whose halves are gone leave once closed.
+        let mut i = 0;
+        while i < g.released.len() {
+            let h = g.released[i];
+            let s = g.sockets.get::<tcp::Socket>(h);
+            if matches!(s.state(), State::Closed | State::TimeWait) {
+                g.released.swap_remove(i);
+                g.sockets.remove(h);
+                g.conns.retain(|_, v| *v != h);
+            } else {
+                i += 1;
+            }
+        }
+        g.counters.packets_out += g.dev.tx.len() as u64;
+        out.append(&mut g.dev.tx);
+        let delay = g
+            .iface
+            .poll_delay(now, &g.sockets)
+            .map_or(Duration::from_secs(1), Duration::from);
+        (accepted, delay)
+    }
+}
+
+/// Reads the device, runs the stack and the datagram flows, until `stop` or the session
+/// ends.
+pub async fn run(h: SessionHandle, dev: tun_rs::AsyncDevice, stack: Arc<Stack>, stop: CancellationToken) -> Result<()> {
+    let mtu = stack.inner.lock().expect("tun stack lock").dev.mtu;
+    let (ftx, mut frx) = tokio::sync::mpsc::channel(crate::driver::FLOW_BACKLOG);
+    let mut flows = Flows::new(h.clone(), ftx, mtu);
+    let mut buf = vec![0u8; 65_536];
+    let mut tcp = Vec::new();
+    let mut out = Vec::new();
+    let mut logged = Logged::default();
+    loop {
+        for _ in 0..READ_BATCH {
+            let n = match dev.try_recv(&mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e).context("reading the TUN device"),
+            };
+            let p = &buf[..n];
+            match classify(p) {
+                Kind::Tcp { .. } => tcp.push(p.to_vec()),
+                Kind::Udp { app, dst, payload } => {
+                    stack.count(|c| c.udp_in += 1);
+                    flows.from_app(app, dst, payload);
+                }
+                k => stack.count(|c| logged.drop(c, &k)),
+            }
+            stack.count(|c| c.packets_in += 1);
+        }
+        let (accepted, delay) = stack.step(&mut tcp, &mut out);
+        for p in out.drain(..) {
+            if let Err(e) = dev.send(&p).await {
+                debug!("TUN: packet not written: {e}");
+            }
+        }
+        for (socket, dst) in accepted {
+            let conn = Arc::new(Conn::new(stack.clone(), socket));
+            let h = h.clone();
+            tokio::spawn(async move {
+                let (rd, wr) = (ConnRead(conn.clone()), ConnWrite(conn));
+                let addr = TargetAddr::Ip(dst);
+                if let Err(e) = crate::client::carry(h, rd, wr, addr, "tun", None, Default::default()).await {
+                    debug!(%dst, "TUN connection ended: {e:#}");
+                }
+            });
+        }
+        for p in flows.take_out() {
+            if let Err(e) = dev.send(&p).await {
+                debug!("TUN: packet not written: {e}");
+            }
+        }
+        stack.count(|c| c.dropped_oversize = flows.oversize);
+        tokio::select! {
+            r = dev.readable() => r.context("waiting on the TUN device")?,
+            _ = stack.poked.notified() => {}
+            _ = tokio::time::sleep(delay) => {}
+            Some((flow, msg)) = frx.recv() => flows.from_session(flow, msg),
+            _ = stop.cancelled() => return Ok(()),
+            _ = h.closed.cancelled() => return Ok(()),
+        }
+    }
+}
+
+/// Logs each kind of dropped packet once (each malformation, each protocol), then only
+/// counts it: a flood must not flood the log.
+#[derive(Default)]
+struct Logged {
+    malformed: Vec<&'static str>,
+    fragment: bool,
+    protocols: [bool; 256],
+}
+
+impl Logged {
+    fn drop(&mut self, c: &mut TunCounters, k: &Kind<'_>) {
+        let (seen, what) = match *k {
+            Kind::Malformed(why) => {
+                c.dropped_malformed += 1;
+                let seen = self.malformed.contains(&why);
+                if !seen {
+                    self.malformed.push(why);
+                }
+                (seen, format!("malformed packet ({why})"))
+            }
+            Kind::Fragment => {
+                c.dropped_fragment += 1;
+                (std::mem::replace(&mut self.fragment, true), "IPv4 fragment".to_string())
+            }
+            Kind::Other(p) => {
+                c.dropped_protocol += 1;
+                let seen = std::mem::replace(&mut self.protocols[usize::from(p)], true);
+                (seen, format!("packet of IP protocol {p}, which the TUN ingress does not carry"))
+            }
+            _ => return,
+        };
+        if !seen {
+            warn!("TUN: dropped a {what}; more like it are dropped and counted without a log line");
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The TUN ingress: the client namespace routes a "remote" IPv4 and IPv6 address into
+//! mpflex's TUN device; real curl downloads and uploads, and real dig queries, reach the
+//! origin and a DNS responder in the server's namespace through the session.
+
+mod support;
+use std::net::UdpSocket;
+use std::process::Command;
+
+use support::*;
+
+const TUN: &str = "mpft0";
+/// The origin's IPv6 listener (the IPv4 one takes `ORIGIN_PORT` on every address).
+const ORIGIN6_PORT: u16 = 8081;
+/// A port the server's `[acl]` denies.
+const DENIED_PORT: u16 = 8099;
+
+/// `[tun]` and a rule that sends the TUN's streams on path p2 only.
+const TUN_TOML: &str = r#"
+[tun]
+name = "mpft0"
+ipv4 = "10.233.0.1/30"
+ipv6 = "fd00:6d70:666c::1/126"
+
+[[rules]]
+name = "by-tun"
+listeners = ["tun"]
+paths = ["p2"]
+"#;
+
+/// A DNS responder on port 53 that answers every A query with 192.0.2.53 (one answer
+/// pointing back at the question's name; RFC 1035 §4.1).
+fn start_dns(ns: &str) {
+    let sock = in_ns(ns, || UdpSocket::bind(("::", 53)).expect("dns socket"));
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            if n < 12 {
+                continue;
+            }
+            let mut r = buf[..n].to_vec();
+            r[2] |= 0x80;
+            r[3] = 0;
+            r[7] = 1;
+            // Drop any additional records (dig's EDNS OPT) so the answer follows the
+            // question directly.
+            let end = question_end(&r).unwrap_or(r.len());
+            r.truncate(end);
+            r[10] = 0;
+            r[11] = 0;
+            r.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 53]);
+            let _ = sock.send_to(&r, from);
+        }
+    });
+}
+
+/// Where the first question of a DNS message ends.
+fn question_end(m: &[u8]) -> Option<usize> {
+    let mut i = 12;
+    while *m.get(i)? != 0 {
+        i += 1 + usize::from(m[i]);
+    }
+    Some(i + 5)
+}
+
+/// A remote address on the server's loopback, routed into the TUN in the client.
+fn route_into_tun(lab: &Lab, addr: &str, v6: bool) {
+    let host = if v6 {
+        format!("{addr}/128")
+    } else {
+        format!("{addr}/32")
+    };
+    sh(&["ip", "-n", &lab.topo.server_ns, "addr", "add", &host, "dev", "lo"]);
+    sh(&["ip", "-n", &lab.topo.client_ns, "route", "add", &host, "dev", TUN]);
+}
+
+/// `sh -c` in the client namespace; stdout, or a sentence saying how it failed.
+fn client_sh(lab: &Lab, script: &str) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.topo.client_ns, "bash", "-c"])
+        .arg(format!("set -o pipefail; {script}"))
+        .output()
+        .unwrap();
+    if out.status.success() {
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    } else {
+        format!(
+            "failed ({}): {}; {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        )
+    }
+}
+
+#[test]
+fn curl_and_dig_through_the_tun_over_ipv4_and_ipv6() {
+    let test = "curl_and_dig_through_the_tun_over_ipv4_and_ipv6";
+    if !ready(test) || !mpflex_netns::require_tools(test, &["dig"]) {
+        return;
+    }
+    let lab = Lab::new(Options {
+        client_toml: TUN_TOML.into(),
+        server_acl: format!("deny_ports = [{DENIED_PORT}]\n"),
+        ..Options::default()
+    });
+    let net = lab.topo.net;
+    let (v4, v6) = (format!("10.{net}.9.9"), format!("fd00:{net}:99::9"));
+    route_into_tun(&lab, &v4, false);
+    route_into_tun(&lab, &v6, true);
+    let origin = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/origin.py");
+    let _origin6 = lab.spawn_in(
+        &lab.topo.server_ns,
+        &["python3", origin, "::", &ORIGIN6_PORT.to_string()],
+        "origin6.log",
+    );
+    start_dns(&lab.topo.server_ns);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    // Bad input first, so the transfers below show the ingress kept working: ten TCP
+    // segments whose header claims 4 bytes, and ten packets of an unassigned protocol
+    // each way. Each kind is counted, and logged once.
+    let script = format!(
+        "import socket\n\
+         t = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)\n\
+         u4 = socket.socket(socket.AF_INET, socket.SOCK_RAW, 253)\n\
+         u6 = socket.socket(socket.AF_INET6, socket.SOCK_RAW, 253)\n\
+         for i in range(10):\n    \
+             t.sendto(bytes([0x30, 0x39, 0x1f, 0x90] + [0] * 8 + [0x10, 0x02] + [0] * 6), ('{v4}', 0))\n    \
+             u4.sendto(b'x' * 20, ('{v4}', 0))\n    \
+             u6.sendto(b'x' * 20, ('{v6}', 0, 0, 0))\n"
+    );
+    let out = client_sh(&lab, &format!("python3 -c \"{script}\" && echo sent"));
+    assert_eq!(out, "sent", "raw packets into the TUN");
+
+    // A destination the server refuses: the application's connection is reset, at once.
+    for url in [
+        format!("http://{v4}:{DENIED_PORT}/"),
+        format!("http://[{v6}]:{DENIED_PORT}/"),
+    ] {
+        let t = std::time::Instant::now();
+        let out = client_sh(&lab, &format!("curl -sS --max-time 20 {url} 2>&1; echo exit=$?"));
+        assert!(
+            out.contains("reset") && t.elapsed() < std::time::Duration::from_secs(5),
+            "refused {url}: {out} after {:?}",
+            t.elapsed()
+        );
+    }
+
+    let n: u64 = 50 << 20;
+    let want = lab.expected_sha256(n);
+    let got = client_sh(
+        &lab,
+        &format!("curl -sS --max-time 120 http://{v4}:{ORIGIN_PORT}/bytes/{n} | sha256sum | cut -c1-64"),
+    );
+    assert_eq!(
+        got,
+        want,
+        "IPv4 download through the TUN; logs in {}",
+        lab.dir.display()
+    );
+    let got = client_sh(
+        &lab,
+        &format!("curl -sS --max-time 120 'http://[{v6}]:{ORIGIN6_PORT}/bytes/{n}' | sha256sum | cut -c1-64"),
+    );
+    assert_eq!(got, want, "IPv6 download through the TUN");
+
+    // Uploads: the origin answers with the sha256 and length of what it received.
+    let up: u64 = 20 << 20;
+    let file = lab.dir.join("upload.bin");
+    Command::new("bash")
+        .arg("-c")
+        .arg(format!("head -c {up} /dev/urandom > {}", file.display()))
+        .status()
+        .unwrap();
+    let local = client_sh(&lab, &format!("sha256sum {} | cut -c1-64", file.display()));
+    for url in [
+        format!("http://{v4}:{ORIGIN_PORT}/upload"),
+        format!("http://[{v6}]:{ORIGIN6_PORT}/upload"),
+    ] {
+        let got = client_sh(
+            &lab,
+            &format!(
+                "curl -sS --max-time 120 -H 'Expect:' --data-binary @{} {url}",
+                file.display()
+            ),
+        );
+        assert_eq!(got, format!("{local} {up}"), "upload to {url}");
+    }
+
+    // DNS: 1,000 queries with dig, each family; a query is retried as a stub would.
+    for server in [&v4, &v6] {
+        let batch = lab.dir.join("queries");
+        let lines: String = (0..1000).map(|i| format!("q{i}.example.test\n")).collect();
+        std::fs::write(&batch, lines).unwrap();
+        let out = client_sh(
+            &lab,
+            &format!(
+                "dig @{server} -p 53 +short +tries=3 +timeout=1 -f {} | grep -c '^192.0.2.53$'",
+                batch.display()
+            ),
+        );
+        assert_eq!(out, "1000", "dig answers via {server}");
+    }
+
+    // Policy: the TUN's streams matched `listeners = ["tun"]`.
+    let status = lab.client_status();
+    let hits = status["rule_hits"]["by-tun"].as_u64().unwrap_or(0);
+    assert!(hits >= 4, "rule by-tun matched {hits} streams: {status}");
+    let tun = &status["tun"];
+    assert!(tun["tcp_accepted"].as_u64().unwrap_or(0) >= 4, "TUN counters: {tun}");
+    assert!(tun["udp_in"].as_u64().unwrap_or(0) >= 2000, "TUN counters: {tun}");
+    assert!(
+        tun["dropped_malformed"].as_u64().unwrap_or(0) >= 10,
+        "TUN counters: {tun}"
+    );
+    assert!(
+        tun["dropped_protocol"].as_u64().unwrap_or(0) >= 20,
+        "TUN counters: {tun}"
+    );
+    let log = lab.log("client");
+    for what in ["malformed packet (TCP header)", "IP protocol 253"] {
+        let n = log.matches(what).count();
+        assert_eq!(n, 1, "{what:?} logged {n} times");
+    }
+    let bytes = lab.client_path_bytes();
+    assert!(bytes.iter().sum::<u64>() > 2 * n, "mpflex carried only {bytes:?}");
+}
