@@ -18,7 +18,8 @@ export DEBIAN_FRONTEND=noninteractive
 need=()
 for pkg in build-essential:cc iproute2:ip iproute2:ss iproute2:tc iptables:iptables nftables:nft \
            iperf3:iperf3 curl:curl ethtool:ethtool procps:sysctl procps:kill python3:python3 \
-           adduser:adduser util-linux:setpriv systemd:systemd-analyze dpkg:dpkg-deb haproxy:haproxy; do
+           adduser:adduser util-linux:setpriv systemd:systemd-analyze dpkg:dpkg-deb haproxy:haproxy \
+           bind9-dnsutils:dig iputils-ping:ping; do
   command -v "${pkg#*:}" >/dev/null 2>&1 || need+=("${pkg%%:*}")
 done
 # The font `mpflex-lab report --plots` draws its text with (tested).

@@ -475,7 +475,31 @@ fn recv_now(sock: &UdpSocket) -> std::io::Result<Option<Bytes>> {
     })
 }
 
-/// A UDP socket connected to the first permitted address of `addr`.
+/// An unprivileged ping socket (`SOCK_DGRAM`, `IPPROTO_ICMP` or `IPPROTO_ICMPV6`; Linux's
+/// icmp(7), allowed to the groups in `net.ipv4.ping_group_range`) connected to `to`: a
+/// flow to port 0 carries ICMP echo (wire protocol 9). The kernel gives each request
+/// the socket's identifier and its checksum, and hands back only the replies to it, so
+/// the flow needs no raw socket and sees no one else's ICMP.
+fn ping_socket(to: SocketAddr) -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+    let proto = if to.is_ipv4() {
+        Protocol::ICMPV4
+    } else {
+        Protocol::ICMPV6
+    };
+    let s = Socket::new(Domain::for_address(to), Type::DGRAM, Some(proto)).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("no ping socket ({e}): the server's group must be in net.ipv4.ping_group_range"),
+        )
+    })?;
+    s.set_nonblocking(true)?;
+    s.connect(&SockAddr::from(to))?;
+    UdpSocket::from_std(std::net::UdpSocket::from(s))
+}
+
+/// A UDP socket connected to the first permitted address of `addr` (port 0: a ping
+/// socket, [`ping_socket`]).
 async fn flow_socket(srv: &Server, addr: &TargetAddr) -> Result<UdpSocket, (u8, anyhow::Error)> {
     let allowed = permitted(srv, addr).await?;
     let mut last = None;
@@ -486,6 +510,9 @@ async fn flow_socket(srv: &Server, addr: &TargetAddr) -> Result<UdpSocket, (u8, 
             (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
         };
         let r = async {
+            if a.port() == 0 {
+                return ping_socket(a);
+            }
             let s = UdpSocket::bind(local).await?;
             s.connect(a).await?;
             Ok::<_, std::io::Error>(s)

@@ -1,6 +1,7 @@
 //! The TUN ingress: the client namespace routes a "remote" IPv4 and IPv6 address into
-//! mpflex's TUN device; real curl downloads and uploads, and real dig queries, reach the
-//! origin and a DNS responder in the server's namespace through the session.
+//! mpflex's TUN device; real curl downloads and uploads, real dig queries and real pings
+//! reach the origin, a DNS responder and the host in the server's namespace through the
+//! session, over both families.
 
 mod support;
 use std::net::UdpSocket;
@@ -93,9 +94,9 @@ fn client_sh(lab: &Lab, script: &str) -> String {
 }
 
 #[test]
-fn curl_and_dig_through_the_tun_over_ipv4_and_ipv6() {
-    let test = "curl_and_dig_through_the_tun_over_ipv4_and_ipv6";
-    if !ready(test) || !mpflex_netns::require_tools(test, &["dig"]) {
+fn curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6() {
+    let test = "curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6";
+    if !ready(test) || !mpflex_netns::require_tools(test, &["dig", "ping"]) {
         return;
     }
     let lab = Lab::new(Options {
@@ -114,6 +115,16 @@ fn curl_and_dig_through_the_tun_over_ipv4_and_ipv6() {
         "origin6.log",
     );
     start_dns(&lab.topo.server_ns);
+    // The server's ping sockets: its group (root's here) may open them.
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.topo.server_ns,
+        "sysctl",
+        "-qw",
+        "net.ipv4.ping_group_range=0 2147483647",
+    ]);
     std::thread::sleep(std::time::Duration::from_millis(500));
 
     // Bad input first, so the transfers below show the ingress kept working: ten TCP
@@ -202,6 +213,12 @@ fn curl_and_dig_through_the_tun_over_ipv4_and_ipv6() {
         assert_eq!(out, "1000", "dig answers via {server}");
     }
 
+    // ICMP echo, answered by the origin's host through the server's ping socket.
+    for (flag, dst) in [("-4", &v4), ("-6", &v6)] {
+        let out = client_sh(&lab, &format!("ping {flag} -n -c 3 -i 0.2 -W 2 {dst}"));
+        assert!(out.contains("3 received"), "ping {dst}: {out}");
+    }
+
     // Policy: the TUN's streams matched `listeners = ["tun"]`.
     let status = lab.client_status();
     let hits = status["rule_hits"]["by-tun"].as_u64().unwrap_or(0);
@@ -209,6 +226,7 @@ fn curl_and_dig_through_the_tun_over_ipv4_and_ipv6() {
     let tun = &status["tun"];
     assert!(tun["tcp_accepted"].as_u64().unwrap_or(0) >= 4, "TUN counters: {tun}");
     assert!(tun["udp_in"].as_u64().unwrap_or(0) >= 2000, "TUN counters: {tun}");
+    assert!(tun["echo_in"].as_u64().unwrap_or(0) >= 6, "TUN counters: {tun}");
     assert!(
         tun["dropped_malformed"].as_u64().unwrap_or(0) >= 10,
         "TUN counters: {tun}"

@@ -28,8 +28,9 @@ pub use route::{Route, RouteError, MAGIC as ROUTE_MAGIC, ROUTE_LEN, ROUTE_VERSIO
 /// offset. 4: `Tier`. 5: `Datagram`, `FlowOpen`, `FlowClose`, `PathGone`. 6: `HelloAck` names the server (its routing id
 /// and join address). 7: `Open` carries the stream's allowed paths, the scheduler the
 /// client asks for and its energy mode; `Tier` 3 (off: a path at its data cap);
-/// `Allowance`. 8: `Datagrams` (a flow's datagrams in a row under one header).
-pub const VERSION: u8 = 8;
+/// `Allowance`. 8: `Datagrams` (a flow's datagrams in a row under one header). 9: a
+/// datagram flow to port 0 carries ICMP echo messages (requests out, replies back).
+pub const VERSION: u8 = 9;
 /// Largest payload of a `Datagram`: the largest UDP payload over IPv4 (65535 − 20-byte IP
 /// header − 8-byte UDP header; RFC 768, RFC 791).
 pub const MAX_DATAGRAM: usize = 65_507;

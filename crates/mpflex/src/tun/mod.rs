@@ -119,11 +119,14 @@ pub struct TunCounters {
     pub tcp_accepted: u64,
     /// UDP datagrams read from the device and handed to a flow.
     pub udp_in: u64,
+    /// ICMP and ICMPv6 echo requests read from the device and handed to a flow.
+    pub echo_in: u64,
     /// Packets that are no IPv4 or IPv6 packet, or whose header is inconsistent.
     pub dropped_malformed: u64,
     /// IPv4 fragments (the host fragments nothing it sends into a TUN of its MTU).
     pub dropped_fragment: u64,
-    /// Packets of a protocol the ingress does not carry (all but TCP, UDP and ICMP echo).
+    /// Packets of a protocol the ingress does not carry (all but TCP, UDP and ICMP echo
+    /// requests).
     pub dropped_protocol: u64,
     /// New TCP connections while the stack held its most.
     pub dropped_conn_limit: u64,

@@ -4,7 +4,10 @@
 use std::net::{IpAddr, SocketAddr};
 
 use smoltcp::phy::ChecksumCapabilities;
-use smoltcp::wire::{IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, TcpPacket, UdpPacket, UdpRepr};
+use smoltcp::wire::{
+    Icmpv4Packet, Icmpv6Packet, IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, TcpPacket,
+    UdpPacket, UdpRepr,
+};
 
 /// Hop limit of the packets the ingress writes (the usual default, RFC 1700).
 const HOP_LIMIT: u8 = 64;
@@ -24,6 +27,14 @@ pub enum Kind<'a> {
         app: SocketAddr,
         dst: SocketAddr,
         payload: &'a [u8],
+    },
+    /// An ICMP (IPv4) or ICMPv6 echo request from `app` to `dst`: `msg` is the whole
+    /// ICMP message, `id` its identifier.
+    Echo {
+        app: IpAddr,
+        dst: IpAddr,
+        id: u16,
+        msg: &'a [u8],
     },
     /// An IPv4 fragment.
     Fragment,
@@ -97,7 +108,101 @@ fn transport(proto: u8, src: IpAddr, dst: IpAddr, payload: &[u8]) -> Kind<'_> {
                 payload: &payload[8..len],
             }
         }
+        IpProtocol::Icmp => echo(proto, src, dst, payload, 8),
+        IpProtocol::Icmpv6 => echo(proto, src, dst, payload, 128),
         _ => Kind::Other(proto),
+    }
+}
+
+/// An echo request (ICMP type 8, RFC 792; ICMPv6 type 128, RFC 4443 §4.1) with a valid
+/// checksum; any other ICMP message counts as a protocol the ingress does not carry.
+fn echo<'a>(proto: u8, src: IpAddr, dst: IpAddr, msg: &'a [u8], request: u8) -> Kind<'a> {
+    if msg.len() < 8 {
+        return Kind::Malformed("ICMP header");
+    }
+    if msg[0] != request || msg[1] != 0 {
+        return Kind::Other(proto);
+    }
+    let ok = match (src, dst) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => Icmpv4Packet::new_unchecked(msg).verify_checksum(),
+        (IpAddr::V6(s), IpAddr::V6(d)) => Icmpv6Packet::new_unchecked(msg).verify_checksum(&s, &d),
+        _ => false,
+    };
+    if !ok {
+        return Kind::Malformed("ICMP checksum");
+    }
+    Kind::Echo {
+        app: src,
+        dst,
+        id: u16::from_be_bytes([msg[4], msg[5]]),
+        msg,
+    }
+}
+
+/// The echo reply to hand the application: `reply` as the destination sent it (through
+/// the server's ping socket, which chose its own identifier), given back the
+/// application's identifier `id`, from `from` to `to`. `None` if `reply` is no echo reply
+/// of the family, or would not fit `mtu`.
+pub fn echo_reply(from: IpAddr, to: IpAddr, id: u16, reply: &[u8], mtu: usize) -> Option<Vec<u8>> {
+    let (proto, ty) = match from {
+        IpAddr::V4(_) => (IpProtocol::Icmp, 0),
+        IpAddr::V6(_) => (IpProtocol::Icmpv6, 129),
+    };
+    if reply.len() < 8 || reply[0] != ty || reply[1] != 0 {
+        return None;
+    }
+    let (mut buf, start) = ip_packet(from, to, proto, reply.len(), mtu)?;
+    let m = &mut buf[start..];
+    m.copy_from_slice(reply);
+    m[4..6].copy_from_slice(&id.to_be_bytes());
+    match (from, to) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => Icmpv4Packet::new_unchecked(m).fill_checksum(),
+        (IpAddr::V6(s), IpAddr::V6(d)) => Icmpv6Packet::new_unchecked(m).fill_checksum(&s, &d),
+        _ => return None,
+    }
+    Some(buf)
+}
+
+/// An IP packet from `from` to `to` (one family) with an empty payload of `len` bytes of
+/// protocol `proto`, and where the payload starts; `None` if it would not fit `mtu`.
+fn ip_packet(from: IpAddr, to: IpAddr, proto: IpProtocol, len: usize, mtu: usize) -> Option<(Vec<u8>, usize)> {
+    match (from, to) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let ip = Ipv4Repr {
+                src_addr: s,
+                dst_addr: d,
+                next_header: proto,
+                payload_len: len,
+                hop_limit: HOP_LIMIT,
+            };
+            let total = ip.buffer_len() + len;
+            if total > mtu {
+                return None;
+            }
+            let mut buf = vec![0u8; total];
+            ip.emit(
+                &mut Ipv4Packet::new_unchecked(&mut buf),
+                &ChecksumCapabilities::default(),
+            );
+            Some((buf, ip.buffer_len()))
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let ip = Ipv6Repr {
+                src_addr: s,
+                dst_addr: d,
+                next_header: proto,
+                payload_len: len,
+                hop_limit: HOP_LIMIT,
+            };
+            let total = ip.buffer_len() + len;
+            if total > mtu {
+                return None;
+            }
+            let mut buf = vec![0u8; total];
+            ip.emit(&mut Ipv6Packet::new_unchecked(&mut buf));
+            Some((buf, ip.buffer_len()))
+        }
+        _ => None,
     }
 }
 
@@ -108,44 +213,9 @@ pub fn udp(from: SocketAddr, to: SocketAddr, data: &[u8], mtu: usize) -> Option<
         src_port: from.port(),
         dst_port: to.port(),
     };
-    let udp_len = 8 + data.len();
     let caps = ChecksumCapabilities::default();
     let (src, dst) = (IpAddress::from(from.ip()), IpAddress::from(to.ip()));
-    let (mut buf, start) = match (from.ip(), to.ip()) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let ip = Ipv4Repr {
-                src_addr: s,
-                dst_addr: d,
-                next_header: IpProtocol::Udp,
-                payload_len: udp_len,
-                hop_limit: HOP_LIMIT,
-            };
-            let total = ip.buffer_len() + udp_len;
-            if total > mtu {
-                return None;
-            }
-            let mut buf = vec![0u8; total];
-            ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf), &caps);
-            (buf, ip.buffer_len())
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let ip = Ipv6Repr {
-                src_addr: s,
-                dst_addr: d,
-                next_header: IpProtocol::Udp,
-                payload_len: udp_len,
-                hop_limit: HOP_LIMIT,
-            };
-            let total = ip.buffer_len() + udp_len;
-            if total > mtu {
-                return None;
-            }
-            let mut buf = vec![0u8; total];
-            ip.emit(&mut Ipv6Packet::new_unchecked(&mut buf));
-            (buf, ip.buffer_len())
-        }
-        _ => return None,
-    };
+    let (mut buf, start) = ip_packet(from.ip(), to.ip(), IpProtocol::Udp, 8 + data.len(), mtu)?;
     let mut p = UdpPacket::new_unchecked(&mut buf[start..]);
     udp.emit(&mut p, &src, &dst, data.len(), |b| b.copy_from_slice(data), &caps);
     Some(buf)
@@ -180,6 +250,44 @@ mod tests {
             }
         );
         assert!(udp(from, to, &[0; 1500], 1500).is_none(), "larger than the MTU");
+    }
+
+    #[test]
+    fn an_echo_reply_goes_back_with_the_applications_identifier() {
+        for (app, dst) in [("10.0.0.2", "192.0.2.1"), ("fd00::2", "2001:db8::1")] {
+            let (app, dst): (IpAddr, IpAddr) = (app.parse().unwrap(), dst.parse().unwrap());
+            let v4 = app.is_ipv4();
+            // The reply as the server's ping socket read it: its own identifier 0x9999.
+            let mut reply = vec![if v4 { 0 } else { 129 }, 0, 0, 0, 0x99, 0x99, 0, 7];
+            reply.extend_from_slice(b"payload");
+            let p = echo_reply(dst, app, 0x1234, &reply, 1500).unwrap();
+            // Read back as if the application had sent it, with the request's type.
+            let mut asked = p.clone();
+            let off = if v4 { 20 } else { 40 };
+            asked[off] = if v4 { 8 } else { 128 };
+            match (dst, app) {
+                (IpAddr::V4(_), IpAddr::V4(_)) => Icmpv4Packet::new_unchecked(&mut asked[off..]).fill_checksum(),
+                (IpAddr::V6(s), IpAddr::V6(d)) => Icmpv6Packet::new_unchecked(&mut asked[off..]).fill_checksum(&s, &d),
+                _ => unreachable!(),
+            }
+            let Kind::Echo {
+                app: a,
+                dst: d,
+                id,
+                msg,
+            } = classify(&asked)
+            else {
+                panic!("not an echo: {:?}", classify(&asked))
+            };
+            assert_eq!((a, d, id, &msg[8..]), (dst, app, 0x1234, &b"payload"[..]));
+            // A corrupted checksum is named.
+            asked[off + 8] ^= 1;
+            assert_eq!(classify(&asked), Kind::Malformed("ICMP checksum"));
+            assert!(
+                echo_reply(dst, app, 1, &[8, 0, 0, 0, 0, 0, 0, 0], 1500).is_none(),
+                "a request is no reply"
+            );
+        }
     }
 
     #[test]

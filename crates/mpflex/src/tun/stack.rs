@@ -253,6 +253,10 @@ pub async fn run(h: SessionHandle, dev: tun_rs::AsyncDevice, stack: Arc<Stack>, 
                     stack.count(|c| c.udp_in += 1);
                     flows.from_app(app, dst, payload);
                 }
+                Kind::Echo { app, dst, id, msg } => {
+                    stack.count(|c| c.echo_in += 1);
+                    flows.echo(app, dst, id, msg);
+                }
                 k => stack.count(|c| logged.drop(c, &k)),
             }
             stack.count(|c| c.packets_in += 1);
@@ -297,7 +301,8 @@ pub async fn run(h: SessionHandle, dev: tun_rs::AsyncDevice, stack: Arc<Stack>, 
 struct Logged {
     malformed: Vec<&'static str>,
     fragment: bool,
-    protocols: [bool; 256],
+    /// A bit per IP protocol number.
+    protocols: [u64; 4],
 }
 
 impl Logged {
@@ -317,8 +322,13 @@ impl Logged {
             }
             Kind::Other(p) => {
                 c.dropped_protocol += 1;
-                let seen = std::mem::replace(&mut self.protocols[usize::from(p)], true);
-                (seen, format!("packet of IP protocol {p}, which the TUN ingress does not carry"))
+                let (word, bit) = (usize::from(p / 64), 1u64 << (p % 64));
+                let seen = self.protocols[word] & bit != 0;
+                self.protocols[word] |= bit;
+                (
+                    seen,
+                    format!("packet of IP protocol {p}, which the TUN ingress does not carry"),
+                )
             }
             _ => return,
         };

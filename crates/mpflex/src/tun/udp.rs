@@ -1,9 +1,14 @@
 //! UDP through the TUN: one datagram flow per (application, destination) pair, as the
 //! transparent UDP ingress does (docs/udp.md); answers go back into the device from the
 //! destination the application sent to.
+//!
+//! ICMP echo rides the same flows: a flow to port 0 of an address carries echo requests
+//! (the whole ICMP or ICMPv6 message) one way and the replies back; the server sends them
+//! from an unprivileged ping socket (`crate::server`), one flow per (application,
+//! destination, identifier).
 
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use bytes::Bytes;
 use mpflex_engine::FlowId;
@@ -17,12 +22,32 @@ use crate::driver::{FlowMsg, SessionHandle};
 /// Destinations refused remembered at most (see `client::udp`).
 const REFUSED_MEMORY: usize = 1024;
 
+/// What a flow carries for whom.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    /// UDP from the application's address to the destination's.
+    Udp(SocketAddr, SocketAddr),
+    /// ICMP echo from the application to the destination, with the application's
+    /// identifier.
+    Echo(IpAddr, IpAddr, u16),
+}
+
+impl Key {
+    /// The flow's destination on the wire (port 0: ICMP echo).
+    fn target(self) -> SocketAddr {
+        match self {
+            Key::Udp(_, dst) => dst,
+            Key::Echo(_, dst, _) => SocketAddr::new(dst, 0),
+        }
+    }
+}
+
 pub struct Flows {
     h: SessionHandle,
     tx: mpsc::Sender<(FlowId, FlowMsg)>,
     mtu: usize,
-    by_pair: HashMap<(SocketAddr, SocketAddr), FlowId>,
-    ends: HashMap<FlowId, (SocketAddr, SocketAddr)>,
+    by_pair: HashMap<Key, FlowId>,
+    ends: HashMap<FlowId, Key>,
     refused: HashSet<SocketAddr>,
     out: Vec<Vec<u8>>,
     /// Answers larger than the device's MTU, dropped.
@@ -45,6 +70,16 @@ impl Flows {
 
     /// A datagram the application sent to `dst`.
     pub fn from_app(&mut self, app: SocketAddr, dst: SocketAddr, data: &[u8]) {
+        self.send(Key::Udp(app, dst), data);
+    }
+
+    /// An echo request (the whole ICMP message) the application sent to `dst`.
+    pub fn echo(&mut self, app: IpAddr, dst: IpAddr, id: u16, msg: &[u8]) {
+        self.send(Key::Echo(app, dst, id), msg);
+    }
+
+    fn send(&mut self, key: Key, data: &[u8]) {
+        let dst = key.target();
         if data.len() > MAX_DATAGRAM {
             self.h.count_udp(|u| u.dropped_oversize += 1);
             return;
@@ -53,20 +88,20 @@ impl Flows {
             self.h.count_udp(|u| u.dropped_refused += 1);
             return;
         }
-        let flow = match self.by_pair.get(&(app, dst)) {
+        let flow = match self.by_pair.get(&key) {
             Some(&f) => f,
             None => {
                 let Some(f) = self.h.open_flow(TargetAddr::Ip(dst), self.tx.clone()) else {
                     return;
                 };
-                debug!(flow = f, %app, %dst, "TUN datagram flow opened");
-                self.by_pair.insert((app, dst), f);
-                self.ends.insert(f, (app, dst));
+                debug!(flow = f, %dst, "TUN datagram flow opened");
+                self.by_pair.insert(key, f);
+                self.ends.insert(f, key);
                 f
             }
         };
         if !self.h.send_datagram(flow, Bytes::copy_from_slice(data)) {
-            self.by_pair.remove(&(app, dst));
+            self.by_pair.remove(&key);
             self.ends.remove(&flow);
         }
     }
@@ -75,25 +110,33 @@ impl Flows {
     pub fn from_session(&mut self, flow: FlowId, msg: FlowMsg) {
         match msg {
             FlowMsg::Datagram(d) => {
-                let Some(&(app, dst)) = self.ends.get(&flow) else {
+                let Some(&key) = self.ends.get(&flow) else {
                     return;
                 };
-                match packet::udp(dst, app, &d, self.mtu) {
+                let p = match key {
+                    Key::Udp(app, dst) => packet::udp(dst, app, &d, self.mtu),
+                    Key::Echo(app, dst, id) => packet::echo_reply(dst, app, id, &d, self.mtu),
+                };
+                match p {
                     Some(p) => self.out.push(p),
                     None => {
                         self.oversize += 1;
-                        debug!(flow, len = d.len(), "TUN: answer larger than the MTU dropped");
+                        debug!(
+                            flow,
+                            len = d.len(),
+                            "TUN: answer larger than the MTU (or no echo reply) dropped"
+                        );
                     }
                 }
             }
             FlowMsg::Closed(code) => {
-                if let Some((app, dst)) = self.ends.remove(&flow) {
-                    self.by_pair.remove(&(app, dst));
+                if let Some(key) = self.ends.remove(&flow) {
+                    self.by_pair.remove(&key);
                     if code == flow_close::REFUSED {
                         if self.refused.len() >= REFUSED_MEMORY {
                             self.refused.clear();
                         }
-                        self.refused.insert(dst);
+                        self.refused.insert(key.target());
                     }
                 }
             }
