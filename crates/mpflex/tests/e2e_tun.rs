@@ -93,6 +93,98 @@ fn client_sh(lab: &Lab, script: &str) -> String {
     }
 }
 
+/// Routes one remote IPv4 and one IPv6 address into the TUN, with the origin on both
+/// (the IPv6 one a process of its own, returned).
+fn remotes(lab: &Lab) -> (String, String, std::process::Child) {
+    let net = lab.topo.net;
+    let (v4, v6) = (format!("10.{net}.9.9"), format!("fd00:{net}:99::9"));
+    route_into_tun(lab, &v4, false);
+    route_into_tun(lab, &v6, true);
+    let origin = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/origin.py");
+    let origin6 = lab.spawn_in(
+        &lab.topo.server_ns,
+        &["python3", origin, "::", &ORIGIN6_PORT.to_string()],
+        "origin6.log",
+    );
+    (v4, v6, origin6)
+}
+
+/// CPU time a process has used, s.
+fn cpu_s(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let f: Vec<&str> = s.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let ticks: f64 =
+        f.get(11).and_then(|x| x.parse().ok()).unwrap_or(0.0) + f.get(12).and_then(|x| x.parse().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+/// The same 200 MB download through SOCKS5 and through the TUN of one session,
+/// interleaved three times: the TUN's median rate against SOCKS5's, and the client's CPU
+/// per GB for each. Printed for docs/tun.md; the test fails only far below the issue's
+/// floor of 0.8, as the machines it runs on are shared.
+#[test]
+fn tun_throughput_against_socks5() {
+    let test = "tun_throughput_against_socks5";
+    if !ready(test) {
+        return;
+    }
+    let lab = Lab::new(Options {
+        client_toml: TUN_TOML.into(),
+        ..Options::default()
+    });
+    let (v4, _, _origin6) = remotes(&lab);
+    let pid = lab.client.as_ref().unwrap().id();
+    let n: u64 = 200 << 20;
+    let mut rates = (Vec::new(), Vec::new());
+    let mut cpu = (0.0, 0.0);
+    for _ in 0..3 {
+        for tun in [false, true] {
+            let (via, url) = if tun {
+                (String::new(), format!("http://{v4}:{ORIGIN_PORT}/bytes/{n}"))
+            } else {
+                (
+                    format!("--socks5-hostname 127.0.0.1:{SOCKS_PORT}"),
+                    format!("http://127.0.0.1:{ORIGIN_PORT}/bytes/{n}"),
+                )
+            };
+            let c0 = cpu_s(pid);
+            let out = client_sh(
+                &lab,
+                &format!(
+                    "curl -sS --max-time 120 -o /dev/null -w '%{{size_download}} %{{speed_download}}' {via} {url}"
+                ),
+            );
+            let c = cpu_s(pid) - c0;
+            let mut f = out.split_whitespace();
+            assert_eq!(f.next(), Some(n.to_string().as_str()), "download: {out}");
+            let rate: f64 = f.next().unwrap().parse().unwrap();
+            if tun {
+                rates.1.push(rate);
+                cpu.1 += c;
+            } else {
+                rates.0.push(rate);
+                cpu.0 += c;
+            }
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    };
+    let (socks, tun) = (median(&mut rates.0), median(&mut rates.1));
+    let gb = 3.0 * n as f64 / (1u64 << 30) as f64;
+    println!(
+        "200 MB x 3: SOCKS5 {:.0} Mbit/s, TUN {:.0} Mbit/s, ratio {:.2}; client CPU per GB: SOCKS5 {:.2} s, TUN {:.2} s, ratio {:.2}",
+        socks * 8e-6,
+        tun * 8e-6,
+        tun / socks,
+        cpu.0 / gb,
+        cpu.1 / gb,
+        cpu.1 / cpu.0
+    );
+    assert!(tun / socks >= 0.5, "TUN at {:.2} of SOCKS5's rate", tun / socks);
+}
+
 #[test]
 fn curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6() {
     let test = "curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6";
@@ -104,16 +196,7 @@ fn curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6() {
         server_acl: format!("deny_ports = [{DENIED_PORT}]\n"),
         ..Options::default()
     });
-    let net = lab.topo.net;
-    let (v4, v6) = (format!("10.{net}.9.9"), format!("fd00:{net}:99::9"));
-    route_into_tun(&lab, &v4, false);
-    route_into_tun(&lab, &v6, true);
-    let origin = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/origin.py");
-    let _origin6 = lab.spawn_in(
-        &lab.topo.server_ns,
-        &["python3", origin, "::", &ORIGIN6_PORT.to_string()],
-        "origin6.log",
-    );
+    let (v4, v6, _origin6) = remotes(&lab);
     start_dns(&lab.topo.server_ns);
     // The server's ping sockets: its group (root's here) may open them.
     sh(&[
@@ -157,7 +240,7 @@ fn curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6() {
         );
     }
 
-    let n: u64 = 50 << 20;
+    let n: u64 = 200 << 20;
     let want = lab.expected_sha256(n);
     let got = client_sh(
         &lab,
@@ -176,7 +259,7 @@ fn curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6() {
     assert_eq!(got, want, "IPv6 download through the TUN");
 
     // Uploads: the origin answers with the sha256 and length of what it received.
-    let up: u64 = 20 << 20;
+    let up: u64 = 50 << 20;
     let file = lab.dir.join("upload.bin");
     Command::new("bash")
         .arg("-c")

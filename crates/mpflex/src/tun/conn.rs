@@ -28,8 +28,7 @@ impl Conn {
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut tcp::Socket<'static>) -> R) -> R {
-        let r = self.stack.with_socket(self.socket, f);
-        r
+        self.stack.with_socket(self.socket, f)
     }
 }
 

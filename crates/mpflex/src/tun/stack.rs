@@ -251,7 +251,7 @@ pub async fn run(h: SessionHandle, dev: tun_rs::AsyncDevice, stack: Arc<Stack>, 
                 Kind::Tcp { .. } => tcp.push(p.to_vec()),
                 Kind::Udp { app, dst, payload } => {
                     stack.count(|c| c.udp_in += 1);
-                    flows.from_app(app, dst, payload);
+                    flows.datagram(app, dst, payload);
                 }
                 Kind::Echo { app, dst, id, msg } => {
                     stack.count(|c| c.echo_in += 1);
@@ -288,7 +288,7 @@ pub async fn run(h: SessionHandle, dev: tun_rs::AsyncDevice, stack: Arc<Stack>, 
             r = dev.readable() => r.context("waiting on the TUN device")?,
             _ = stack.poked.notified() => {}
             _ = tokio::time::sleep(delay) => {}
-            Some((flow, msg)) = frx.recv() => flows.from_session(flow, msg),
+            Some((flow, msg)) = frx.recv() => flows.on_session(flow, msg),
             _ = stop.cancelled() => return Ok(()),
             _ = h.closed.cancelled() => return Ok(()),
         }

@@ -69,7 +69,7 @@ impl Flows {
     }
 
     /// A datagram the application sent to `dst`.
-    pub fn from_app(&mut self, app: SocketAddr, dst: SocketAddr, data: &[u8]) {
+    pub fn datagram(&mut self, app: SocketAddr, dst: SocketAddr, data: &[u8]) {
         self.send(Key::Udp(app, dst), data);
     }
 
@@ -107,7 +107,7 @@ impl Flows {
     }
 
     /// What the session hands a flow: a datagram becomes a packet for the device.
-    pub fn from_session(&mut self, flow: FlowId, msg: FlowMsg) {
+    pub fn on_session(&mut self, flow: FlowId, msg: FlowMsg) {
         match msg {
             FlowMsg::Datagram(d) => {
                 let Some(&key) = self.ends.get(&flow) else {
