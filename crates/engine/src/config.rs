@@ -15,6 +15,9 @@ pub enum Role {
 /// shorter interval keeps the radio in its high-power state for good).
 pub const IDLE_KEEPALIVE: Duration = Duration::from_secs(25);
 
+/// The shipped ceiling of a path writer's `TCP_NOTSENT_LOWAT` ([`EngineConfig::notsent_lowat`]).
+pub const NOTSENT_LOWAT: u32 = 1 << 20;
+
 /// Under queue control, a read of at least this many bytes from a path carries data (a
 /// full segment), not only the peer's control frames: it is acknowledged at once
 /// ([`EngineConfig::quick_ack`]).
@@ -29,6 +32,13 @@ pub struct EngineConfig {
     pub stream_window: u64,
     /// The same, summed over all streams of the session. Bounds receiver memory.
     pub session_window: u64,
+    /// Most unsent bytes a path's writer keeps in its kernel socket (the ceiling of its
+    /// `TCP_NOTSENT_LOWAT`, late binding).
+    pub notsent_lowat: u32,
+    /// A path restarting from the initial window after an idle spell drops a slow-start
+    /// threshold below that window (see [`crate::PathWriter`]), where its socket allows it
+    /// ([`crate::PathSocket::ssthresh_reset`]).
+    pub fresh_ssthresh: bool,
     /// Largest payload of one Data frame.
     pub max_frame_data: usize,
     /// Acknowledge at least this often while data is arriving.
@@ -110,6 +120,8 @@ impl EngineConfig {
             role,
             stream_window: 4 << 20,
             session_window: 64 << 20,
+            notsent_lowat: NOTSENT_LOWAT,
+            fresh_ssthresh: true,
             max_frame_data: 16 * 1024,
             ack_delay: Duration::from_millis(5),
             ack_every_bytes: 128 * 1024,

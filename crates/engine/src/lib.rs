@@ -40,7 +40,7 @@ mod supervisor;
 mod writer;
 
 pub use class::{ClassLatency, LatencySummary, TrafficClass, UnknownClass, BULK_BURST, BURST_IDLE, TURN_GAP};
-pub use config::{EngineConfig, Role, IDLE_KEEPALIVE, QUICK_ACK_READ};
+pub use config::{EngineConfig, Role, IDLE_KEEPALIVE, NOTSENT_LOWAT, QUICK_ACK_READ};
 pub use datagram::{
     DatagramClass, DatagramCounters, FlowId, COPY_WAIT, MAX_WAIT, QUEUE_BYTES, REALTIME_MAX_LEN, REALTIME_MAX_RATE,
 };
@@ -53,7 +53,7 @@ pub use session::{
     SessionCounters,
 };
 pub use supervisor::{PathState, TIER_BACKUP, TIER_ENERGY_STANDBY, TIER_OFF, TIER_PRIMARY, TIER_SECONDARY};
-pub use writer::{Budget, PathWriter, WriterStep, INITIAL_LOWAT, MIN_LOWAT};
+pub use writer::{Budget, PathSocket, PathWriter, SocketWants, WriterStep, INITIAL_LOWAT, MIN_LOWAT};
 
 /// Application stream identifier (chosen by the client, which opens all streams).
 pub type StreamId = u32;

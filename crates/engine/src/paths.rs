@@ -21,6 +21,7 @@ use crate::owd::{OwdEstimator, QueueDelay};
 use crate::supervisor::{
     KernelView, PathState, Quality, Suspicion, Verdict, TIER_BACKUP, TIER_ENERGY_STANDBY, TIER_OFF,
 };
+use crate::writer::PathWriter;
 use crate::MAX_PATHS;
 
 mod hedge;
@@ -159,9 +160,9 @@ pub(crate) struct PathEntry {
     /// Held back by the energy-aware mode ([`crate::emptcp`]): a tier below every
     /// configured one, and quiet (see [`PathEntry::quiet`]).
     pub energy_standby: bool,
-    /// Queue control's limit on what the path holds (in flight and unsent), bytes, as its
-    /// writer last set it; `None` while queue control does not hold the path.
-    pub queue_limit: Option<u64>,
+    /// The path connection's writer (late binding, queue control): made when the path
+    /// comes up ([`crate::Session::path_up_with`]).
+    pub writer: Option<PathWriter>,
     /// Frame bytes (as `bytes_sent` counts them) the path may still be handed under a
     /// data cap; `None`: no cap (see [`crate::Session::set_path_allowance`]).
     pub allowance: Option<u64>,
@@ -221,7 +222,7 @@ impl PathEntry {
             hint: HintState::default(),
             tier: 0,
             energy_standby: false,
-            queue_limit: None,
+            writer: None,
             allowance: None,
             grant: None,
             eligible: false,
@@ -261,7 +262,7 @@ impl PathEntry {
     /// error. Before a minimum RTT is known the limit is a stand-in and is not used.
     pub fn ahead_rate(&self) -> u64 {
         let rate = self.snap.delivery_rate;
-        match self.queue_limit {
+        match self.writer.as_ref().and_then(PathWriter::queue_limit) {
             Some(limit) if !self.snap.min_rtt.is_zero() && !self.snap.srtt.is_zero() => {
                 rate.min((limit as f64 / self.snap.srtt.as_secs_f64()) as u64)
             }
@@ -371,6 +372,10 @@ impl Paths {
 
     pub fn get(&self, path: usize) -> Option<&PathEntry> {
         self.entries.get(path)
+    }
+
+    pub fn get_mut(&mut self, path: usize) -> Option<&mut PathEntry> {
+        self.entries.get_mut(path)
     }
 
     pub fn len(&self) -> usize {

@@ -228,8 +228,7 @@ impl Server {
         let scheduler = mpflex_sched::by_name(&self.cfg.scheduler).expect("validated");
         let sess = Session::new(self.cfg.tuning.engine(Role::Server), scheduler, Instant::now());
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut h = SessionHandle::new(sess, Vec::new(), Some(tx), self.cfg.tuning.notsent_lowat);
-        h.fresh_ssthresh = self.cfg.tuning.fresh_ssthresh;
+        let mut h = SessionHandle::new(sess, Vec::new(), Some(tx));
         h.pacing = self.cfg.tuning.pacing;
         h.classes = self.classes.clone();
         h.allowed_schedulers = self.cfg.allowed_schedulers.clone().map(Arc::new);

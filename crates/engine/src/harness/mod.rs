@@ -1,9 +1,8 @@
 //! A test harness: a client and a server engine joined by simulated paths, with a
 //! virtual clock (the shape of quinn-proto's `Pair`).
 //!
-//! Each direction of a path is a simulated kernel TCP socket over a link: the engine's
-//! real path writer ([`crate::PathWriter`] through [`Session::drive_writer`]) reads the
-//! socket's `TCP_INFO` (unsent bytes, congestion window, in-flight segments, RTT,
+//! Each direction of a path is a simulated kernel TCP socket over a link: the sending
+//! session's own path writer ([`Session::drive_writer`]) reads the socket's `TCP_INFO` (unsent bytes, congestion window, in-flight segments, RTT,
 //! delivery rate) and hands it records; the socket puts them on the link as its window
 //! allows; the link serialises them at its rate and delivers them after its one-way
 //! delay, and the acknowledgement comes back after the same delay. So late binding,
@@ -25,11 +24,10 @@ pub use socket::{PathSpec, SimSocket, MSS};
 use crate::writer::{PathWriter, WriterStep};
 use crate::{EngineConfig, Event, FlowId, RecvResult, Role, Session, StreamId};
 
-/// One direction of a path: the sender's socket and its writer's state.
+/// One direction of a path: the sender's socket (its writer is the sending session's).
 #[derive(Debug)]
 struct Direction {
     sock: SimSocket,
-    writer: PathWriter,
 }
 
 /// A client and a server session over simulated paths.
@@ -39,8 +37,6 @@ pub struct Pair {
     pub client: Session,
     pub server: Session,
     specs: Vec<PathSpec>,
-    /// The writers' queue-control target (zero: off).
-    queue_target: Duration,
     /// `dirs[path][0]`: client to server; `[1]`: server to client.
     dirs: Vec<[Direction; 2]>,
     /// Bytes each side's applications received, per stream, and whether the stream ended.
@@ -59,13 +55,9 @@ pub struct Pair {
     pub flow_closes: Vec<(bool, FlowId, u8)>,
 }
 
-/// The low-water-mark ceiling of the harness's writers (`tuning.notsent_lowat`'s default).
-const LOWAT_MAX: u32 = 1 << 20;
-
-fn direction(spec: PathSpec, now: Instant, queue_target: Duration) -> Direction {
+fn direction(spec: PathSpec, now: Instant) -> Direction {
     Direction {
         sock: SimSocket::new(spec, now),
-        writer: PathWriter::new(LOWAT_MAX, true, true).with_queue_target(queue_target),
     }
 }
 
@@ -93,10 +85,9 @@ impl Pair {
         };
         let mut client = Session::new(cfg(Role::Client), make(), now);
         let mut server = Session::new(cfg(Role::Server), make(), now);
-        let queue_target = client.config().queue_target;
         let mut dirs = Vec::new();
         for (i, &spec) in specs.iter().enumerate() {
-            dirs.push([direction(spec, now, queue_target), direction(spec, now, queue_target)]);
+            dirs.push([direction(spec, now), direction(spec, now)]);
             client.path_up(i, now);
             server.path_up(i, now);
         }
@@ -106,7 +97,6 @@ impl Pair {
             client,
             server,
             specs: specs.to_vec(),
-            queue_target,
             dirs,
             client_rx: HashMap::new(),
             server_rx: HashMap::new(),
@@ -165,7 +155,7 @@ impl Pair {
     /// A new connection of the path comes up.
     pub fn revive(&mut self, path: usize) {
         for d in &mut self.dirs[path] {
-            *d = direction(self.specs[path], self.now, self.queue_target);
+            *d = direction(self.specs[path], self.now);
         }
         self.client.path_up(path, self.now);
         self.server.path_up(path, self.now);
@@ -201,10 +191,11 @@ impl Pair {
         &self.dirs[path][if upload { 0 } else { 1 }].sock
     }
 
-    /// The path writer of `path` in the client-to-server (`upload`) or the other
-    /// direction (queue control's limit, for tests).
+    /// The path writer of `path` in the client-to-server (`upload`: the client's) or the
+    /// other direction (the server's): queue control's limit, for tests.
     pub fn writer(&self, path: usize, upload: bool) -> &PathWriter {
-        &self.dirs[path][if upload { 0 } else { 1 }].writer
+        let sess = if upload { &self.client } else { &self.server };
+        sess.path_writer(path).expect("the path came up")
     }
 
     /// The simulated socket of `path` in the client-to-server (`upload`) or the other
@@ -343,7 +334,7 @@ fn run_writer(tx: &mut Session, path: usize, d: &mut Direction, now: Instant) {
         records.clear();
         let info = d.sock.info(now);
         let bandwidth = d.sock.cc_bandwidth();
-        match tx.drive_writer(path, &mut d.writer, &info, bandwidth, now, &mut out, &mut records) {
+        match tx.drive_writer(path, &info, bandwidth, now, &mut out, &mut records) {
             WriterStep::Write { .. } => {
                 for r in &records {
                     d.sock.write(&out[r.clone()]);

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use mpflex_wire::record;
 
-use super::LOWAT_MAX;
 use crate::kernel::{TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
 
 /// Segment size of the simulated sockets.
@@ -601,7 +600,7 @@ impl SimSocket {
         let rate = self.spec.rate as u64 * 1000;
         // A backlogged link shows the writer its low-water mark (10 ms of the rate, as
         // `PathWriter` sets it) unsent, so it waits; an idle one nothing.
-        let lowat = (rate / 100).clamp(crate::MIN_LOWAT as u64, LOWAT_MAX as u64) as u32;
+        let lowat = (rate / 100).clamp(crate::MIN_LOWAT as u64, crate::NOTSENT_LOWAT as u64) as u32;
         TcpInfo {
             state: 1,
             snd_mss: MSS,

@@ -21,7 +21,7 @@ fn late_binding_keeps_notsent_within_the_budget_during_a_bulk_transfer() {
     assert!(pair.server_rx[&id] == data, "upload incomplete or corrupted");
     for p in 0..2 {
         let s = pair.socket(p, true);
-        let budget = LOWAT_MAX as usize + pair.client.max_frame_len() + 64;
+        let budget = crate::NOTSENT_LOWAT as usize + pair.client.max_frame_len() + 64;
         assert!(s.max_notsent <= budget, "path {p}: {} unsent", s.max_notsent);
         let sent = pair.client.path_counters(p).unwrap().0.payload_sent;
         assert!(sent > 300_000, "path {p} carried only {sent} bytes");
@@ -139,7 +139,7 @@ fn queue_control_holds_its_limit_through_a_probe_of_the_minimum_rtt() {
             pair.probe_rtt(0, false);
         }
         pair.step();
-        let limit = pair.dirs[0][0].writer.queue_limit().unwrap_or(0);
+        let limit = pair.writer(0, true).queue_limit().unwrap_or(0);
         if (3000..6000).contains(&ms) {
             before = before.max(limit);
         } else if ms >= 6000 {

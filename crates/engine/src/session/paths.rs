@@ -3,12 +3,20 @@
 
 use super::*;
 use crate::paths::{HintChange, LinkHint};
+use crate::writer::{PathSocket, PathWriter};
 
 impl Session {
-    /// A path connection is established (first time or again). A connection replacing
-    /// one still up (a probe that got through, a re-dial) takes over the path: what the
-    /// old one held went with its socket and is sent again.
+    /// A path connection of a [`PathSocket::default`] socket is established
+    /// ([`Session::path_up_with`]).
     pub fn path_up(&mut self, path: usize, now: Instant) {
+        self.path_up_with(path, PathSocket::default(), now);
+    }
+
+    /// A path connection is established (first time or again) on a socket `socket`
+    /// describes; it gets a new writer, configured by the session's [`EngineConfig`]. A
+    /// connection replacing one still up (a probe that got through, a re-dial) takes over
+    /// the path: what the old one held went with its socket and is sent again.
+    pub fn path_up_with(&mut self, path: usize, socket: PathSocket, now: Instant) {
         if self.paths.get(path).is_some_and(|p| p.is_up()) {
             self.send.lost_on(path);
         }
@@ -20,6 +28,7 @@ impl Session {
         self.events
             .extend(ready.into_iter().map(|(flow, data)| Event::Datagram { flow, data }));
         self.paths.up(path, now);
+        self.paths.entry(path).writer = Some(PathWriter::for_path(&self.cfg, socket));
         self.announce_tier(path);
         // Control state may have been lost with an earlier connection; restate it.
         self.restate_control();

@@ -14,7 +14,7 @@ use super::Session;
 use crate::kernel::TcpInfo;
 use crate::reinject::{self, Request};
 use crate::supervisor::Verdict;
-use crate::writer::{Budget, PathWriter, WriterStep};
+use crate::writer::{Budget, PathSocket, PathWriter, SocketWants, WriterStep};
 
 /// Result of [`Session::poll_transmit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,34 +41,32 @@ struct SendNew {
 }
 
 impl Session {
-    /// Runs a path writer's late-binding step on the socket state `info` (from
+    /// Runs `path`'s writer's late-binding step on the socket state `info` (from
     /// `TCP_INFO`; `bandwidth` from the congestion control, if it keeps one): records its
     /// statistics, and if the socket has room appends records for it to `out` (their
-    /// ranges in `records`, to be sealed), up to the writer's budget.
-    #[allow(clippy::too_many_arguments)]
+    /// ranges in `records`, to be sealed), up to the writer's budget. The socket options
+    /// the writer wants then are [`Session::socket_wants`].
     pub fn drive_writer(
         &mut self,
         path: usize,
-        writer: &mut PathWriter,
         info: &TcpInfo,
         bandwidth: Option<u64>,
         now: Instant,
         out: &mut Vec<u8>,
         records: &mut Vec<Range<usize>>,
     ) -> WriterStep {
-        let snap = writer.observe(path, info, bandwidth);
+        let snap = self.writer_mut(path, now).observe(path, info, bandwidth);
         self.read_kernel(path, info, now);
         let protecting = self.protecting(now);
         let engaged = protecting || self.engaged_by_backlog(now);
+        let queue = engaged.then(|| self.paths.queue_delay(path, now));
+        let max_frame = self.max_frame_len();
+        let writer = self.writer_mut(path, now);
         writer.set_protecting(protecting);
-        if engaged {
-            writer.steer(self.paths.queue_delay(path, now), info, now);
+        if let Some(queue) = queue {
+            writer.steer(queue, info, now);
         }
-        let budget = writer.budget(info, self.max_frame_len(), engaged);
-        if self.paths.get(path).is_some() {
-            self.paths.entry(path).queue_limit = writer.queue_limit();
-        }
-        let budget = match budget {
+        let budget = match writer.budget(info, max_frame, engaged) {
             Ok(budget) => budget,
             Err(step) => {
                 if matches!(step, WriterStep::Full) {
@@ -100,7 +98,41 @@ impl Session {
         // for this one as if it were free, on statistics from before the write.
         self.set_path_ready(path, false);
         WriterStep::Write {
-            reset_ssthresh: writer.reset_ssthresh_before_write(info),
+            reset_ssthresh: self.writer_mut(path, now).reset_ssthresh_before_write(info),
+        }
+    }
+
+    /// `path`'s writer, made for a socket of [`PathSocket::default`] if the path never
+    /// came up with one.
+    fn writer_mut(&mut self, path: usize, now: Instant) -> &mut PathWriter {
+        self.paths.ensure(path, now);
+        let cfg = &self.cfg;
+        self.paths
+            .entry(path)
+            .writer
+            .get_or_insert_with(|| PathWriter::for_path(cfg, PathSocket::default()))
+    }
+
+    /// `path`'s writer (queue control's state, for tests and statistics); `None` before
+    /// the path first came up.
+    pub fn path_writer(&self, path: usize) -> Option<&PathWriter> {
+        self.paths.get(path)?.writer.as_ref()
+    }
+
+    /// The socket options `path`'s writer wants now (the driver applies them after
+    /// [`Session::drive_writer`]).
+    pub fn socket_wants(&self, path: usize) -> SocketWants {
+        match self.path_writer(path) {
+            Some(w) => w.socket_wants(),
+            None => PathWriter::for_path(&self.cfg, PathSocket::default()).socket_wants(),
+        }
+    }
+
+    /// The driver could not reset `path`'s slow-start threshold (it could not switch its
+    /// congestion control): its writer stops asking.
+    pub fn ssthresh_reset_failed(&mut self, path: usize) {
+        if let Some(w) = self.paths.get_mut(path).and_then(|p| p.writer.as_mut()) {
+            w.disable_ssthresh_reset();
         }
     }
 

@@ -8,8 +8,10 @@
 //! on-device buffers from bloating, as QCUT argues). Until the kernel has a rate estimate,
 //! a quarter of the congestion window stands in for it.
 //!
-//! This module is the policy only; the driver reads `TCP_INFO`, applies the low-water
-//! mark, and moves the bytes [`crate::Session::drive_writer`] wrote.
+//! The session owns each path's writer (made from its [`crate::EngineConfig`] when the path
+//! comes up); this module is the policy only. The driver reads `TCP_INFO`, hands it to
+//! [`crate::Session::drive_writer`], applies the socket options the session asks for
+//! ([`SocketWants`]), and moves the bytes it wrote.
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +19,7 @@ use mpflex_sched::PathSnapshot;
 
 use mpflex_wire::RECORD_OVERHEAD;
 
+use crate::config::EngineConfig;
 use crate::kernel::{RateEstimate, TcpInfo, INIT_CWND};
 use crate::owd::BASE_WINDOW;
 
@@ -28,6 +31,38 @@ const TCP_CLOSE_WAIT: u8 = 8;
 pub const INITIAL_LOWAT: u32 = 32 * 1024;
 /// The smallest low-water mark: below it a writer wakes up for every few segments.
 pub const MIN_LOWAT: u32 = 8 * 1024;
+
+/// What the driver knows of a path connection's socket when it comes up
+/// ([`crate::Session::path_up_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathSocket {
+    /// The kernel restarts the connection's window after idle spells (not so for BBR, or
+    /// with `net.ipv4.tcp_slow_start_after_idle` off).
+    pub idle_restart: bool,
+    /// The driver can reset the connection's slow-start threshold (its congestion control
+    /// is known and not BBR, and BBR is there to switch to).
+    pub ssthresh_reset: bool,
+}
+
+impl Default for PathSocket {
+    /// A loss-based congestion control under the kernel's defaults.
+    fn default() -> Self {
+        PathSocket {
+            idle_restart: true,
+            ssthresh_reset: true,
+        }
+    }
+}
+
+/// The socket options a path's writer wants now ([`crate::Session::socket_wants`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketWants {
+    /// `TCP_NOTSENT_LOWAT`.
+    pub lowat: u32,
+    /// Queue control's pacing cap (`SO_MAX_PACING_RATE`), bytes per second; `None`: the
+    /// connection's own.
+    pub pacing_cap: Option<u64>,
+}
 
 /// What a path's socket may take now (see [`PathWriter::budget`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,6 +269,16 @@ impl PathWriter {
             base_probes: 0,
             resets: 0,
         }
+    }
+
+    /// The writer of a path connection that `socket` describes, as `cfg` configures it.
+    pub fn for_path(cfg: &EngineConfig, socket: PathSocket) -> Self {
+        PathWriter::new(
+            cfg.notsent_lowat,
+            socket.idle_restart,
+            cfg.fresh_ssthresh && socket.ssthresh_reset,
+        )
+        .with_queue_target(cfg.queue_target)
     }
 
     /// Keeps the bytes queued at the path's bottleneck at about `target` of its rate
@@ -635,6 +680,14 @@ impl PathWriter {
     /// The low-water mark the socket should have (`TCP_NOTSENT_LOWAT`).
     pub fn lowat(&self) -> u32 {
         self.lowat
+    }
+
+    /// The socket options this writer wants now.
+    pub fn socket_wants(&self) -> SocketWants {
+        SocketWants {
+            lowat: self.lowat,
+            pacing_cap: self.pacing_cap(),
+        }
     }
 
     /// The threshold reset cannot be done on this path (the driver could not switch its

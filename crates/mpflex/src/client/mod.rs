@@ -53,10 +53,9 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
     sess.set_energy_profile(cfg.energy_profile()?);
     sess.set_energy_aware_config(cfg.energy_aware_config());
     sess.set_energy_mode(cfg.energy_mode()?, Instant::now());
-    let mut h = SessionHandle::new(sess, Vec::new(), None, cfg.tuning.notsent_lowat);
+    let mut h = SessionHandle::new(sess, Vec::new(), None);
     h.congestion = cfg.tuning.congestion.clone();
     h.pacing = cfg.tuning.pacing;
-    h.fresh_ssthresh = cfg.tuning.fresh_ssthresh;
     h.classes = std::sync::Arc::new(cfg.class_rules()?);
     *h.policy.write().expect("policy lock") = std::sync::Arc::new(cfg.policy()?);
     h.default_scheduler = scheduler_name(&cfg.scheduler);

@@ -105,14 +105,14 @@ impl Default for Tuning {
             path_timeout_ms: ms(e.path_timeout),
             stream_window: e.stream_window,
             session_window: e.session_window,
-            notsent_lowat: 1024 * 1024,
+            notsent_lowat: e.notsent_lowat,
             max_streams: e.max_streams,
             max_flows: e.max_flows,
             datagram_queue: e.datagram_queue,
             congestion: None,
             slow_start_after_idle: None,
             pacing: true,
-            fresh_ssthresh: true,
+            fresh_ssthresh: e.fresh_ssthresh,
             queue_target_ms: ms(e.queue_target),
             queue_control_sustained: e.queue_control_sustained,
             hedge_interactive: e.hedge_interactive,
@@ -179,6 +179,8 @@ impl Tuning {
         c.path_timeout = Duration::from_millis(self.path_timeout_ms);
         c.stream_window = self.stream_window;
         c.session_window = self.session_window;
+        c.notsent_lowat = self.notsent_lowat;
+        c.fresh_ssthresh = self.fresh_ssthresh;
         c.max_streams = self.max_streams;
         c.max_flows = self.max_flows;
         c.datagram_queue = self.datagram_queue;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use bytes::Bytes;
-use mpflex_engine::{Event, FlowId, Session, StreamId};
+use mpflex_engine::{Event, FlowId, PathSocket, Session, StreamId};
 use mpflex_wire::{reset, TargetAddr};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
@@ -24,6 +24,7 @@ use crate::crypto::Transport;
 use crate::links::table::Unusable;
 use crate::pathconn::Joined;
 use crate::status::snapshot::{PathView, SessionSnapshot, StreamView, WaitingView};
+use crate::tcpinfo::{idle_restart_applies, SsthreshReset};
 
 mod path;
 mod stream;
@@ -182,14 +183,10 @@ pub struct SessionHandle {
     pub flow_opens: Option<mpsc::UnboundedSender<FlowOpened>>,
     /// Fatal session error or shutdown.
     pub closed: CancellationToken,
-    pub lowat_max: u32,
     /// Congestion control for this session's path connections.
     pub congestion: Option<String>,
     /// Whether path connections use the kernel's TCP pacing.
     pub pacing: bool,
-    /// Whether a path restarting after an idle spell drops its old slow-start threshold
-    /// ([`SsthreshReset`]).
-    pub fresh_ssthresh: bool,
     /// Class overrides (`[[classes]]`), applied as streams open.
     pub classes: Arc<ClassRules>,
     /// (client) The policy rules, swapped whole on a reload.
@@ -207,12 +204,7 @@ pub struct SessionHandle {
 }
 
 impl SessionHandle {
-    pub fn new(
-        sess: Session,
-        path_names: Vec<String>,
-        opens: Option<mpsc::UnboundedSender<Opened>>,
-        lowat_max: u32,
-    ) -> Self {
+    pub fn new(sess: Session, path_names: Vec<String>, opens: Option<mpsc::UnboundedSender<Opened>>) -> Self {
         let paths = path_names.into_iter().map(PathSlot::new).collect();
         let h = SessionHandle {
             inner: Arc::new(Mutex::new(Shared {
@@ -233,10 +225,8 @@ impl SessionHandle {
             opens,
             flow_opens: None,
             closed: CancellationToken::new(),
-            lowat_max,
             congestion: None,
             pacing: true,
-            fresh_ssthresh: true,
             classes: Arc::new(ClassRules::default()),
             policy: Arc::default(),
             default_scheduler: "minrtt",
@@ -584,12 +574,19 @@ impl SessionHandle {
     pub async fn run_path(&self, p: usize, sock: TcpStream, transport: Transport, joined: Joined) -> Result<()> {
         let Joined { nonces, leftover } = joined;
         let kill = CancellationToken::new();
+        // What the session's writer of this path needs to know of its socket.
+        let idle_restart = idle_restart_applies(&sock);
+        let ssthresh = SsthreshReset::new(&sock, idle_restart);
+        let socket = PathSocket {
+            idle_restart,
+            ssthresh_reset: ssthresh.available(),
+        };
         let (wake, generation) = self.with(|sh| {
             // A newer connection for the same path replaces the old one.
             sh.paths[p].kill.cancel();
             sh.paths[p].kill = kill.clone();
             sh.paths[p].generation += 1;
-            sh.sess.path_up(p, Instant::now());
+            sh.sess.path_up_with(p, socket, Instant::now());
             (sh.paths[p].wake.clone(), sh.paths[p].generation)
         });
         self.paths_changed.notify_one();
@@ -597,7 +594,7 @@ impl SessionHandle {
         let t = Arc::new(transport);
         let res = tokio::select! {
             r = path_reader(self.clone(), p, sock.clone(), t.clone(), nonces.1, leftover) => r,
-            r = path_writer(self.clone(), p, sock.clone(), t, wake, nonces.0) => r,
+            r = path_writer(self.clone(), p, sock.clone(), t, wake, nonces.0, ssthresh) => r,
             _ = kill.cancelled() => Err(anyhow::anyhow!("path dropped")),
             _ = self.closed.cancelled() => Ok(()),
         };

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use bytes::BytesMut;
-use mpflex_engine::{PathWriter, WriterStep};
+use mpflex_engine::WriterStep;
 use mpflex_wire::decode_all;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
@@ -18,9 +18,7 @@ use tracing::warn;
 use super::SessionHandle;
 use crate::crypto::{seal_record, Opener, Transport};
 use crate::pathconn::PACING_CAP;
-use crate::tcpinfo::{
-    cc_bandwidth, idle_restart_applies, set_max_pacing_rate, set_notsent_lowat, set_quickack, tcp_info, SsthreshReset,
-};
+use crate::tcpinfo::{cc_bandwidth, set_max_pacing_rate, set_notsent_lowat, set_quickack, tcp_info, SsthreshReset};
 
 /// An idle writer of a session that carries streams or flows reads its socket's
 /// statistics at least this often, so the schedulers decide on fresh ones when data comes.
@@ -96,9 +94,13 @@ pub(super) async fn path_reader(
     }
 }
 
-/// Moves the bytes the engine's late-binding policy lets this path take
-/// ([`Session::drive_writer`]): reads the socket's statistics, applies the low-water mark,
-/// writes the sealed records, and waits on the socket or for a wake-up.
+/// Moves the bytes the session's writer of this path lets it take
+/// ([`Session::drive_writer`]): reads the socket's statistics and hands them in, applies
+/// the socket options the session wants ([`Session::socket_wants`]), writes the sealed
+/// records, and waits on the socket or for a wake-up.
+///
+/// [`Session::drive_writer`]: mpflex_engine::Session::drive_writer
+/// [`Session::socket_wants`]: mpflex_engine::Session::socket_wants
 pub(super) async fn path_writer(
     h: SessionHandle,
     p: usize,
@@ -106,20 +108,17 @@ pub(super) async fn path_writer(
     t: Arc<Transport>,
     wake: Arc<Notify>,
     mut nonce: u64,
+    mut ssthresh: SsthreshReset,
 ) -> Result<()> {
     // Records are encoded straight into the wire buffer and sealed there in place.
     let mut records: Vec<Range<usize>> = Vec::new();
     // Grows to what the path's writes take (up to about a megabyte on a busy path) and
     // stays at a record or two on an idle one.
     let mut wire = Vec::new();
-    let idle_restart = idle_restart_applies(&*sock);
-    let mut ssthresh = SsthreshReset::new(&*sock, h.fresh_ssthresh && idle_restart);
-    let queue_target = h.with(|sh| sh.sess.config().queue_target);
-    let mut writer = PathWriter::new(h.lowat_max, idle_restart, ssthresh.available()).with_queue_target(queue_target);
-    let mut lowat = writer.lowat();
+    let mut lowat = h.with(|sh| sh.sess.socket_wants(p)).lowat;
     set_notsent_lowat(&*sock, lowat)?;
-    // The socket's pacing cap as last set: queue control's while it holds the path
-    // ([`PathWriter::pacing_cap`]), else the connection's own.
+    // The socket's pacing cap as last set: queue control's while it holds the path, else
+    // the connection's own.
     let own_cap = if h.pacing { PACING_CAP } else { u64::MAX };
     let mut pace = own_cap;
     loop {
@@ -127,26 +126,21 @@ pub(super) async fn path_writer(
         let bandwidth = cc_bandwidth(&*sock);
         wire.clear();
         records.clear();
-        let (step, carrying) = h.with(|sh| {
+        let (step, wants, carrying) = h.with(|sh| {
             // The writer's debug lines (queue control's steering) name their path: the span
             // is the writer's target, so `mpflex_engine::writer=debug` shows both.
             let _span = tracing::debug_span!(target: "mpflex_engine::writer", "writer", path = p).entered();
-            let step = sh.sess.drive_writer(
-                p,
-                &mut writer,
-                &info,
-                bandwidth,
-                Instant::now(),
-                &mut wire,
-                &mut records,
-            );
-            (step, sh.sess.num_streams() > 0 || !sh.flows.is_empty())
+            let step = sh
+                .sess
+                .drive_writer(p, &info, bandwidth, Instant::now(), &mut wire, &mut records);
+            let carrying = sh.sess.num_streams() > 0 || !sh.flows.is_empty();
+            (step, sh.sess.socket_wants(p), carrying)
         });
-        if writer.lowat() != lowat {
-            lowat = writer.lowat();
+        if wants.lowat != lowat {
+            lowat = wants.lowat;
             set_notsent_lowat(&*sock, lowat)?;
         }
-        let want = writer.pacing_cap().unwrap_or(own_cap);
+        let want = wants.pacing_cap.unwrap_or(own_cap);
         // Small changes are not worth a system call.
         if want.abs_diff(pace) > pace / 8 {
             pace = want;
@@ -177,7 +171,7 @@ pub(super) async fn path_writer(
                     seal_record(&t, &mut nonce, &mut wire[r.clone()])?;
                 }
                 if reset_ssthresh && !ssthresh.reset(&*sock) {
-                    writer.disable_ssthresh_reset();
+                    h.with(|sh| sh.sess.ssthresh_reset_failed(p));
                 }
                 write_all(&sock, &wire).await?;
             }

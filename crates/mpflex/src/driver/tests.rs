@@ -52,8 +52,11 @@ async fn writer_ends_when_reset_with_unsent_bytes() {
     let (ct, _st) = (ct.unwrap(), st.unwrap());
 
     let sched = mpflex_sched::by_name("minrtt").unwrap();
-    let sess = Session::new(EngineConfig::new(Role::Client), sched, Instant::now());
-    let h = SessionHandle::new(sess, vec!["p".into()], None, 64 * 1024);
+    // A small low-water mark: the writer waits on the kernel's unsent bytes often.
+    let mut cfg = EngineConfig::new(Role::Client);
+    cfg.notsent_lowat = 64 * 1024;
+    let sess = Session::new(cfg, sched, Instant::now());
+    let h = SessionHandle::new(sess, vec!["p".into()], None);
     let wake = h.with(|sh| {
         sh.sess.path_up(0, Instant::now());
         sh.paths[0].wake.clone()
@@ -64,7 +67,16 @@ async fn writer_ends_when_reset_with_unsent_bytes() {
     assert_eq!(h.with(|sh| sh.sess.stream_send(id, payload)), 3 << 20);
 
     let csock = Arc::new(csock);
-    let writer = tokio::spawn(path_writer(h.clone(), 0, csock.clone(), Arc::new(ct), wake, 0));
+    let no_reset = crate::tcpinfo::SsthreshReset::new(&*csock, false);
+    let writer = tokio::spawn(path_writer(
+        h.clone(),
+        0,
+        csock.clone(),
+        Arc::new(ct),
+        wake,
+        0,
+        no_reset,
+    ));
     // The peer reads slowly while `flow` is set. The writer then alternates between
     // writing and waiting for the kernel's unsent bytes to drain below the low-water
     // mark; the reset must find it in that wait, where a reset socket polls writable.
@@ -138,12 +150,7 @@ async fn bytes_read_while_others_filled_the_session_window_are_kept() {
     let mut cfg = EngineConfig::new(Role::Client);
     cfg.session_window = WINDOW;
     let sched = mpflex_sched::by_name("minrtt").unwrap();
-    let h = SessionHandle::new(
-        Session::new(cfg, sched, Instant::now()),
-        vec!["p".into()],
-        None,
-        64 * 1024,
-    );
+    let h = SessionHandle::new(Session::new(cfg, sched, Instant::now()), vec!["p".into()], None);
     let target = TargetAddr::Domain("x".into(), 80);
     let (a, sig_a, _) = h.open_stream(target.clone(), Bytes::new());
     let (b, sig_b, _) = h.open_stream(target, Bytes::new());
@@ -183,7 +190,7 @@ async fn peer_reset_reaches_the_application_as_a_reset() {
     use mpflex_wire::Frame;
     let sched = mpflex_sched::by_name("minrtt").unwrap();
     let sess = Session::new(EngineConfig::new(Role::Client), sched, Instant::now());
-    let h = SessionHandle::new(sess, vec!["p".into()], None, 64 * 1024);
+    let h = SessionHandle::new(sess, vec!["p".into()], None);
     let (id, sig, _) = h.open_stream(TargetAddr::Domain("x".into(), 80), Bytes::new());
     let (mut app, carried) = app_pair().await;
     tokio::spawn(run_stream(h.clone(), id, carried, sig, Bytes::new()));
@@ -236,7 +243,7 @@ async fn a_session_expires_only_after_lingering_without_a_path() {
     let (_ct, st) = (ct.unwrap(), st.unwrap().0);
     let sched = mpflex_sched::by_name("minrtt").unwrap();
     let sess = Session::new(EngineConfig::new(Role::Server), sched, Instant::now());
-    let h = SessionHandle::new(sess, vec!["p".into()], None, 64 * 1024);
+    let h = SessionHandle::new(sess, vec!["p".into()], None);
     let joined = crate::pathconn::Joined {
         nonces: (0, 0),
         leftover: bytes::BytesMut::new(),

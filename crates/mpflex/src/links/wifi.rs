@@ -274,7 +274,7 @@ mod tests {
         cfg.link_hint_hold = Duration::ZERO;
         let sched = mpflex_sched::by_name("minrtt").unwrap();
         let sess = Session::new(cfg, sched, Instant::now());
-        let h = SessionHandle::new(sess, vec!["wifi".into(), "lte".into()], None, 64 * 1024);
+        let h = SessionHandle::new(sess, vec!["wifi".into(), "lte".into()], None);
         h.with(|sh| {
             sh.sess.path_up(0, Instant::now());
             sh.sess.path_up(1, Instant::now());
@@ -319,7 +319,7 @@ mod tests {
 
         let sched = mpflex_sched::by_name("minrtt").unwrap();
         let sess = Session::new(EngineConfig::new(Role::Client), sched, Instant::now());
-        let h = SessionHandle::new(sess, vec!["lo".into()], None, 64 * 1024);
+        let h = SessionHandle::new(sess, vec!["lo".into()], None);
         h.with(|sh| sh.sess.path_up(0, Instant::now()));
         let slot = Slot {
             rule: 0,
