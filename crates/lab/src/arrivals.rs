@@ -44,6 +44,16 @@ impl PayloadLog {
             .sum()
     }
 
+    /// Payload bytes delivered within `[from_us, to_us]`.
+    pub fn delivered_between(&self, from_us: u64, to_us: u64) -> u64 {
+        self.entries
+            .iter()
+            .skip_while(|(t, _)| *t < from_us)
+            .take_while(|(t, _)| *t <= to_us)
+            .map(|(_, n)| *n as u64)
+            .sum()
+    }
+
     /// When the last packet with at least `min_payload` bytes of payload was delivered
     /// within `[from_us, to_us]`.
     pub fn last_within(&self, from_us: u64, to_us: u64, min_payload: u32) -> Option<u64> {
@@ -115,6 +125,8 @@ mod tests {
         assert_eq!(log.delivered_by(9), 0);
         assert_eq!(log.delivered_by(20), 2896);
         assert_eq!(log.delivered_by(100), 4404);
+        assert_eq!(log.delivered_between(11, 100), 4404 - 1448);
+        assert_eq!(log.delivered_between(0, 9), 0);
         assert_eq!(log.last_within(0, 35, 200), Some(20));
         assert_eq!(log.last_within(0, 35, 1), Some(30));
         assert_eq!(log.last_within(41, 100, 1), None);

@@ -142,3 +142,38 @@ up = { trace = "flat.up", delay_ms = 20 }
     assert!(recs[0].get("trace_rewound").is_none(), "{recs:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Energy is priced over the same window for every system: its set-up and the transfer
+/// (crates/lab/src/runner/priced.rs). Kernel MPTCP opens its LTE subflow inside the
+/// transfer; an mpflex pair started for the measurement opens its LTE path (handshake and
+/// energy-standby exchange) before it. Both must pay the LTE wake that set-up costs: a
+/// window that opened after mpflex's set-up would price the energy-aware client's LTE at
+/// 0 J.
+#[test]
+fn every_systems_set_up_is_inside_the_energy_window() {
+    let test = "every_systems_set_up_is_inside_the_energy_window";
+    let Some(dir) = root_scratch(test) else {
+        return;
+    };
+    let mpflex = std::path::Path::new(BIN).with_file_name("mpflex");
+    if !mpflex_lab::netns::require(
+        test,
+        mpflex.exists(),
+        "needs the mpflex binary (cargo build --release -p mpflex)",
+    ) {
+        return;
+    }
+    let out = dir.join("energy.jsonl");
+    let recs = run_lab(
+        &words("--profile wifi-good --systems mptcp,mpflex:emptcp --sizes 256K --modes fresh --cc cubic --reps 1"),
+        &out,
+    );
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    let lte_wake = mpflex_engine::energy::EnergyProfile::default().cellular.fixed_j();
+    for (r, window) in recs.iter().zip(["transfer", "setup"]) {
+        assert_eq!(r["energy_window"], window, "{r}");
+        let lte = r["energy_path_j"][1].as_f64().unwrap_or_else(|| panic!("{r}"));
+        assert!(lte >= 0.99 * lte_wake, "LTE {lte} J < one wake {lte_wake} J: {r}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -12,6 +12,7 @@ mod lan;
 mod links;
 mod mpflex;
 mod oracle;
+mod priced;
 mod system;
 
 use std::collections::BTreeMap;
@@ -37,6 +38,7 @@ use crate::workload::bulk::{Window, WINDOW};
 use crate::workload::{chunk, Fields, Spec, Workload};
 use links::{link_fields, Links};
 use mpflex::Procs;
+use priced::Pricing;
 
 pub const TCP_PORT: u16 = 9000;
 pub const MPTCP_PORT: u16 = 9001;
@@ -536,16 +538,18 @@ impl Bench<'_> {
     fn measure_mpflex(&self, point: &Point, pair: &Pair, bin: &Path, sched: &str) -> Result<Measured> {
         let k = pair.k;
         // Started here unless kept up for the block; stopped when this measurement is
-        // done (dropped at the end).
-        let _own = match pair.kept {
-            Some(_) => None,
-            None => Some(mpflex::start(
-                self.topo,
-                bin,
-                &self.setup(sched, point.cc, k),
-                &pair.dir,
-                self.stop,
-            )?),
+        // done (dropped at the end). Its energy window opens before it starts, on quiet
+        // links, so the paths' set-up is priced as the baselines' handshakes are
+        // ([`priced`]).
+        let (pricing, _own) = match pair.kept {
+            Some(_) => (Pricing::Unpriced, None),
+            None => {
+                let settle = self.emu.wait_quiet(QUIET_WINDOW, QUIET_TRICKLE, QUIET_LIMIT);
+                self.emu.clear_payload_logs();
+                let setup = self.setup(sched, point.cc, k);
+                let procs = mpflex::start(self.topo, bin, &setup, &pair.dir, self.stop)?;
+                (Pricing::BeforeSetup(settle), Some(procs))
+            }
         };
         if self.spec().path_event(point.variant).is_some() {
             // The previous run took a path down: start with all up.
@@ -562,7 +566,7 @@ impl Bench<'_> {
             Some(lan) => {
                 lan.divert_to(k)?;
                 let via = ["--server".into(), format!("{}:{TCP_PORT}", self.topo.server_addr(0))];
-                self.measure_in(&lan.ns, point, &via)?
+                self.measure_in(&lan.ns, point, &via, pricing)?
             }
             None => {
                 let via = [
@@ -571,7 +575,7 @@ impl Bench<'_> {
                     "--socks".into(),
                     mpflex::socks_addr(k),
                 ];
-                self.measure(point, &via)?
+                self.measure_in(&self.topo.client_ns, point, &via, pricing)?
             }
         };
         let status = mpflex::status(self.topo, bin, k)?;
@@ -600,15 +604,20 @@ impl Bench<'_> {
     }
 
     /// One client run over `via` (its arguments for reaching the server): ms and fields.
+    /// The system sets up its connections in the transfer, so its energy window opens
+    /// there ([`priced`]).
     fn measure(&self, point: &Point, via: &[String]) -> Result<(f64, Fields)> {
-        self.measure_in(&self.topo.client_ns, point, via)
+        self.measure_in(&self.topo.client_ns, point, via, Pricing::AtTransfer)
     }
 
-    /// [`Bench::measure`] with the client in namespace `ns`.
-    fn measure_in(&self, ns: &str, point: &Point, via: &[String]) -> Result<(f64, Fields)> {
+    /// [`Bench::measure`] with the client in namespace `ns`, energy priced as `pricing`.
+    fn measure_in(&self, ns: &str, point: &Point, via: &[String], pricing: Pricing) -> Result<(f64, Fields)> {
         // Start on quiet links: what the previous run left in flight would otherwise
         // compete with this one.
-        let settle = self.emu.wait_quiet(QUIET_WINDOW, QUIET_TRICKLE, QUIET_LIMIT);
+        let settle = self
+            .emu
+            .wait_quiet(QUIET_WINDOW, QUIET_TRICKLE, QUIET_LIMIT)
+            .max(pricing.settled_before());
         let mut settled = Fields::new();
         if settle >= 2 * QUIET_WINDOW {
             settled.insert("settle_ms".into(), (settle.as_millis() as u64).into());
@@ -619,7 +628,10 @@ impl Bench<'_> {
             self.emu.rewind_traces();
             settled.insert("trace_rewound".into(), true.into());
         }
-        self.emu.clear_payload_logs();
+        if pricing.opens_at_transfer() {
+            self.emu.clear_payload_logs();
+        }
+        let from_us = crate::units::unix_us();
         // The links' counts cover this transfer (a chunk's warm-up included), every system.
         self.emu.clear_run_stats();
         if self.spec().chunks() {
@@ -640,7 +652,7 @@ impl Bench<'_> {
                 let finish = chunk::path_finish_ms(&down, &t);
                 settled.insert("path_finish_ms".into(), serde_json::to_value(finish)?);
             }
-            self.energy_fields(&mut settled);
+            priced::energy_fields(self.emu, &self.cfg.profile, pricing, &mut settled);
             return Ok((t.ms, settled));
         }
         let mut a = vec![
@@ -668,8 +680,8 @@ impl Bench<'_> {
             event,
         });
         let mut f = clients::workload(self.topo, ns, &a, change, self.cfg.secs)?;
-        self.energy_fields(&mut f);
-        self.bound_goodput(point, &mut f)?;
+        priced::energy_fields(self.emu, &self.cfg.profile, pricing, &mut f);
+        self.bound_goodput(point, from_us, &mut f)?;
         f.extend(settled);
         f.extend(link_fields(&self.emu.stats()));
         let ms = f
@@ -679,44 +691,12 @@ impl Bench<'_> {
         Ok((ms, f))
     }
 
-    /// The modelled energy of what the links delivered since the logs were cleared
-    /// ([`crate::energy`]): `energy_j` in all, `energy_path_j` per path; none if a log
-    /// overflowed.
-    fn energy_fields(&self, f: &mut Fields) {
-        let logs = [self.emu.payload_logs(0), self.emu.payload_logs(1)];
-        let bare = [self.emu.bare_logs(0), self.emu.bare_logs(1)];
-        if logs.iter().flatten().any(|l| l.full) {
-            return;
-        }
-        let dir = |d: usize| -> Vec<crate::energy::Delivered<'_>> {
-            logs[d]
-                .iter()
-                .zip(&bare[d])
-                .map(|(payload, bare)| crate::energy::Delivered { payload, bare })
-                .collect()
-        };
-        let kinds: Vec<_> = self
-            .cfg
-            .profile
-            .paths
-            .iter()
-            .map(|p| crate::energy::kind_of(&p.name))
-            .collect();
-        let e = crate::energy::price(&kinds, &dir(0), &dir(1));
-        let round = |x: f64| (x * 1000.0).round() / 1000.0;
-        f.insert("energy_j".into(), round(e.iter().map(|p| p.total_j()).sum()).into());
-        f.insert(
-            "energy_path_j".into(),
-            e.iter().map(|p| round(p.total_j())).collect::<Vec<_>>().into(),
-        );
-    }
-
     /// A workload that reports a goodput window (`bulk` and the bulks of the ping
     /// workloads) gets goodput that cannot exceed what the links carried in it
     /// ([`Window::bounded_mbit`]); the client's in-order figure is kept as
     /// `inorder_mbit`, and the payload the links had delivered when the window opened as
     /// `arrived_at_window_bytes`.
-    fn bound_goodput(&self, point: &Point, f: &mut Fields) -> Result<()> {
+    fn bound_goodput(&self, point: &Point, from_us: u64, f: &mut Fields) -> Result<()> {
         let Some(w) = f.get(WINDOW) else {
             return Ok(());
         };
@@ -725,7 +705,8 @@ impl Bench<'_> {
         if logs.iter().any(|l| l.full) {
             return Ok(());
         }
-        let arrived: u64 = logs.iter().map(|l| l.delivered_by(w.from_us)).sum();
+        // From the transfer's start: the logs may hold the system's set-up before it.
+        let arrived: u64 = logs.iter().map(|l| l.delivered_between(from_us, w.from_us)).sum();
         if let (Some(inorder), Some(bounded)) = (w.inorder_mbit(), w.bounded_mbit(arrived)) {
             f.insert("inorder_mbit".into(), inorder.into());
             f.insert("arrived_at_window_bytes".into(), arrived.into());
