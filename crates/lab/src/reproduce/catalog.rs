@@ -4,9 +4,10 @@
 use super::*;
 
 /// The runs, each shared by the claims that read it. Where MinRTT is the paper's
-/// baseline it also runs unpaced (`+pacing=false`): the papers' MinRTT was the kernel's,
-/// which does not pace under CUBIC, and mpflex paces by default (issue 27: a table must
-/// say so or run both). Full mode uses the papers'
+/// baseline it also runs unpaced (`+pacing=false`): ECF's MinRTT was the kernel's, DEMS's
+/// and MPFlex's their own user-level proxies' over kernel TCP (DEMS §6, MPFlex §4), and
+/// none paces under CUBIC, while mpflex paces by default (issue 27: a table must say so or
+/// run both). Full mode uses the papers'
 /// repetitions (DEMS 10, ECF's downloads 30 and videos 5, QCUT 10, WearMan 5, eMPTCP 10,
 /// MPFlex 10 where unstated);
 /// `--quick` fewer profiles, sizes and repetitions, shorter uploads and a smaller on-off
@@ -154,12 +155,15 @@ pub const CLAIMS: &[Claim] = &[
         run: "seed-default",
         profiles: &[],
         rule: Rule::Range { lo: 33.0, hi: 48.0 },
+        means: None,
+        scope: None,
         note: "The paper's −33…−48 % comes from real WiFi/LTE at five locations; here the \
                stable emulation of its §7.2 (WiFi 7040 kbit/s 50 ms, LTE 9185 kbit/s at RTT 70, \
-               270 and 470 ms), where the paper itself reports smaller gains. Our MinRTT sends on \
-               mpflex's paths with pacing and frames cut to the window, a stronger baseline than \
-               the kernel's MinRTT the paper ran; the kernel's default scheduler is the mptcp \
-               column.",
+               270 and 470 ms), where the paper itself reports smaller gains. The paper's MinRTT ran in its \
+               own user-level proxy over kernel TCP (§6), unpaced under CUBIC: our unpaced \
+               user-level MinRTT (`mpflex:minrtt+pacing=false`) is that baseline, our paced \
+               MinRTT (mpflex's default) a stronger one; the kernel's default scheduler is the \
+               mptcp column.",
     },
     Claim {
         id: "dems-grid",
@@ -172,6 +176,8 @@ pub const CLAIMS: &[Claim] = &[
         run: "bw-grid",
         profiles: &[],
         rule: Rule::UpTo(&[(256 << 10, 74.0), (1 << 20, 57.0), (4 << 20, 21.0)]),
+        means: Some("DEMS §7.2 reports (the average of 10 downloads)"),
+        scope: None,
         note: "Fig. 13's grid, 2.5–27.5 Mbit/s per path in 5 Mbit/s steps (the steps are our \
                reading; the paper gives only the range), WiFi 50 ms / LTE 70 ms. `--quick` runs \
                two corners only, where the paper finds the largest and a small gain.",
@@ -180,13 +186,15 @@ pub const CLAIMS: &[Claim] = &[
         id: "dems-finish",
         short: "DEMS: paths finish together",
         claim: "DEMS: subflows finish together at the receiver; MinRTT's finish 100–450 ms apart",
-        figure: "MinRTT 100–450 ms apart, DEMS ≈ 0 (§3.2, Fig. 12)",
+        figure: "MinRTT 100–450 ms apart (§3, Fig. 2), DEMS ≈ 0 (§7.2, Fig. 12)",
         baseline: "MinRTT",
         system: "mpflex:dems-f",
         baseline_system: "mpflex:minrtt",
         run: "seed-default",
         profiles: &[],
         rule: Rule::FinishTogether,
+        means: None,
+        scope: None,
         note: "The gap is the time between the first and the last path's last data packet of \
                the chunk as the emulated links delivered them (`path_finish_ms`), for every \
                system alike.",
@@ -202,6 +210,8 @@ pub const CLAIMS: &[Claim] = &[
         run: "ecf-wget",
         profiles: &[],
         rule: Rule::UpTo(&[(256 << 10, 20.0)]),
+        means: Some("ECF's Figs. 5.19–5.20 report (the mean of 30 runs)"),
+        scope: None,
         note: "ECF's testbed shape (`ecf-asym`: base RTT 20 ms WiFi, 70 ms LTE, 36 KB droptail \
                buffers) at Fig. 5.20's pair; the paper's \"up to 20 %\" is over sizes ≥ 256 KB, \
                so the best reduction over those sizes is compared with 20 %.",
@@ -217,6 +227,8 @@ pub const CLAIMS: &[Claim] = &[
         run: "ecf-video",
         profiles: &[],
         rule: Rule::Video,
+        means: Some("ECF's Figs. 5.2 and 5.8 report (averaged over runs)"),
+        scope: None,
         note: "A DASH-like player with a buffer-based ABR (BBA-0, as in ECF's evaluation), \
                ladder up to 8.47 Mbit/s, ideal 8.47. The paper's \"default\" is the kernel's \
                MinRTT: the mptcp column is that scheduler; mpflex:minrtt is MinRTT on mpflex.",
@@ -227,12 +239,16 @@ pub const CLAIMS: &[Claim] = &[
         claim: "MPFlex (IMC'16): single-file downloads 11–49 % faster than MPTCP",
         figure: "−11…−49 % (Fig. 14)",
         baseline: "kernel MPTCP (min-RTT, CUBIC)",
-        system: "mpflex:minrtt",
+        system: "mpflex:minrtt+pacing=false",
         baseline_system: "mptcp",
         run: "seed-default",
         profiles: &["seed-default"],
         rule: Rule::Range { lo: 11.0, hi: 49.0 },
-        note: "MPFlex's default tc profile, min-RTT on both sides as in the paper. The paper's \
+        means: None,
+        scope: None,
+        note: "MPFlex's default tc profile, min-RTT on both sides and neither paced, as in the paper \
+               (MPFlex's user-level min-RTT over kernel TCP, and the kernel's MPTCP, both CUBIC \
+               without pacing). The paper's \
                baseline is the better of cell-primary and WiFi-primary MPTCP; ours is the \
                kernel's MPTCP with the server announcing its second address (both subflows from \
                the start). The gain is attributed to the simplified handshake, so it shows in \
@@ -249,6 +265,8 @@ pub const CLAIMS: &[Claim] = &[
         run: "shortflows",
         profiles: &[],
         rule: Rule::Range { lo: 13.0, hi: 63.0 },
+        means: None,
+        scope: None,
         note: "The paper's 8 patterns are in its figures only; here 10 objects of 10–100 KB, \
                one after another (`seq`) or all at once (`par`), each on its own connection.",
     },
@@ -263,6 +281,8 @@ pub const CLAIMS: &[Claim] = &[
         run: "txdelay",
         profiles: &[],
         rule: Rule::Range { lo: 21.0, hi: 54.0 },
+        means: None,
+        scope: None,
         note: "The paper gives the RTTs only; rates and buffers are its default tc profile's \
                (`seed-default-wifi20`). Sizes are ours (the paper's are in its figure only).",
     },
@@ -277,6 +297,8 @@ pub const CLAIMS: &[Claim] = &[
         run: "qcut",
         profiles: &[],
         rule: Rule::Queue { lo: 96.0, loss: 10.0 },
+        means: Some("QCUT §7 reports (averages of at least 10 runs)"),
+        scope: None,
         note: "QCUT holds packets in the phone's Qdisc while the modem's estimated queue exceeds \
                20 ms; mpflex holds bulk bytes back from each path while the queue its bytes meet \
                exceeds `tuning.queue_target_ms` (20 ms by default; 0 turns it off) and sends \
@@ -290,15 +312,17 @@ pub const CLAIMS: &[Claim] = &[
     },
     Claim {
         id: "wearman",
-        short: "WearMan: proactive handover vs reactive",
+        short: "WearMan: proactive handover against mpflex's reactive default",
         claim: "WearMan (Guo's dissertation ch. VI): handing over on a leading indicator cuts the interruption by 85 % (other network enabled on demand, H2) to 100 % (kept ready, H3) against the reactive default (H1)",
         figure: "−85 % (H2) / −100 % (H3) (§6.3.3, Fig. 6.7)",
-        baseline: "reactive handover (H1)",
+        baseline: "reactive handover (H1); here against mpflex's reactive default, not H1",
         system: "mpflex:minrtt+proactive=true",
         baseline_system: "mpflex:minrtt",
         run: "wearman",
         profiles: &[],
         rule: Rule::Interruption { lo: 85.0, hi: 100.0 },
+        means: Some("WearMan's Fig. 6.7 reports (averages of 5 runs)"),
+        scope: Some("against mpflex's reactive default; the thesis' H1 baseline is not built here"),
         note: "`handover` variant `degrade`: a 2 Mbit/s stream of stamped messages while the \
                path in use fades for 5 s (falling rate, rising loss and delay) and goes dark at a \
                third of a 30 s run; the interruption is the longest gap between arrivals. mpflex \
@@ -306,7 +330,8 @@ pub const CLAIMS: &[Claim] = &[
                transport's trends (loss, RTT, rate from `TCP_INFO`), not Bluetooth RSSI. The \
                baseline is mpflex's own reactive handling (a silent path's frames copied after \
                1.5 round trips), not H1's wait for a socket error (43.6 s in the thesis), so far \
-               less is left to cut.",
+               less is left to cut: the row is against mpflex's reactive default and does not \
+               test the thesis' claim against H1, whatever its verdict.",
     },
     Claim {
         id: "emptcp",
@@ -319,6 +344,8 @@ pub const CLAIMS: &[Claim] = &[
         run: "emptcp-onoff",
         profiles: &[],
         rule: Rule::Energy { lo: 8.0, hi: 20.0, time: 22.0 },
+        means: Some("eMPTCP §4.2.3 reports (the mean of 10 runs)"),
+        scope: None,
         note: "Energy is modelled, not measured: what each emulated link delivered, packet by \
                packet, priced with the thesis' Galaxy S3 model for every system alike \
                ([energy.md](energy.md)). `mpflex:emptcp` is MinRTT with `energy_mode = \"aware\"` \
@@ -336,6 +363,8 @@ pub const CLAIMS: &[Claim] = &[
         run: "emptcp-small",
         profiles: &[],
         rule: Rule::Energy { lo: 75.0, hi: 90.0, time: 0.0 },
+        means: None,
+        scope: None,
         note: "The thesis' runs were over real WiFi and LTE at three places; here `wifi-good` \
                (WiFi 20 Mbit/s, LTE 9 Mbit/s, energy modelled as for `emptcp`). Below κ (1 MB) \
                eMPTCP keeps cellular asleep; MPTCP's second subflow pays LTE's promotion and tail.",

@@ -72,15 +72,19 @@ fn range_claims_are_judged_by_the_median_reduction() {
             "",
         ));
     }
-    // Reductions 40, 30, 4 %: median 30 ≥ 33 − 5.
+    // Reductions 40, 30, 4 %: median 30 < 33, reached only with the lenient rules' slack.
     let f = judge(claim("dems"), &recs);
-    assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
+    assert_eq!(f.verdict, Verdict::Partly, "{f:?}");
+    assert_eq!(judge_by(claim("dems"), &recs, LENIENT).verdict, Verdict::Reproduced);
     assert!(
-        f.why.starts_with("median change over 3 points −30 % (paper −33…−48 %); best −40 %; against mpflex:minrtt+pacing=false (unpaced, as the kernel's MinRTT the paper ran): 256 KB −52 %"),
+        f.why.starts_with("median change over 3 points −30 % (paper −33…−48 %); best −40 %; against mpflex:minrtt+pacing=false (our unpaced user-level MinRTT, as DEMS ran MinRTT in its own user-level proxy (§6)): 256 KB −52 %"),
         "{}",
         f.why
     );
-    assert_eq!(f.vs_baseline, "256 KB −40 %, 1 MB −30 %, 4 MB −4 %");
+    assert_eq!(
+        f.vs_baseline,
+        "256 KB −40 %, 1 MB −30 %, 4 MB −4 %; worse by > 5 % at 0 of 3 points"
+    );
     assert!(f.vs_mptcp.starts_with("256 KB −45 %"), "{f:?}");
     // TxDelay's 21–54 % against the same numbers as txdelay/minrtt.
     let tx: Vec<Record> = recs
@@ -92,20 +96,26 @@ fn range_claims_are_judged_by_the_median_reduction() {
         })
         .collect();
     assert_eq!(judge(claim("txdelay"), &tx).verdict, Verdict::Reproduced);
-    // MPFlex against mptcp: 9 % everywhere reaches 11 − 5, reproduced; 3 % is within the
-    // noise: refuted.
+    // MPFlex (unpaced, as the paper ran it) against mptcp: 12 % everywhere reaches 11,
+    // reproduced; 9 % only with the slack, partly; 3 % is within the noise: refuted.
     let mk = |k: f64| -> Vec<Record> {
         [1u64 << 18, 1 << 20]
             .iter()
             .flat_map(|&s| {
                 [
-                    rec("mpflex:minrtt", "seed-default", s, 100.0 * k, ""),
+                    rec("mpflex:minrtt+pacing=false", "seed-default", s, 100.0 * k, ""),
+                    rec("mpflex:minrtt", "seed-default", s, 50.0, ""),
                     rec("mptcp", "seed-default", s, 100.0, ""),
                 ]
             })
             .collect()
     };
-    assert_eq!(judge(claim("mpflex-file"), &mk(0.91)).verdict, Verdict::Reproduced);
+    assert_eq!(judge(claim("mpflex-file"), &mk(0.88)).verdict, Verdict::Reproduced);
+    assert_eq!(judge(claim("mpflex-file"), &mk(0.91)).verdict, Verdict::Partly);
+    assert_eq!(
+        judge_by(claim("mpflex-file"), &mk(0.91), LENIENT).verdict,
+        Verdict::Reproduced
+    );
     assert_eq!(judge(claim("mpflex-file"), &mk(0.97)).verdict, Verdict::Refuted);
     assert_eq!(judge(claim("mpflex-file"), &mk(0.97)).vs_mptcp, "(the baseline)");
     // Another profile than the claim's is left out.
@@ -117,6 +127,66 @@ fn range_claims_are_judged_by_the_median_reduction() {
         })
         .collect();
     assert_eq!(judge(claim("mpflex-file"), &other).verdict, Verdict::NotMeasured);
+}
+
+/// *partly* needs the median over the points to improve beyond the noise: one point 40 %
+/// faster beside two 10 % slower is refuted (the lenient rules called it partly), and the
+/// row names the regressions.
+#[test]
+fn partly_needs_the_median_and_rows_show_the_regressions() {
+    let mut recs = Vec::new();
+    for (size, dems) in [(1u64 << 18, 60.0), (1 << 20, 110.0), (4 << 20, 112.0)] {
+        recs.push(rec("mpflex:dems-f", "seed-default", size, dems, ""));
+        recs.push(rec("mpflex:minrtt", "seed-default", size, 100.0, ""));
+    }
+    let f = judge(claim("dems"), &recs);
+    assert_eq!(f.verdict, Verdict::Refuted, "{f:?}");
+    assert_eq!(judge_by(claim("dems"), &recs, LENIENT).verdict, Verdict::Partly);
+    assert!(
+        f.vs_baseline
+            .ends_with("; worse by > 5 % at 2 of 3 points (4 MB +12 %, 1 MB +10 %)"),
+        "{}",
+        f.vs_baseline
+    );
+    // The median 8 % better: partly.
+    recs[2].completion_ms = Some(92.0);
+    assert_eq!(judge(claim("dems"), &recs).verdict, Verdict::Partly);
+}
+
+/// Where the paper reported means, the row gives the means' changes beside the medians':
+/// one slow repetition moves the mean, not the median.
+#[test]
+fn rows_state_means_where_the_paper_used_means() {
+    let mut recs = Vec::new();
+    for (rep, ecf) in [(0usize, 500.0), (1, 500.0), (2, 2000.0)] {
+        let mut r = rec("mpflex:ecf", "ecf-asym:1x10", 1 << 20, ecf, "");
+        r.rep = rep;
+        recs.push(r);
+        let mut b = rec("mpflex:minrtt", "ecf-asym:1x10", 1 << 20, 1000.0, "");
+        b.rep = rep;
+        recs.push(b);
+    }
+    let f = judge(claim("ecf"), &recs);
+    assert!(
+        f.vs_baseline
+            .ends_with("; means, as ECF's Figs. 5.19–5.20 report (the mean of 30 runs): +0 %"),
+        "{}",
+        f.vs_baseline
+    );
+    assert!(f.vs_baseline.starts_with("−50 %"), "{}", f.vs_baseline);
+    // DEMS' figure is a median: no means.
+    assert!(claim("dems").means.is_none() && claim("dems-grid").means.is_some());
+}
+
+/// The rules before the strict ones are stated once, where their verdict differs.
+#[test]
+fn the_lenient_verdicts_are_listed_where_they_differ() {
+    assert!(lenient_text(&[]).contains("every verdict above would be the same"));
+    let t = lenient_text(&[("mpflex-file", Verdict::Partly, Verdict::Reproduced)]);
+    assert!(
+        t.contains("these verdicts were: mpflex-file **reproduced** (now **partly**)"),
+        "{t}"
+    );
 }
 
 #[test]
@@ -147,6 +217,19 @@ fn up_to_claims_take_the_best_point_per_size() {
     let f = judge(claim("ecf"), &e);
     assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
     assert!(f.why.contains("≥ 256 KB: best −70 %"), "{}", f.why);
+    // One point at −30 % beside five 10 % slower: the best reaches 20 %, the median does
+    // not improve: refuted (the lenient rules reproduced it).
+    let lone: Vec<Record> = (0..6u64)
+        .flat_map(|i| {
+            let k = if i == 0 { 0.7 } else { 1.1 };
+            [
+                rec("mpflex:ecf", "ecf-asym:1x10", (256 << 10) << i, 1000.0 * k, ""),
+                rec("mpflex:minrtt", "ecf-asym:1x10", (256 << 10) << i, 1000.0, ""),
+            ]
+        })
+        .collect();
+    assert_eq!(judge(claim("ecf"), &lone).verdict, Verdict::Refuted);
+    assert_eq!(judge_by(claim("ecf"), &lone, LENIENT).verdict, Verdict::Reproduced);
 }
 
 #[test]
@@ -159,7 +242,7 @@ fn finish_and_video_claims() {
     ];
     let f = judge(claim("dems-finish"), &recs);
     assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
-    assert_eq!(f.vs_baseline, "gap 10 vs 250 ms");
+    assert_eq!(f.vs_baseline, "gap 10 vs 250 ms; gap worse by > 5 % at 0 of 1 points");
     assert_eq!(f.vs_mptcp, "mptcp's gap 5–5 ms");
     // A full run's many points are summed up in the cell, not listed.
     let recs: Vec<Record> = (0..10u64)
@@ -182,6 +265,18 @@ fn finish_and_video_claims() {
         "{}",
         f.vs_baseline
     );
+    // Smaller at every point but by 4 %: refuted (the lenient rules: partly).
+    let close: Vec<Record> = (0..3u64)
+        .flat_map(|i| {
+            let size = (256 << 10) << i;
+            [
+                rec("mpflex:dems-f", "seed-default", size, 700.0, &gap(604.0, 700.0)),
+                rec("mpflex:minrtt", "seed-default", size, 750.0, &gap(650.0, 750.0)),
+            ]
+        })
+        .collect();
+    assert_eq!(judge(claim("dems-finish"), &close).verdict, Verdict::Refuted);
+    assert_eq!(judge_by(claim("dems-finish"), &close, LENIENT).verdict, Verdict::Partly);
     let video = |s: &str, mbit: f64| -> Record {
         serde_json::from_str(&format!(
             r#"{{"system":"{s}","profile":"ecf-asym:0.3x8.6","workload":"video","variant":"buffer","mode":"fresh","cc":"cubic","completion_ms":1.0,"ideal_mbit":8.47,"bitrate_mbit":{mbit}}}"#
@@ -257,7 +352,7 @@ fn a_finding_states_the_duplicate_bytes() {
     let f = judge(claim("dems"), &recs);
     assert_eq!(f.cost, "mpflex:dems-f: 5.0–10.0 %; mpflex:minrtt: 0.0 %");
     let f = judge(claim("mpflex-file"), &recs);
-    assert_eq!(f.cost, "mpflex:minrtt: 0.0 %; mptcp: –");
+    assert_eq!(f.cost, "mpflex:minrtt+pacing=false: –; mptcp: –");
 }
 
 fn upload(system: &str, sojourn: [f64; 2], mbit: f64, ping: f64) -> Record {
@@ -279,12 +374,24 @@ fn the_queue_claim_reads_the_baseline_s_deepest_path_and_the_upload_rate() {
         off.clone(),
         mptcp.clone(),
     ];
+    // −94.8 % misses "more than 96 %": partly (the lenient rules' slack reproduced it).
     let f = judge(claim("qcut"), &recs);
-    assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
-    assert_eq!(
-        f.vs_baseline,
-        "queue 22 ms vs 426 ms (−95 %); pings +19 ms vs +220 ms over idle; upload 3.98 Mbit/s vs 4.05 Mbit/s (−2 %)"
+    assert_eq!(f.verdict, Verdict::Partly, "{f:?}");
+    assert_eq!(judge_by(claim("qcut"), &recs, LENIENT).verdict, Verdict::Reproduced);
+    assert!(
+        f.vs_baseline.starts_with(
+            "queue 22 ms vs 426 ms (−95 %); pings +19 ms vs +220 ms over idle; upload 3.98 Mbit/s vs 4.05 Mbit/s (−2 %)"
+        ),
+        "{}",
+        f.vs_baseline
     );
+    assert!(
+        f.vs_baseline.ends_with("(averages of at least 10 runs): queue −95 %"),
+        "{}",
+        f.vs_baseline
+    );
+    let recs = vec![upload("mpflex:minrtt", [20.0, 15.0], 3.98, 71.0), off.clone()];
+    assert_eq!(judge(claim("qcut"), &recs).verdict, Verdict::Reproduced);
     assert_eq!(
         f.vs_mptcp,
         "mptcp: queue 130 ms (ours −83 % against it), pings +37 ms over idle, upload 3.92 Mbit/s"
@@ -340,15 +447,21 @@ fn the_handover_claim_is_a_range_on_the_longest_gap() {
     // Medians 10 against 90 ms: −89 %.
     let f = judged([5.0, 15.0, 10.0]);
     assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
-    assert_eq!(f.vs_baseline, "gap 10 vs 90 ms (−89 %)");
+    assert!(
+        f.vs_baseline
+            .starts_with("gap 10 vs 90 ms (−89 %); worse by > 5 % at 0 of 1 points; means, as WearMan's"),
+        "{}",
+        f.vs_baseline
+    );
     assert_eq!(f.vs_mptcp, "gap 10 vs 900 ms (−99 %)");
     assert!(
         f.why.contains("median change over 1 points −89 % (paper −85…−100 %)"),
         "{}",
         f.why
     );
-    // 81 % (within 5 points of 85) is reproduced, 60 % partly, 2 % refuted, longer refuted.
-    assert_eq!(judged([17.0, 17.2, 16.0]).verdict, Verdict::Reproduced);
+    // 81 % (within the lenient rules' 5 points of 85) is partly, 60 % partly, 2 % refuted,
+    // longer refuted.
+    assert_eq!(judged([17.0, 17.2, 16.0]).verdict, Verdict::Partly);
     assert_eq!(judged([36.0, 36.0, 36.0]).verdict, Verdict::Partly);
     assert_eq!(judged([88.0, 88.4, 87.0]).verdict, Verdict::Refuted);
     assert_eq!(judged([150.0, 160.0, 140.0]).verdict, Verdict::Refuted);
@@ -369,9 +482,12 @@ fn energy_claims_weigh_the_energy_against_the_time() {
     // −9 % energy for +14 % time (paper −8 %, +22 %).
     let f = judge(claim("emptcp"), &onoff(40_000.0, 71.0));
     assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
-    assert_eq!(
-        f.vs_baseline,
-        "energy 71.0 vs 78.0 J (−9 %), time 40.00 vs 35.00 s (+14 %)"
+    assert!(
+        f.vs_baseline.starts_with(
+            "energy 71.0 vs 78.0 J (−9 %), time 40.00 vs 35.00 s (+14 %); worse by > 5 % at 0 of 1 points"
+        ),
+        "{}",
+        f.vs_baseline
     );
     assert_eq!(f.vs_mptcp, "(the baseline)");
     assert!(
@@ -383,6 +499,12 @@ fn energy_claims_weigh_the_energy_against_the_time() {
     // The same energy at +40 % time: partly; +5 % energy: refuted.
     assert_eq!(judge(claim("emptcp"), &onoff(49_000.0, 71.0)).verdict, Verdict::Partly);
     assert_eq!(judge(claim("emptcp"), &onoff(40_000.0, 81.9)).verdict, Verdict::Refuted);
+    // +25 % time exceeds the paper's +22 %: partly (the lenient rules allowed 27 %).
+    assert_eq!(judge(claim("emptcp"), &onoff(43_750.0, 71.0)).verdict, Verdict::Partly);
+    assert_eq!(
+        judge_by(claim("emptcp"), &onoff(43_750.0, 71.0), LENIENT).verdict,
+        Verdict::Reproduced
+    );
     // 256 KB: −99 % energy in less time meets "−75…−90 %, about the same time"; in 10 %
     // more time it does not.
     let small = |ms: f64| {
@@ -456,4 +578,17 @@ fn a_table_drawn_by_a_later_lab_says_so() {
     assert!(t.starts_with("# The tables behind the seeds' claims\n"), "{t}");
     assert!(t.contains("\n## wifi-good"), "{t}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// MinRTT's 100–450 ms between the paths' finishes is DEMS' pilot (§3, Fig. 2); Fig. 12
+/// shows DEMS' own gaps (§7.2).
+#[test]
+fn the_finish_gap_figure_is_cited_where_the_paper_gives_it() {
+    let c = claim("dems-finish");
+    assert!(c.figure.contains("100–450 ms apart (§3, Fig. 2)"), "{}", c.figure);
+    for c in CLAIMS {
+        for text in [c.claim, c.figure, c.note] {
+            assert!(!text.contains("450 ms apart (§3.2, Fig. 12)"), "{}: {text}", c.id);
+        }
+    }
 }
