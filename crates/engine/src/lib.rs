@@ -45,12 +45,12 @@ pub use datagram::{
     DatagramClass, DatagramCounters, FlowId, COPY_WAIT, MAX_WAIT, QUEUE_BYTES, REALTIME_MAX_LEN, REALTIME_MAX_RATE,
 };
 pub use kernel::{RateEstimate, TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
+pub use mpflex_sched::{SchedulerKind, UnknownScheduler};
 pub use owd::OwdEstimator;
 pub use paths::{LinkHint, PathCounters, PathStatus};
 pub use send::{ALL_PATHS, MIN_SPLIT, SEQUENCE_AHEAD};
 pub use session::{
-    scheduler_id, scheduler_name, EnergyAwareView, EnergyMode, Event, PollTransmit, ProtocolError, RecvResult, Session,
-    SessionCounters,
+    EnergyAwareView, EnergyMode, Event, PollTransmit, ProtocolError, RecvResult, Session, SessionCounters,
 };
 pub use supervisor::{PathState, TIER_BACKUP, TIER_ENERGY_STANDBY, TIER_OFF, TIER_PRIMARY, TIER_SECONDARY};
 pub use writer::{Budget, PathSocket, PathWriter, SocketWants, WriterStep, INITIAL_LOWAT, MIN_LOWAT};

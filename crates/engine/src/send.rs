@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Instant;
 
 use bytes::Bytes;
-use mpflex_sched::End;
+use mpflex_sched::{End, SchedulerKind};
 use mpflex_wire::{Frame, TargetAddr};
 
 use crate::class::{ClassLatency, TrafficClass};
@@ -111,9 +111,9 @@ pub(crate) struct Outgoing {
     /// The paths that may carry the frame (a bit per path): its stream's policy when it
     /// was sequenced ([`SendQueue::set_allowed`]); every path by default.
     pub allowed: u64,
-    /// The scheduler that places the frame: 0 the session's, else 1 + its index in
-    /// [`mpflex_sched::NAMES`] (its stream's policy).
-    pub sched: u8,
+    /// The scheduler that places the frame: its stream's policy's, or `None`: the
+    /// session's.
+    pub sched: Option<SchedulerKind>,
     /// A copy was queued on a second path as a hedge (small interactive frame).
     pub hedged: bool,
     /// When the application's bytes were queued; `None` once the frame's latency was
@@ -132,7 +132,7 @@ impl Outgoing {
             eta_us: None,
             class,
             allowed: ALL_PATHS,
-            sched: 0,
+            sched: None,
             hedged: false,
             queued,
         }
@@ -184,12 +184,12 @@ pub(crate) struct SendQueue {
     /// others may use every path.
     allowed: HashMap<StreamId, u64>,
     /// The scheduler each stream asks the peer for (see [`Frame::Open`]), where set.
-    schedulers: HashMap<StreamId, u8>,
+    schedulers: HashMap<StreamId, SchedulerKind>,
     /// Each stream's energy mode for its Open (see [`Frame::Open`]), where set.
     energy: HashMap<StreamId, u8>,
     /// The scheduler that places each stream's frames on this side, where it is not the
-    /// session's (same numbering as [`Outgoing::sched`]).
-    runs: HashMap<StreamId, u8>,
+    /// session's.
+    runs: HashMap<StreamId, SchedulerKind>,
     /// Application-to-peer latency per class.
     pub latency: ClassLatency,
 }
@@ -276,9 +276,12 @@ impl SendQueue {
         self.allowed.get(&stream).copied().unwrap_or(ALL_PATHS)
     }
 
-    /// The scheduler `stream`'s Open asks the peer for (0: the peer's default).
-    pub fn set_scheduler_request(&mut self, stream: StreamId, scheduler: u8) {
-        self.schedulers.insert(stream, scheduler);
+    /// The scheduler `stream`'s Open asks the peer for (`None`: the peer's default).
+    pub fn set_scheduler_request(&mut self, stream: StreamId, scheduler: Option<SchedulerKind>) {
+        match scheduler {
+            Some(k) => self.schedulers.insert(stream, k),
+            None => self.schedulers.remove(&stream),
+        };
     }
 
     /// The energy mode `stream`'s Open tells the peer (0: the session's, 1: aware, 2: off).
@@ -294,18 +297,17 @@ impl SendQueue {
         self.runs.remove(&stream);
     }
 
-    /// The scheduler that places `stream`'s frames from now on (0: the session's).
-    pub fn set_runs(&mut self, stream: StreamId, sched: u8) {
-        if sched == 0 {
-            self.runs.remove(&stream);
-        } else {
-            self.runs.insert(stream, sched);
-        }
+    /// The scheduler that places `stream`'s frames from now on (`None`: the session's).
+    pub fn set_runs(&mut self, stream: StreamId, sched: Option<SchedulerKind>) {
+        match sched {
+            Some(k) => self.runs.insert(stream, k),
+            None => self.runs.remove(&stream),
+        };
     }
 
-    /// The scheduler that places `stream`'s frames (0: the session's).
-    pub fn runs(&self, stream: StreamId) -> u8 {
-        self.runs.get(&stream).copied().unwrap_or(0)
+    /// The scheduler that places `stream`'s frames (`None`: the session's).
+    pub fn runs(&self, stream: StreamId) -> Option<SchedulerKind> {
+        self.runs.get(&stream).copied()
     }
 
     /// Whether any stream is of an urgent class now.
@@ -387,7 +389,7 @@ impl SendQueue {
             self.next_seq,
             stream,
             self.allowed(stream),
-            self.schedulers.get(&stream).copied().unwrap_or(0),
+            self.schedulers.get(&stream).map_or(0, |k| k.wire()),
             self.energy.get(&stream).copied().unwrap_or(0),
         );
         let class = self.urgent_streams.get(&stream).copied().unwrap_or(TrafficClass::Bulk);
@@ -436,7 +438,7 @@ impl SendQueue {
         let mut o = Outgoing::new(frame, class, queued);
         if let Some(stream) = o.frame.stream() {
             o.allowed = self.allowed(stream);
-            o.sched = self.runs.get(&stream).copied().unwrap_or(0);
+            o.sched = self.runs.get(&stream).copied();
         }
         self.outgoing.insert(seq, o);
         if class.is_urgent() {

@@ -125,7 +125,8 @@ fn transfer_with(
 
 #[test]
 fn both_directions_intact_over_two_paths() {
-    for sched in mpflex_sched::NAMES {
+    for kind in mpflex_sched::SchedulerKind::ALL {
+        let sched = kind.name();
         let sim = transfer(sched, &[(25, 880), (35, 1150)], 2_000_000, &[]);
         let sent: Vec<u64> = (0..2)
             .map(|p| {
@@ -133,7 +134,7 @@ fn both_directions_intact_over_two_paths() {
                 c.payload_sent + c.payload_resent
             })
             .collect();
-        if *sched != "minrtt" {
+        if kind != mpflex_sched::SchedulerKind::MinRtt {
             assert!(
                 sent.iter().all(|&b| b > 100_000),
                 "{sched}: a path was unused: {sent:?}"

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use mpflex_engine::SchedulerKind;
 use serde::Deserialize;
 
 use crate::acl::AclConfig;
@@ -493,13 +494,7 @@ impl ClientConfig {
         }
         self.energy_mode()?;
         self.energy_profile()?;
-        if mpflex_sched::by_name(&self.scheduler).is_none() {
-            bail!(
-                "scheduler: unknown {:?} (one of {})",
-                self.scheduler,
-                mpflex_sched::NAMES.join(", ")
-            );
-        }
+        self.scheduler_kind()?;
         if self.socks_listen.is_none()
             && self.transparent_listen.is_none()
             && self.transparent_udp_listen.is_none()
@@ -540,6 +535,11 @@ impl ClientConfig {
             tau_us: self.tuning.energy_tau_ms * 1000,
             ..Default::default()
         }
+    }
+
+    /// The session's scheduler (`scheduler`, an alias parsed to the scheduler it names).
+    pub fn scheduler_kind(&self) -> Result<SchedulerKind> {
+        scheduler_kind(&self.scheduler, "scheduler")
     }
 
     pub fn energy_mode(&self) -> Result<mpflex_engine::EnergyMode> {
@@ -596,17 +596,8 @@ impl ServerConfig {
         for (i, c) in self.clients.iter().enumerate() {
             decode_key(&c.public_key, &format!("clients[{i}].public_key"))?;
         }
-        if mpflex_sched::by_name(&self.scheduler).is_none() {
-            bail!("scheduler: unknown {:?}", self.scheduler);
-        }
-        for (i, s) in self.allowed_schedulers.iter().flatten().enumerate() {
-            if mpflex_sched::by_name(s).is_none() {
-                bail!(
-                    "allowed_schedulers[{i}]: unknown {s:?} (one of {})",
-                    mpflex_sched::NAMES.join(", ")
-                );
-            }
-        }
+        self.scheduler_kind()?;
+        self.allowed_scheduler_kinds()?;
         crate::acl::Acl::new(&self.acl)?;
         self.private_key()?;
         self.class_rules()?;
@@ -621,6 +612,30 @@ impl ServerConfig {
     pub fn class_rules(&self) -> Result<ClassRules> {
         Ok(ClassRules::new(&self.classes)?)
     }
+
+    /// The default scheduler (`scheduler`, an alias parsed to the scheduler it names).
+    pub fn scheduler_kind(&self) -> Result<SchedulerKind> {
+        scheduler_kind(&self.scheduler, "scheduler")
+    }
+
+    /// The schedulers a client may ask for (`allowed_schedulers`); `None`: any.
+    pub fn allowed_scheduler_kinds(&self) -> Result<Option<Vec<SchedulerKind>>> {
+        self.allowed_schedulers
+            .as_ref()
+            .map(|names| {
+                names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| scheduler_kind(n, &format!("allowed_schedulers[{i}]")))
+                    .collect()
+            })
+            .transpose()
+    }
+}
+
+/// The scheduler `name` (a name or an alias) names; the error names the key.
+fn scheduler_kind(name: &str, key: &str) -> Result<SchedulerKind> {
+    name.parse::<SchedulerKind>().map_err(|e| anyhow::anyhow!("{key}: {e}"))
 }
 
 #[cfg(test)]

@@ -225,13 +225,13 @@ impl Server {
                 return (h.clone(), false);
             }
         }
-        let scheduler = mpflex_sched::by_name(&self.cfg.scheduler).expect("validated");
+        let scheduler = self.cfg.scheduler_kind().expect("validated").build();
         let sess = Session::new(self.cfg.tuning.engine(Role::Server), scheduler, Instant::now());
         let (tx, rx) = mpsc::unbounded_channel();
         let mut h = SessionHandle::new(sess, Vec::new(), Some(tx));
         h.pacing = self.cfg.tuning.pacing;
         h.classes = self.classes.clone();
-        h.allowed_schedulers = self.cfg.allowed_schedulers.clone().map(Arc::new);
+        h.allowed_schedulers = self.cfg.allowed_scheduler_kinds().expect("validated").map(Arc::new);
         let (ftx, frx) = mpsc::unbounded_channel();
         h.flow_opens = Some(ftx);
         sessions.insert((client, token), h.clone());

@@ -332,3 +332,49 @@ fn a_sighup_reload_moves_new_streams_and_keeps_open_ones() {
     only_on("open stream after the reload", &before, &sent(&lab), 0, N as u64);
     assert_eq!(lab.paths_up(), 2);
 }
+
+/// The scheduler each end shows for its open stream to `target`: (client up, client
+/// down, server up, server down); `None` until both show the stream.
+fn stream_schedulers(lab: &Lab, target: &str) -> Option<[String; 4]> {
+    let of = |status: &serde_json::Value| -> Option<[String; 2]> {
+        let list = status["stream_list"].as_array()?;
+        let s = list.iter().find(|s| s["target"] == target)?;
+        Some([s["scheduler_up"].as_str()?.into(), s["scheduler_down"].as_str()?.into()])
+    };
+    let [cu, cd] = of(&lab.client_status())?;
+    let [su, sd] = of(&lab.server_status()["sessions"][0])?;
+    Some([cu, cd, su, sd])
+}
+
+/// `scheduler = "dems"` (DEMS-F by its alias, on both ends) runs DEMS-F both ways: the
+/// client for a stream's uploads, the server for its downloads (each end's status shows
+/// what it runs for the stream). The alias was once accepted and built DEMS-F for the
+/// session, yet its streams ran MinRTT and asked the server for MinRTT, without a word.
+#[test]
+fn a_scheduler_alias_runs_what_it_names_both_ways() {
+    let test = "a_scheduler_alias_runs_what_it_names_both_ways";
+    if !ready(test) {
+        return;
+    }
+    let lab = Lab::new(Options {
+        scheduler: "dems",
+        ..Options::default()
+    });
+    let _sink = start_sink(&lab);
+    let mut s = socks(&lab, "127.0.0.1", SINK_PORTS[0], None);
+    s.write_all(b"hello").unwrap();
+    let target = format!("127.0.0.1:{}", SINK_PORTS[0]);
+    let mut seen = None;
+    for _ in 0..100 {
+        seen = stream_schedulers(&lab, &target);
+        if seen.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let want = "dems-f".to_string();
+    assert_eq!(seen, Some([want.clone(), want.clone(), want.clone(), want]));
+    assert_eq!(lab.client_status()["scheduler"], "dems-f");
+    assert_eq!(lab.server_status()["sessions"][0]["scheduler"], "dems-f");
+    finish(s);
+}

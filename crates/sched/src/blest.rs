@@ -39,7 +39,7 @@
 use std::time::{Duration, Instant};
 
 use crate::{backups_allowed, cwnd_room, faster_available, fastest, queued_on_path, Decision, PathSnapshot};
-use crate::{QueueView, Scheduler};
+use crate::{QueueView, Scheduler, SchedulerKind};
 
 /// BLEST parameters; the defaults are the paper's.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -137,7 +137,7 @@ impl Blest {
 
 impl Scheduler for Blest {
     fn name(&self) -> &'static str {
-        "blest"
+        SchedulerKind::Blest.name()
     }
 
     fn decide(

@@ -72,7 +72,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::{backups_allowed, send_within_window, Decision, End, PathSnapshot, QueueView, Scheduler};
+use crate::{backups_allowed, send_within_window, Decision, End, PathSnapshot, QueueView, Scheduler, SchedulerKind};
 
 /// Which reinjection DEMS uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,10 +142,11 @@ impl Dems {
 impl Scheduler for Dems {
     fn name(&self) -> &'static str {
         match self.variant {
-            DemsVariant::Basic => "dems-b",
-            DemsVariant::Simple => "dems-s",
-            DemsVariant::Full => "dems-f",
+            DemsVariant::Basic => SchedulerKind::DemsB,
+            DemsVariant::Simple => SchedulerKind::DemsS,
+            DemsVariant::Full => SchedulerKind::DemsF,
         }
+        .name()
     }
 
     fn reinjects(&self) -> bool {

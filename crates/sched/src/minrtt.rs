@@ -6,14 +6,16 @@
 
 use std::time::Instant;
 
-use crate::{backups_allowed, faster_available, faster_probing, Decision, PathSnapshot, QueueView, Scheduler};
+use crate::{
+    backups_allowed, faster_available, faster_probing, Decision, PathSnapshot, QueueView, Scheduler, SchedulerKind,
+};
 
 #[derive(Debug, Default)]
 pub struct MinRtt;
 
 impl Scheduler for MinRtt {
     fn name(&self) -> &'static str {
-        "minrtt"
+        SchedulerKind::MinRtt.name()
     }
 
     fn decide(&mut self, _now: Instant, path: usize, paths: &[PathSnapshot], q: &QueueView, budget: usize) -> Decision {

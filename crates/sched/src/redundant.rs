@@ -3,14 +3,14 @@
 
 use std::time::Instant;
 
-use crate::{backups_allowed, Decision, End, PathSnapshot, QueueView, Scheduler};
+use crate::{backups_allowed, Decision, End, PathSnapshot, QueueView, Scheduler, SchedulerKind};
 
 #[derive(Debug, Default)]
 pub struct Redundant;
 
 impl Scheduler for Redundant {
     fn name(&self) -> &'static str {
-        "redundant"
+        SchedulerKind::Redundant.name()
     }
 
     fn decide(

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use crate::{backups_allowed, Decision, PathSnapshot, QueueView, Scheduler};
+use crate::{backups_allowed, Decision, PathSnapshot, QueueView, Scheduler, SchedulerKind};
 
 /// Bytes a path sends per turn: one full data frame (16 KB of payload) with its header.
 /// A smaller quantum would have the engine split every frame to fit it.
@@ -17,7 +17,7 @@ pub struct RoundRobin {
 
 impl Scheduler for RoundRobin {
     fn name(&self) -> &'static str {
-        "roundrobin"
+        SchedulerKind::RoundRobin.name()
     }
 
     fn decide(

@@ -44,7 +44,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::{backups_allowed, queued_on_path, Decision, PathSnapshot, QueueView, Scheduler};
+use crate::{backups_allowed, queued_on_path, Decision, PathSnapshot, QueueView, Scheduler, SchedulerKind};
 
 /// The delay a byte handed to a path takes on top of draining B.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -94,9 +94,10 @@ impl TxDelay {
 impl Scheduler for TxDelay {
     fn name(&self) -> &'static str {
         match self.base {
-            Base::MinRtt => "txdelay",
-            Base::Srtt => "txdelay-srtt",
+            Base::MinRtt => SchedulerKind::TxDelay,
+            Base::Srtt => SchedulerKind::TxDelaySrtt,
         }
+        .name()
     }
 
     fn decide(

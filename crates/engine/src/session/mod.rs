@@ -24,7 +24,7 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
 use bytes::Bytes;
-use mpflex_sched::{PathSnapshot, Scheduler};
+use mpflex_sched::{PathSnapshot, Scheduler, SchedulerKind};
 use mpflex_wire::{reset, TargetAddr};
 
 use crate::class::{ClassLatency, TrafficClass};
@@ -49,11 +49,11 @@ pub const MIN_AHEAD: u64 = 16 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// (server) The peer opened a stream: connect it to `addr`. `scheduler` is the one
-    /// the client asks for (1 + its index in [`mpflex_sched::NAMES`]; 0: none).
+    /// the client asks for (`None`: the server's default).
     StreamOpened {
         stream: StreamId,
         addr: TargetAddr,
-        scheduler: u8,
+        scheduler: Option<SchedulerKind>,
     },
     /// Data or a fin is waiting in [`Session::stream_recv`].
     StreamReadable(StreamId),
@@ -109,6 +109,8 @@ pub enum ProtocolError {
     Unexpected(&'static str),
     #[error("peer sent stream {0} bytes out of place (a gap or an overlap in the stream)")]
     StreamOffset(StreamId),
+    #[error("peer asked for scheduler number {0}, which no scheduler has")]
+    UnknownScheduler(u8),
 }
 
 /// What [`Session::stream_recv`] returns.
@@ -127,9 +129,9 @@ pub struct Session {
     cfg: EngineConfig,
     epoch: Instant,
     scheduler: Box<dyn Scheduler>,
-    /// Schedulers streams' policies ask for other than the session's, by number (1 + the
-    /// index in [`mpflex_sched::NAMES`]), made when first needed.
-    stream_schedulers: Vec<(u8, Box<dyn Scheduler>)>,
+    /// Schedulers streams' policies ask for other than the session's, made when first
+    /// needed.
+    stream_schedulers: Vec<(SchedulerKind, Box<dyn Scheduler>)>,
     paths: Paths,
     streams: HashMap<StreamId, Stream>,
     next_stream: StreamId,
@@ -750,17 +752,3 @@ impl Session {
 
 #[cfg(test)]
 mod tests;
-
-/// The wire's number for a scheduler name ([`mpflex_wire::Frame::Open`]): 1 + its index
-/// in [`mpflex_sched::NAMES`].
-pub fn scheduler_id(name: &str) -> Option<u8> {
-    mpflex_sched::NAMES.iter().position(|n| *n == name).map(|i| i as u8 + 1)
-}
-
-/// The scheduler name of a wire number; `None` for 0 or an unknown number.
-pub fn scheduler_name(id: u8) -> Option<&'static str> {
-    (id as usize)
-        .checked_sub(1)
-        .and_then(|i| mpflex_sched::NAMES.get(i))
-        .copied()
-}

@@ -266,40 +266,30 @@ impl Session {
         self.send.allowed(stream)
     }
 
-    /// Has `scheduler` (a name from [`mpflex_sched::NAMES`]; `None`: the session's) place
-    /// `stream`'s frames on this side from now on. False for an unknown name.
-    pub fn set_stream_scheduler(&mut self, stream: StreamId, scheduler: Option<&str>) -> bool {
-        let id = match scheduler {
-            None => 0,
-            Some(n) if n == self.scheduler.name() => 0,
-            Some(n) => match scheduler_id(n) {
-                Some(id) => id,
-                None => return false,
-            },
-        };
-        if id != 0 && !self.stream_schedulers.iter().any(|(i, _)| *i == id) {
-            let s = mpflex_sched::by_name(mpflex_sched::NAMES[id as usize - 1]).expect("a listed name");
-            self.stream_schedulers.push((id, s));
+    /// Has `scheduler` (`None`: the session's) place `stream`'s frames on this side from
+    /// now on; a client's stream also asks the server for it, for the stream's downloads
+    /// (its Open carries the scheduler's wire number; `None` asks for the server's
+    /// default). One call sets both, so what a client runs for a stream's uploads and
+    /// what it asks the server to run for its downloads cannot differ.
+    pub fn set_stream_scheduler(&mut self, stream: StreamId, scheduler: Option<SchedulerKind>) {
+        let runs = scheduler.filter(|k| k.name() != self.scheduler.name());
+        if let Some(k) = runs {
+            if !self.stream_schedulers.iter().any(|(have, _)| *have == k) {
+                self.stream_schedulers.push((k, k.build()));
+            }
         }
-        self.send.set_runs(stream, id);
+        self.send.set_runs(stream, runs);
+        if self.cfg.role == Role::Client && self.streams.contains_key(&stream) {
+            self.send.set_scheduler_request(stream, scheduler);
+        }
         self.wake();
-        true
     }
 
     /// The scheduler placing `stream`'s frames on this side.
     pub fn stream_scheduler(&self, stream: StreamId) -> &'static str {
-        match self.send.runs(stream) {
-            0 => self.scheduler.name(),
-            id => mpflex_sched::NAMES[id as usize - 1],
-        }
-    }
-
-    /// (client) The scheduler `stream`'s Open asks the server to run for the stream's
-    /// downloads (1 + its index in [`mpflex_sched::NAMES`]; 0: the server's default).
-    pub fn set_stream_scheduler_request(&mut self, stream: StreamId, scheduler: u8) {
-        if self.streams.contains_key(&stream) {
-            self.send.set_scheduler_request(stream, scheduler);
-        }
+        self.send
+            .runs(stream)
+            .map_or(self.scheduler.name(), SchedulerKind::name)
     }
 
     /// The path's tier (primary for a path never configured).

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use bytes::Bytes;
+use mpflex_sched::SchedulerKind;
 use mpflex_wire::Frame;
 
 use super::{Event, ProtocolError, Session};
@@ -304,6 +305,10 @@ impl Session {
                 if self.streams.len() >= self.cfg.max_streams {
                     return Err(ProtocolError::TooManyStreams);
                 }
+                let scheduler = match scheduler {
+                    0 => None,
+                    n => Some(SchedulerKind::from_wire(n).ok_or(ProtocolError::UnknownScheduler(n))?),
+                };
                 self.start_carrying(self.last_now);
                 self.streams.insert(stream, Stream::new(self.cfg.stream_window));
                 self.send.set_class(stream, TrafficClass::Interactive);

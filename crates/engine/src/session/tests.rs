@@ -1,5 +1,6 @@
 use super::*;
 use crate::harness::Pair;
+use mpflex_wire::Frame;
 use std::time::Duration;
 
 /// Queue control off, for tests that hand the session a whole transfer at once: under
@@ -336,4 +337,78 @@ fn allowances_bound_what_a_path_carries_each_way() {
     assert_eq!(pair.client_rx[&id].len(), 1_000_000);
     let down = pair.server.path_counters(0).expect("path").0.bytes_sent;
     assert!(down <= granted, "the server sent {down} > {granted} on path 0");
+}
+
+/// A server session with path 0 up, and the first `Open` a client session with `kind`
+/// set for its stream sends.
+fn open_asking_for(kind: Option<SchedulerKind>) -> (Session, Frame) {
+    let now = Instant::now();
+    let mut server = Session::new(EngineConfig::new(Role::Server), SchedulerKind::MinRtt.build(), now);
+    let mut client = Session::new(EngineConfig::new(Role::Client), SchedulerKind::MinRtt.build(), now);
+    server.path_up(0, now);
+    client.path_up(0, now);
+    let id = client.open_stream(TargetAddr::Domain("example.org".into(), 80));
+    client.set_stream_scheduler(id, kind);
+    assert_eq!(client.stream_send(id, Bytes::from_static(b"hi")), 2);
+    let mut out = Vec::new();
+    client.poll_transmit(0, now, &mut out, 64 * 1024);
+    let open = mpflex_wire::decode_all(Bytes::from(out))
+        .unwrap()
+        .into_iter()
+        .find(|f| matches!(f, Frame::Open { .. }))
+        .expect("an Open");
+    (server, open)
+}
+
+/// The scheduler a client's stream runs is the one its Open asks the server for, by the
+/// scheduler's wire number, and the server reads back that scheduler (or none).
+#[test]
+fn a_stream_asks_the_server_for_the_scheduler_it_runs() {
+    for kind in SchedulerKind::ALL.map(Some).into_iter().chain([None]) {
+        let (mut server, open) = open_asking_for(kind);
+        let Frame::Open { scheduler, .. } = open else {
+            unreachable!()
+        };
+        assert_eq!(scheduler, kind.map_or(0, SchedulerKind::wire), "{kind:?}");
+        server.handle_frame(0, open, Instant::now()).unwrap();
+        let asked = std::iter::from_fn(|| server.poll_event()).find_map(|e| match e {
+            Event::StreamOpened { scheduler, .. } => Some(scheduler),
+            _ => None,
+        });
+        assert_eq!(asked, Some(kind));
+    }
+}
+
+/// A scheduler number no scheduler has is the peer's error, not a silent default.
+#[test]
+fn an_unknown_scheduler_number_is_a_protocol_error() {
+    let (mut server, open) = open_asking_for(None);
+    let Frame::Open {
+        seq,
+        stream,
+        ts,
+        paths,
+        energy,
+        addr,
+        data,
+        ..
+    } = open
+    else {
+        unreachable!()
+    };
+    let open = Frame::Open {
+        seq,
+        stream,
+        ts,
+        paths,
+        scheduler: 11,
+        energy,
+        addr,
+        data,
+    };
+    assert_eq!(
+        server.handle_frame(0, open, Instant::now()),
+        Err(ProtocolError::UnknownScheduler(11))
+    );
+    assert_eq!(server.num_streams(), 0, "no stream was opened");
 }

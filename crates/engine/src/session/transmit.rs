@@ -513,7 +513,7 @@ impl Session {
                 s.alive = false;
             }
         }
-        let sched = head.map_or(0, |o| o.sched);
+        let sched = head.and_then(|o| o.sched);
         // The scheduler sees the whole backlog, staged or sequenced.
         let (bytes, frames) = self.send.backlog();
         let queue = QueueView {
@@ -525,8 +525,8 @@ impl Session {
             withheld: self.bulk_withheld(rec.now),
         };
         let budget = rec.bulk_room(out);
-        let scheduler = match self.stream_schedulers.iter_mut().find(|(id, _)| *id == sched) {
-            Some((_, s)) if sched != 0 => s,
+        let scheduler = match self.stream_schedulers.iter_mut().find(|(k, _)| Some(*k) == sched) {
+            Some((_, s)) => s,
             _ => &mut self.scheduler,
         };
         let decision = scheduler.decide(rec.now, rec.path, &snaps, &queue, budget);

@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
+use mpflex_engine::SchedulerKind;
 
 use crate::profile::Profile;
 
@@ -76,12 +77,22 @@ impl System {
 }
 
 /// `<scheduler>+<key>=<value>...` (of the system `s`): tuning settings for this system, so
-/// that two settings can run side by side (e.g. `mpflex:dems-f+pacing=false`).
+/// that two settings can run side by side (e.g. `mpflex:dems-f+pacing=false`). The
+/// scheduler is one mpflex accepts, written by its name (an alias such as `dems` becomes
+/// `dems-f`), so records of one scheduler carry one label; or `emptcp`, the lab's name
+/// for mpflex's energy-aware mode.
 fn tuned_scheduler(s: &str, sched: &str) -> Result<String> {
     let mut parts = sched.split('+');
-    if parts.next().is_none_or(|n| n.is_empty()) {
+    let name = parts.next().unwrap_or_default();
+    if name.is_empty() {
         bail!("{s:?}: mpflex:<scheduler>[+<tuning key>=<value>...]");
     }
+    let mut out = if name == super::mpflex::EMPTCP {
+        name.to_string()
+    } else {
+        let kind: SchedulerKind = name.parse().map_err(|e| anyhow!("{s:?}: {e}"))?;
+        kind.name().to_string()
+    };
     for kv in parts {
         let ok = kv.split_once('=').is_some_and(|(k, v)| {
             !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !v.is_empty()
@@ -89,8 +100,9 @@ fn tuned_scheduler(s: &str, sched: &str) -> Result<String> {
         if !ok {
             bail!("{s:?}: {kv:?} is not <tuning key>=<value> (e.g. fresh_ssthresh=false)");
         }
+        out = out + "+" + kv;
     }
-    Ok(sched.to_string())
+    Ok(out)
 }
 
 /// A build's name: letters, digits, `-`, `_` and `.`.
@@ -135,12 +147,18 @@ mod tests {
         let s = System::parse("mpflex:dems-f+fresh_ssthresh=false+keepalive_ms=500", &p).unwrap();
         assert_eq!(s, mpflex(None, "dems-f+fresh_ssthresh=false+keepalive_ms=500"));
         assert_eq!(s.label(&p), "mpflex:dems-f+fresh_ssthresh=false+keepalive_ms=500");
+        // An alias is recorded by the name of what it runs.
+        let s = System::parse("mpflex:dems+pacing=false", &p).unwrap();
+        assert_eq!(s.label(&p), "mpflex:dems-f+pacing=false");
+        let e = System::parse("mpflex:fastest", &p).unwrap_err().to_string();
+        assert!(e.contains("unknown scheduler \"fastest\" (one of minrtt,"), "{e}");
         for bad in [
             "mpflex:",
             "mpflex:+pacing=false",
             "mpflex:ecf+pacing",
             "mpflex:ecf+=1",
             "mpflex:ecf+a b=1",
+            "mpflex:fastest",
             "tcp-x",
             "quic",
         ] {

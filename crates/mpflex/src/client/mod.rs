@@ -19,6 +19,8 @@ use crate::listen::{accept_each, bind};
 pub mod caps;
 mod paths;
 mod placement;
+#[cfg(test)]
+mod tests;
 mod udp;
 
 /// Re-reads the configuration (SIGHUP).
@@ -45,11 +47,11 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
     cfg.validate()?;
     let private = cfg.private_key()?;
     let server_public = decode_key(&cfg.server_public_key, "server_public_key")?;
-    let scheduler = mpflex_sched::by_name(&cfg.scheduler).expect("validated");
+    let scheduler = cfg.scheduler_kind()?;
     let mut engine = cfg.tuning.engine(Role::Client);
     engine.link_hint_hold = cfg.wifi.hold();
     let queue_control = engine.queue_control();
-    let mut sess = Session::new(engine, scheduler, Instant::now());
+    let mut sess = Session::new(engine, scheduler.build(), Instant::now());
     sess.set_energy_profile(cfg.energy_profile()?);
     sess.set_energy_aware_config(cfg.energy_aware_config());
     sess.set_energy_mode(cfg.energy_mode()?, Instant::now());
@@ -58,7 +60,7 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
     h.pacing = cfg.tuning.pacing;
     h.classes = std::sync::Arc::new(cfg.class_rules()?);
     *h.policy.write().expect("policy lock") = std::sync::Arc::new(cfg.policy()?);
-    h.default_scheduler = scheduler_name(&cfg.scheduler);
+    h.default_scheduler = scheduler;
     // The ledger opens before any path carries a byte: a bad file is a clear error or a
     // fresh start, before traffic.
     let capped = capped_paths(&cfg)?;
@@ -172,15 +174,6 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
         let _ = l.await;
     }
     Ok(())
-}
-
-/// The `&'static` name of a validated scheduler name.
-fn scheduler_name(name: &str) -> &'static str {
-    mpflex_sched::NAMES
-        .iter()
-        .copied()
-        .find(|n| *n == name)
-        .unwrap_or("minrtt")
 }
 
 /// The entries with a data cap: (name, cap, at-cap, configured tier). A cap belongs to

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use bytes::Bytes;
-use mpflex_engine::{Event, FlowId, PathSocket, Session, StreamId};
+use mpflex_engine::{Event, FlowId, PathSocket, SchedulerKind, Session, StreamId};
 use mpflex_wire::{reset, TargetAddr};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
@@ -46,7 +46,7 @@ pub struct StreamSignals {
     pub allowed: Option<String>,
     /// The scheduler the peer was asked to run for its direction, or (server) was asked
     /// for by the client and refused.
-    pub peer_scheduler: Option<&'static str>,
+    pub peer_scheduler: Option<SchedulerKind>,
     /// (client) The ingress the application came in by (a `listeners` name).
     pub listener: Option<&'static str>,
 }
@@ -192,9 +192,9 @@ pub struct SessionHandle {
     /// (client) The policy rules, swapped whole on a reload.
     pub policy: Arc<std::sync::RwLock<Arc<crate::policy::Policy>>>,
     /// (client) The scheduler streams no rule gives one ask the server for.
-    pub default_scheduler: &'static str,
+    pub default_scheduler: SchedulerKind,
     /// (server) Schedulers a client may ask for; `None`: any.
-    pub allowed_schedulers: Option<Arc<Vec<String>>>,
+    pub allowed_schedulers: Option<Arc<Vec<SchedulerKind>>>,
     /// (client) Called when a server of a pool closes the session because it is going
     /// away ([`close::DRAINING`]): the paths are dropped and the session moves to another
     /// server instead of ending.
@@ -229,7 +229,7 @@ impl SessionHandle {
             pacing: true,
             classes: Arc::new(ClassRules::default()),
             policy: Arc::default(),
-            default_scheduler: "minrtt",
+            default_scheduler: SchedulerKind::MinRtt,
             allowed_schedulers: None,
             on_server_gone: None,
         };
@@ -290,19 +290,16 @@ impl SessionHandle {
                     // The client's choice of scheduler governs the stream's downloads
                     // too, within the schedulers this server allows.
                     let mut signals = StreamSignals::to(addr.clone());
-                    if let Some(name) = mpflex_engine::scheduler_name(scheduler) {
-                        if self
-                            .allowed_schedulers
-                            .as_ref()
-                            .is_none_or(|a| a.iter().any(|x| x == name))
-                        {
-                            sh.sess.set_stream_scheduler(stream, Some(name));
+                    if let Some(kind) = scheduler {
+                        if self.allowed_schedulers.as_ref().is_none_or(|a| a.contains(&kind)) {
+                            sh.sess.set_stream_scheduler(stream, Some(kind));
                         } else {
+                            let name = kind.name();
                             debug!(
                                 stream,
                                 name, "the client asked for a scheduler allowed_schedulers leaves out"
                             );
-                            signals.peer_scheduler = Some(name);
+                            signals.peer_scheduler = Some(kind);
                         }
                     }
                     let signals = Arc::new(signals);
@@ -417,11 +414,11 @@ impl SessionHandle {
             ..facts
         });
         let class = decision.class.or(configured);
-        let scheduler = decision.scheduler.as_deref().unwrap_or(self.default_scheduler);
+        let scheduler = decision.scheduler.unwrap_or(self.default_scheduler);
         let mut signals = StreamSignals::to(addr.clone());
         signals.rule = decision.rule.clone();
         signals.allowed = Some(decision.paths_text());
-        signals.peer_scheduler = mpflex_sched::NAMES.iter().copied().find(|n| *n == scheduler);
+        signals.peer_scheduler = Some(scheduler);
         signals.listener = crate::policy::LISTENERS
             .iter()
             .copied()
@@ -439,9 +436,8 @@ impl SessionHandle {
                 .map(|p| (p.name.clone(), crate::config::Tier::from_level(p.tier)))
                 .collect();
             sh.sess.set_stream_paths(id, decision.mask(&paths));
+            // Runs it for the uploads and asks the server to for the downloads.
             sh.sess.set_stream_scheduler(id, Some(scheduler));
-            sh.sess
-                .set_stream_scheduler_request(id, mpflex_engine::scheduler_id(scheduler).unwrap_or(0));
             sh.sess.set_stream_energy(id, decision.energy.aware());
             *sh.rule_hits
                 .entry(decision.rule.clone().unwrap_or_else(|| "-".into()))
@@ -722,7 +718,7 @@ impl SessionHandle {
                     // What each direction runs: this side's for what it sends; for the
                     // other, what the client asked for (the server refuses one outside
                     // its allowed_schedulers and runs its own, which its status shows).
-                    let peer = signals.and_then(|s| s.peer_scheduler);
+                    let peer = signals.and_then(|s| s.peer_scheduler).map(SchedulerKind::name);
                     let (up, down) = if self.opens.is_some() {
                         (peer.unwrap_or(here), here)
                     } else {

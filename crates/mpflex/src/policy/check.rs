@@ -64,7 +64,7 @@ pub fn answer(cfg: &ClientConfig, q: &Query) -> Result<serde_json::Value> {
         .filter(|(i, _)| mask & (1u64 << i) != 0)
         .map(|(_, (n, _))| n.as_str())
         .collect();
-    let scheduler = d.scheduler.clone().unwrap_or_else(|| cfg.scheduler.clone());
+    let scheduler = d.scheduler.map_or_else(|| cfg.scheduler_kind(), Ok)?.name();
     let counts = match crate::store::Store::peek(&cfg.state_file) {
         Ok(c) => serde_json::json!(c
             .into_iter()

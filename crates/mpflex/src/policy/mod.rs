@@ -13,7 +13,7 @@ pub mod cap;
 pub mod check;
 pub mod sni;
 
-use mpflex_engine::TrafficClass;
+use mpflex_engine::{SchedulerKind, TrafficClass};
 use serde::Deserialize;
 
 use crate::classes::{ClassRuleError, DestMatcher, Destination, PortSpec};
@@ -126,7 +126,7 @@ pub struct Decision {
     pub paths: Option<Vec<String>>,
     pub tiers: Option<Vec<Tier>>,
     /// Scheduler for the stream; `None`: the session's.
-    pub scheduler: Option<String>,
+    pub scheduler: Option<SchedulerKind>,
     /// Class to pin; `None`: the `[[classes]]` class or the engine's behaviour-based one.
     pub class: Option<TrafficClass>,
     pub energy: Energy,
@@ -354,29 +354,28 @@ fn compile(i: usize, e: &RuleConfig, path_names: Option<&[String]>) -> Result<Ru
                     .collect::<Result<Vec<_>, _>>()
             })
             .transpose()?;
-    if let Some(s) = &e.scheduler {
-        if mpflex_sched::by_name(s).is_none() {
-            return Err(err(
-                i,
-                "scheduler",
-                format!("unknown {s:?} (one of {})", mpflex_sched::NAMES.join(", ")),
-            ));
-        }
-    }
-    let scheduler = match (e.redundant, &e.scheduler) {
-        (Some(true), Some(s)) if s != "redundant" => {
+    let named = e
+        .scheduler
+        .as_deref()
+        .map(|s| {
+            s.parse::<SchedulerKind>()
+                .map_err(|u| err(i, "scheduler", u.to_string()))
+        })
+        .transpose()?;
+    let scheduler = match (e.redundant, named) {
+        (Some(true), Some(s)) if s != SchedulerKind::Redundant => {
             return Err(err(
                 i,
                 "redundant",
-                format!("contradicts scheduler = {s:?}; set one of them"),
+                format!("contradicts scheduler = {s:?}; set one of them", s = s.name()),
             ))
         }
-        (Some(false), Some(s)) if s == "redundant" => {
+        (Some(false), Some(SchedulerKind::Redundant)) => {
             return Err(err(i, "redundant", "contradicts scheduler = \"redundant\""))
         }
-        (Some(true), _) => Some("redundant".to_string()),
-        (Some(false), None) => Some("minrtt".to_string()),
-        (_, s) => s.clone(),
+        (Some(true), _) => Some(SchedulerKind::Redundant),
+        (Some(false), None) => Some(SchedulerKind::MinRtt),
+        (_, s) => s,
     };
     let class = e
         .class

@@ -122,19 +122,22 @@ fn every_match_kind_selects_its_rule_and_first_match_wins() {
         ..to(&other)
     };
     let d = p.decide(&user);
-    assert_eq!((d.rule.as_deref(), d.scheduler.as_deref()), (Some("bob"), Some("ecf")));
+    assert_eq!(
+        (d.rule.as_deref(), d.scheduler.map(SchedulerKind::name)),
+        (Some("bob"), Some("ecf"))
+    );
     let bulk = Facts {
         class: Some(TrafficClass::Bulk),
         ..to(&other)
     };
-    assert_eq!(p.decide(&bulk).scheduler.as_deref(), Some("minrtt"));
+    assert_eq!(p.decide(&bulk).scheduler.map(SchedulerKind::name), Some("minrtt"));
     let tp = Facts {
         listener: Some("transparent"),
         ..to(&other)
     };
     let d = p.decide(&tp);
     assert_eq!(
-        (d.rule.as_deref(), d.scheduler.as_deref(), d.energy),
+        (d.rule.as_deref(), d.scheduler.map(SchedulerKind::name), d.energy),
         (Some("tproxy"), Some("redundant"), Energy::Aware)
     );
 }
@@ -189,7 +192,7 @@ fn bad_rules_name_the_key() {
         ),
         (
             "ports = [1]\nscheduler = \"fast\"\n",
-            "rules[0].scheduler: unknown \"fast\"",
+            "rules[0].scheduler: unknown scheduler \"fast\"",
         ),
         (
             "ports = [1]\nscheduler = \"ecf\"\nredundant = true\n",

@@ -124,7 +124,7 @@ use std::time::{Duration, Instant};
 
 use crate::{
     backups_allowed, cwnd_room, faster_available, fastest, send_within_window, within_one_round, Decision, End,
-    PathSnapshot, QueueView, Scheduler,
+    PathSnapshot, QueueView, Scheduler, SchedulerKind,
 };
 
 /// How δ is derived from the two paths' RTT variation.
@@ -393,7 +393,7 @@ impl Ecf {
 
 impl Scheduler for Ecf {
     fn name(&self) -> &'static str {
-        "ecf"
+        SchedulerKind::Ecf.name()
     }
 
     fn reinjects(&self) -> bool {
