@@ -120,9 +120,10 @@ fn cpu_s(pid: u32) -> f64 {
 
 /// The same 200 MB download through SOCKS5 and through the TUN of one session,
 /// interleaved three times: the TUN's median rate against SOCKS5's, and the client's CPU
-/// per GB for each. Printed for docs/tun.md; the test fails only far below the issue's
-/// floor of 0.8, as the machines it runs on are shared.
+/// per GB for each, printed for docs/tun.md. A benchmark, run alone on an idle machine:
+/// it fails below half of SOCKS5's rate.
 #[test]
+#[ignore = "a benchmark, not a check: run it alone with --ignored on an idle machine (docs/tun.md)"]
 fn tun_throughput_against_socks5() {
     let test = "tun_throughput_against_socks5";
     if !ready(test) {
