@@ -1,6 +1,7 @@
 //! Unit tests of the path writer: late binding and queue control.
 
 use super::*;
+use crate::owd::BASE_WINDOW;
 
 fn info(notsent: u32, rate: u64) -> TcpInfo {
     TcpInfo {
@@ -504,6 +505,11 @@ fn with_nothing_to_protect_the_ramp_ends_when_the_rate_stops_growing() {
     // The rate no longer grows: the same queue now ends the ramp (the correction for
     // 12 ms against an aim of 12 is none).
     assert_eq!(step(&mut w, &mut i, 3, 65_000), 160, "flat: the pipe is full");
+    assert_eq!(
+        w.phase(),
+        QueuePhase::Steady,
+        "Ramp → Steady when the rate stops growing"
+    );
     assert_eq!(step(&mut w, &mut i, 4, 130_000), 160, "the ramp is over");
 }
 
@@ -683,8 +689,10 @@ fn with_nothing_to_protect_a_queue_between_steps_stops_the_ramp_where_the_path_i
     let (w, _, _, ramped) = start(482_000); // 10 ms: under twice the aim (24 ms)
     assert_eq!(w.queue_limit(), Some(ramped), "a small queue waits for the next step");
 
+    assert!(matches!(w.phase(), QueuePhase::Ramp(_)));
     let (mut w, mut i, t0, _) = start(500_000); // 30 ms
     assert_eq!(w.queue_limit(), Some(230 * 1448), "stopped at what the path holds");
+    assert_eq!(w.phase(), QueuePhase::Steady, "eager Ramp → Steady at the brake");
     // The next step reads the queue the held bytes make: the limit does not ramp again.
     i.rtt = 520_000;
     i.bytes_acked = 400_000;
@@ -697,4 +705,76 @@ fn with_nothing_to_protect_a_queue_between_steps_stops_the_ramp_where_the_path_i
         "the step after cuts toward the target: {:?}",
         w.queue_limit()
     );
+}
+
+/// A path of 1 MB/s and 50 ms, its writer engaged and holding its limit (protecting).
+fn held_path() -> (PathWriter, TcpInfo, Instant) {
+    let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+    let mut i = info(0, 1_000_000);
+    i.min_rtt = 50_000;
+    i.rtt = 50_000;
+    i.snd_cwnd = 100;
+    w.observe(0, &i, None);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    hold_limit(&w, &mut i);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    (w, i, Instant::now())
+}
+
+/// Off → Ramp when queue control engages; any phase → Off when it disengages.
+#[test]
+fn queue_control_ramps_when_engaged_and_is_off_when_not() {
+    let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+    assert_eq!(w.phase(), QueuePhase::Off);
+    let i = info(0, 1_000_000);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    assert!(matches!(w.phase(), QueuePhase::Ramp(_)), "{:?}", w.phase());
+    let _ = w.budget(&i, 16_448, false).unwrap();
+    assert_eq!(w.phase(), QueuePhase::Off);
+    assert_eq!(w.queue_limit(), None);
+}
+
+/// Ramp → Steady (protecting): a queue of half the aim or more, made by bytes the
+/// limit held back, ends the ramp; a smaller one does not.
+#[test]
+fn a_queue_of_the_paths_own_bytes_ends_the_ramp() {
+    let (mut w, mut i, t0) = held_path();
+    i.rtt = 55_000; // 5 ms: under half the aim (6 ms)
+    w.steer(None, &i, t0);
+    assert!(matches!(w.phase(), QueuePhase::Ramp(_)), "{:?}", w.phase());
+    hold_limit(&w, &mut i);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    i.rtt = 62_000; // 12 ms
+    w.steer(None, &i, t0 + Duration::from_millis(100));
+    assert_eq!(w.phase(), QueuePhase::Steady);
+}
+
+/// Steady → BaseProbe once per base window, holding half the limit; BaseProbe → Steady
+/// when the probe's time is up.
+#[test]
+fn a_steady_path_probes_its_base_and_returns() {
+    let (mut w, mut i, t0) = held_path();
+    i.rtt = 62_000;
+    w.steer(None, &i, t0);
+    assert_eq!(w.phase(), QueuePhase::Steady);
+    let limit = w.queue_limit().unwrap();
+    w.steer(None, &i, t0 + Duration::from_millis(100)); // schedules the first probe
+    let at = t0 + Duration::from_millis(100) + BASE_WINDOW - Duration::from_secs(2);
+    w.steer(None, &i, at);
+    let QueuePhase::BaseProbe { until } = w.phase() else {
+        panic!("no probe: {:?}", w.phase())
+    };
+    assert_eq!(
+        until,
+        at + Duration::from_millis(200),
+        "two 50 ms RTTs, at least 200 ms"
+    );
+    let mut idle = info(0, 1_000_000);
+    idle.min_rtt = 50_000;
+    let b = w.budget(&idle, 16_448, true).unwrap();
+    let half = w.queue_limit().unwrap() / 2;
+    assert!(b.bulk as u64 <= half && limit > 0, "held to half the limit: {b:?}");
+    w.steer(None, &i, until);
+    assert_eq!(w.phase(), QueuePhase::Steady);
+    assert_eq!(w.base_probes, 1);
 }
