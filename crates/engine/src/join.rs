@@ -63,7 +63,7 @@ pub fn accept_hello(frames: &[Frame]) -> Result<JoinRequest, JoinError> {
             theirs: *version,
             ours: VERSION,
         }),
-        _ => Err(JoinError::NotHello(format!("{frames:?}"))),
+        _ => Err(JoinError::NotHello(kinds(frames))),
     }
 }
 
@@ -109,8 +109,24 @@ pub fn accept_hello_ack(frames: &[Frame], session: [u8; 16]) -> Result<JoinAck, 
                 join: *join,
             },
         }),
-        _ => Err(JoinError::NotHelloAck(format!("{frames:?}"))),
+        _ => Err(JoinError::NotHelloAck(kinds(frames))),
     }
+}
+
+/// The kinds of `frames` ("2 frames: Data, Ack"), for an error: never their contents,
+/// which were decrypted and may be anyone's data.
+fn kinds(frames: &[Frame]) -> String {
+    let names: Vec<String> = frames
+        .iter()
+        .map(|f| {
+            let d = format!("{f:?}");
+            d.split(|c: char| !c.is_alphanumeric())
+                .next()
+                .unwrap_or("?")
+                .to_string()
+        })
+        .collect();
+    format!("{} frames: {}", frames.len(), names.join(", "))
 }
 
 #[cfg(test)]
@@ -167,5 +183,11 @@ mod tests {
             Err(JoinError::NotHello(_))
         ));
         assert!(matches!(accept_hello(&[]), Err(JoinError::NotHello(_))));
+        // The error names what came, never what it carried (decrypted: anyone's data).
+        let e = accept_hello(&[Frame::Ping { id: 0x5ec2e7 }, hello([0x42; 16], 0)]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "first record is not a valid Hello: 2 frames: Ping, Hello"
+        );
     }
 }

@@ -18,6 +18,7 @@
 //! `reinject` (its sub-machines), `supervisor` (path states, suspicion, quality trends,
 //! tiers), `class` (traffic classes), `writer` and `kernel` (late binding), `join` (the path
 //! join exchange), `owd` (one-way-delay estimation), `config`.
+#![forbid(unsafe_code)]
 
 mod class;
 mod config;
@@ -53,7 +54,9 @@ pub use session::{
     EnergyAwareView, EnergyMode, Event, PollTransmit, ProtocolError, RecvResult, Session, SessionCounters,
 };
 pub use supervisor::{PathState, TIER_BACKUP, TIER_ENERGY_STANDBY, TIER_OFF, TIER_PRIMARY, TIER_SECONDARY};
-pub use writer::{Budget, PathSocket, PathWriter, SocketWants, WriterStep, INITIAL_LOWAT, MIN_LOWAT};
+pub use writer::{
+    Budget, PathSocket, PathWriter, QueuePhase, RampTest, SocketWants, WriterStep, INITIAL_LOWAT, MIN_LOWAT,
+};
 
 /// Application stream identifier (chosen by the client, which opens all streams).
 pub type StreamId = u32;

@@ -3,15 +3,23 @@
 //! A destination is refused, in this order, if
 //! 1. its port is in `deny_ports`, or `allow_ports` is non-empty and lacks it;
 //! 2. its address is inside a `deny` network (deny wins over allow);
-//! 3. it is loopback (127.0.0.0/8, ::1) and `allow_loopback` is false;
-//! 4. it is private or special-purpose and `allow_private` is false: 0.0.0.0/8, 10/8,
-//!    100.64/10 (CGNAT), 169.254/16, 172.16/12, 192.0.0/24, 192.168/16, 198.18/15,
-//!    224/4 (multicast), 240/4 (reserved, incl. broadcast); ::, IPv4-compatible ::/96,
-//!    fc00::/7, fe80::/10, fec0::/10, ff00::/8, 64:ff9b:1::/48 (local NAT64);
-//! 5. it is inside no `allow` network.
+//! 3. it is loopback (127.0.0.0/8, ::1) or unspecified (0.0.0.0, ::, in any mapped
+//!    form: a connection to it reaches this host's own services, as loopback does) and
+//!    `allow_loopback` is false;
+//! 4. it is link-local (169.254/16, fe80::/10: the cloud metadata service at
+//!    169.254.169.254 lives there) and `allow_link_local` is false;
+//! 5. it is private or special-purpose and `allow_private` is false: 0.0.0.0/8, 10/8,
+//!    100.64/10 (CGNAT), 172.16/12, 192.0.0/24, 192.168/16, 198.18/15, 224/4
+//!    (multicast), 240/4 (reserved, incl. broadcast); IPv4-compatible ::/96, fc00::/7,
+//!    fec0::/10, ff00::/8, 64:ff9b:1::/48 (local NAT64);
+//! 6. it is one of the server's own interface addresses (kept current from the kernel's
+//!    address notifications) and no `allow_own` entry covers it: a service bound to
+//!    0.0.0.0 on the server host (sshd, a database) is not the clients' to reach;
+//! 7. it is inside no `allow` network.
 //!
-//! Switches 3 and 4 are independent of `allow`: an `allow` entry covering 10.0.0.0/8 does
-//! NOT open it while `allow_private` is false, and `allow_private` does not open loopback.
+//! Switches 3 to 5 are independent of `allow`: an `allow` entry covering 10.0.0.0/8 does
+//! NOT open it while `allow_private` is false, `allow_private` opens neither loopback nor
+//! link-local, and `allow` never opens the server's own addresses (`allow_own` does).
 //! To reach only some private networks, set `allow_private = true` and list exactly those
 //! networks in `allow` (or the others in `deny`).
 //!
@@ -23,6 +31,7 @@
 //! Names are resolved by the caller; every resolved address must be checked.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, RwLock};
 
 use ipnet::IpNet;
 use serde::Deserialize;
@@ -45,6 +54,12 @@ pub struct AclConfig {
     pub allow_loopback: bool,
     /// Permit private and special-purpose ranges (see the module documentation). Default false.
     pub allow_private: bool,
+    /// Permit 169.254.0.0/16 and fe80::/10 (where cloud metadata services answer).
+    /// Default false.
+    pub allow_link_local: bool,
+    /// The server's own addresses that may be reached (CIDRs or bare addresses). Default
+    /// none: the server's own addresses are refused.
+    pub allow_own: Vec<String>,
 }
 
 impl Default for AclConfig {
@@ -56,6 +71,8 @@ impl Default for AclConfig {
             deny_ports: Vec::new(),
             allow_loopback: false,
             allow_private: false,
+            allow_link_local: false,
+            allow_own: Vec::new(),
         }
     }
 }
@@ -64,7 +81,7 @@ impl Default for AclConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("acl.{list}[{index}]: invalid CIDR {value:?}")]
 pub struct AclError {
-    /// "allow" or "deny".
+    /// "allow", "deny" or "allow_own".
     pub list: &'static str,
     pub index: usize,
     pub value: String,
@@ -79,6 +96,12 @@ pub enum Denied {
     DenyList(IpAddr, IpNet),
     #[error("{0} is loopback (acl.allow_loopback is false)")]
     Loopback(IpAddr),
+    #[error("{0} is unspecified: it reaches the server host itself, like loopback (acl.allow_loopback is false)")]
+    Unspecified(IpAddr),
+    #[error("{0} is link-local (acl.allow_link_local is false)")]
+    LinkLocal(IpAddr),
+    #[error("{0} is an address of the server itself (not in acl.allow_own)")]
+    Own(IpAddr),
     #[error("{0} is a private or special-purpose address (acl.allow_private is false)")]
     Private(IpAddr),
     #[error("{0} is not in the allow list")]
@@ -94,6 +117,11 @@ pub struct Acl {
     deny_ports: Vec<u16>,
     allow_loopback: bool,
     allow_private: bool,
+    allow_link_local: bool,
+    allow_own: Vec<IpNet>,
+    /// The server's own interface addresses now ([`Acl::set_own`]), shared by every
+    /// clone.
+    own: Arc<RwLock<Vec<IpAddr>>>,
 }
 
 /// A CIDR (`10.0.0.0/8`, `2001:db8::/32`) or a bare address (a single host), with host
@@ -128,7 +156,22 @@ impl Acl {
             deny_ports: c.deny_ports.clone(),
             allow_loopback: c.allow_loopback,
             allow_private: c.allow_private,
+            allow_link_local: c.allow_link_local,
+            allow_own: parse("allow_own", &c.allow_own)?,
+            own: Arc::default(),
         })
+    }
+
+    /// Replaces the server's own addresses (every address of every interface).
+    pub fn set_own(&self, addrs: impl IntoIterator<Item = IpAddr>) {
+        let mut v: Vec<IpAddr> = addrs.into_iter().map(canonical).collect();
+        v.sort();
+        v.dedup();
+        *self.own.write().unwrap() = v;
+    }
+
+    fn is_own(&self, ip: IpAddr) -> bool {
+        self.own.read().unwrap().binary_search(&ip).is_ok()
     }
 
     /// `Ok` if the server may connect to `addr`; otherwise the first rule that refuses it.
@@ -146,12 +189,26 @@ impl Acl {
             IpAddr::V6(v6) => nat64_embedded(v6).map_or(ip, IpAddr::V4),
             v4 => v4,
         };
-        if is_loopback(ip) || is_loopback(effective) {
+        let unspecified = ip.is_unspecified() || effective.is_unspecified();
+        if unspecified || is_loopback(ip) || is_loopback(effective) {
             if !self.allow_loopback {
-                return Err(Denied::Loopback(ip));
+                return Err(if unspecified {
+                    Denied::Unspecified(ip)
+                } else {
+                    Denied::Loopback(ip)
+                });
             }
-        } else if (is_special(ip) || is_special(effective)) && !self.allow_private {
-            return Err(Denied::Private(ip));
+        } else {
+            if is_link_local(ip) || is_link_local(effective) {
+                if !self.allow_link_local {
+                    return Err(Denied::LinkLocal(ip));
+                }
+            } else if (is_special(ip) || is_special(effective)) && !self.allow_private {
+                return Err(Denied::Private(ip));
+            }
+            if self.is_own(ip) && !self.allow_own.iter().any(|n| contains(n, ip)) {
+                return Err(Denied::Own(ip));
+            }
         }
         if !self.allow.iter().any(|n| contains(n, ip)) {
             return Err(Denied::NotAllowed(ip));
@@ -195,6 +252,13 @@ pub(crate) fn contains(net: &IpNet, ip: IpAddr) -> bool {
 
 fn is_loopback(ip: IpAddr) -> bool {
     ip.is_loopback()
+}
+
+fn is_link_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => a.is_link_local(),
+        IpAddr::V6(a) => (a.segments()[0] & 0xffc0) == 0xfe80,
+    }
 }
 
 fn is_special(ip: IpAddr) -> bool {
@@ -292,8 +356,6 @@ mod tests {
         "192.168.255.255:80",
         "100.64.0.1:80",
         "100.127.255.255:80",
-        "169.254.169.254:80",
-        "0.0.0.0:80",
         "0.1.2.3:80",
         "192.0.0.8:80",
         "198.18.0.1:80",
@@ -302,23 +364,28 @@ mod tests {
         "239.255.255.250:1900",
         "240.0.0.1:80",
         "255.255.255.255:80",
-        "[::]:80",
         "[::10.0.0.1]:80",
         "[::8.8.8.8]:80",
         "[fc00::1]:80",
         "[fd00::1]:80",
         "[fdff:ffff::1]:80",
-        "[fe80::1]:80",
-        "[febf::1]:80",
         "[fec0::1]:80",
         "[ff02::1]:80",
         "[ff0e::1]:80",
         "[::ffff:10.0.0.1]:80",
-        "[::ffff:169.254.169.254]:80",
-        "[::ffff:0.0.0.0]:80",
-        "[64:ff9b::a00:1]:80",     // NAT64 of 10.0.0.1
-        "[64:ff9b::a9fe:a9fe]:80", // NAT64 of 169.254.169.254
+        "[64:ff9b::a00:1]:80", // NAT64 of 10.0.0.1
         "[64:ff9b:1::1]:80",
+    ];
+
+    const UNSPECIFIED: &[&str] = &["0.0.0.0:80", "[::]:80", "[::ffff:0.0.0.0]:22", "[64:ff9b::]:80"];
+
+    const LINK_LOCAL: &[&str] = &[
+        "169.254.169.254:80",
+        "169.254.0.1:80",
+        "[fe80::1]:80",
+        "[febf::1]:80",
+        "[::ffff:169.254.169.254]:80",
+        "[64:ff9b::a9fe:a9fe]:80", // NAT64 of 169.254.169.254
     ];
 
     #[test]
@@ -340,6 +407,12 @@ mod tests {
                 "{d}: {:?}",
                 a.check(&sa(d))
             );
+        }
+        for d in UNSPECIFIED {
+            assert!(matches!(a.check(&sa(d)), Err(Denied::Unspecified(_))), "{d}");
+        }
+        for d in LINK_LOCAL {
+            assert!(matches!(a.check(&sa(d)), Err(Denied::LinkLocal(_))), "{d}");
         }
     }
 
@@ -364,6 +437,62 @@ mod tests {
         for d in PUBLIC {
             assert_eq!(both.check(&sa(d)), Ok(()), "{d}");
         }
+        // Unspecified is loopback; link-local needs its own switch.
+        for d in UNSPECIFIED {
+            assert_eq!(loopback_only.check(&sa(d)), Ok(()), "{d}");
+            assert!(matches!(private_only.check(&sa(d)), Err(Denied::Unspecified(_))), "{d}");
+        }
+        let link_local = acl(|c| c.allow_link_local = true);
+        for d in LINK_LOCAL {
+            assert!(matches!(both.check(&sa(d)), Err(Denied::LinkLocal(_))), "{d}");
+            assert_eq!(link_local.check(&sa(d)), Ok(()), "{d}");
+        }
+    }
+
+    #[test]
+    fn own_addresses_are_refused_unless_listed() {
+        let a = acl(|c| {
+            c.allow_private = true;
+            c.allow_loopback = true;
+            c.allow_own = vec!["192.0.2.0/24".into()];
+        });
+        a.set_own(
+            [
+                "203.0.113.5",
+                "10.1.1.2",
+                "::ffff:198.51.100.9",
+                "2001:db8::2",
+                "127.0.0.1",
+                "192.0.2.7",
+            ]
+            .map(|s| s.parse::<IpAddr>().unwrap()),
+        );
+        for d in [
+            "203.0.113.5:22",
+            "10.1.1.2:5432",
+            "198.51.100.9:80",
+            "[::ffff:203.0.113.5]:22",
+            "[2001:db8::2]:22",
+        ] {
+            assert!(
+                matches!(a.check(&sa(d)), Err(Denied::Own(_))),
+                "{d}: {:?}",
+                a.check(&sa(d))
+            );
+        }
+        // Listed; loopback (its own switch); another host.
+        for d in ["192.0.2.7:80", "127.0.0.1:80", "203.0.113.6:22", "[2001:db8::3]:22"] {
+            assert_eq!(a.check(&sa(d)), Ok(()), "{d}");
+        }
+        // Kept current: a clone sees the new set.
+        let b = a.clone();
+        a.set_own(["203.0.113.6".parse::<IpAddr>().unwrap()]);
+        assert_eq!(b.check(&sa("203.0.113.5:22")), Ok(()));
+        assert!(matches!(b.check(&sa("203.0.113.6:22")), Err(Denied::Own(_))));
+        assert_eq!(
+            b.check(&sa("203.0.113.6:22")).unwrap_err().to_string(),
+            "203.0.113.6 is an address of the server itself (not in acl.allow_own)"
+        );
     }
 
     #[test]
@@ -394,7 +523,7 @@ mod tests {
             c.allow_loopback = true;
             c.allow_private = true;
         });
-        for d in PUBLIC.iter().chain(LOOPBACK).chain(PRIVATE) {
+        for d in PUBLIC.iter().chain(LOOPBACK).chain(PRIVATE).chain(UNSPECIFIED) {
             assert!(matches!(a.check(&sa(d)), Err(Denied::NotAllowed(_))), "{d}");
         }
     }

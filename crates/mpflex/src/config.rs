@@ -16,8 +16,10 @@ use crate::links::plan::Selector;
 use crate::policy::cap::{AtCap, Cap};
 use crate::policy::{Policy, RuleConfig};
 
+mod limits;
 mod tuning;
 mod wifi;
+pub use limits::Limits;
 pub use tuning::Tuning;
 pub use wifi::WifiConfig;
 
@@ -252,6 +254,17 @@ pub struct ClientConfig {
     pub transparent_tproxy_listen: Option<SocketAddr>,
     #[serde(default)]
     pub status_listen: Option<SocketAddr>,
+    /// Names a status request's `Host` may carry besides the listener's own address,
+    /// loopback addresses and `localhost` (a reverse proxy's or monitoring's name).
+    #[serde(default)]
+    pub status_hosts: Vec<String>,
+    /// A bearer token every status request must carry (`Authorization: Bearer …`;
+    /// `mpflex status` sends `$MPFLEX_STATUS_TOKEN`).
+    #[serde(default)]
+    pub status_token: Option<String>,
+    /// The same, read from a file (readable only by the user mpflex runs as).
+    #[serde(default)]
+    pub status_token_file: Option<PathBuf>,
     pub paths: Vec<PathConfig>,
     /// Class overrides for streams by destination (`[[classes]]`, first match wins).
     #[serde(default)]
@@ -317,6 +330,14 @@ pub struct ServerConfig {
     pub private_key_file: Option<PathBuf>,
     #[serde(default)]
     pub status_listen: Option<SocketAddr>,
+    /// `status_hosts`, `status_token`, `status_token_file`: as the client's
+    /// ([`ClientConfig::status_hosts`] and below; docs/security.md).
+    #[serde(default)]
+    pub status_hosts: Vec<String>,
+    #[serde(default)]
+    pub status_token: Option<String>,
+    #[serde(default)]
+    pub status_token_file: Option<PathBuf>,
     /// Scheduler for downloads of streams whose client asks for none.
     #[serde(default = "default_scheduler")]
     pub scheduler: String,
@@ -350,6 +371,80 @@ pub struct ServerConfig {
     /// Datagram flows (`[udp]`).
     #[serde(default)]
     pub udp: UdpConfig,
+    /// What one peer may hold (`[limits]`).
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// The status listener's rules from `status_hosts`, `status_token` and
+/// `status_token_file`; the error names the key.
+fn status_access(hosts: &[String], inline: &Option<String>, file: &Option<PathBuf>) -> Result<crate::status::Access> {
+    let token = match (inline, file) {
+        (Some(_), Some(_)) => bail!("status_token and status_token_file: set only one"),
+        (Some(t), None) => Some(t.trim().to_string()),
+        (None, Some(f)) => {
+            check_secret_file(f, "status_token_file")?;
+            let t = std::fs::read_to_string(f)
+                .map_err(|e| anyhow::anyhow!("status_token_file: cannot read {}: {e}", f.display()))?;
+            Some(t.trim().to_string())
+        }
+        (None, None) => None,
+    };
+    if token
+        .as_deref()
+        .is_some_and(|t| t.is_empty() || t.contains(char::is_whitespace))
+    {
+        bail!("status_token: empty or containing spaces");
+    }
+    Ok(crate::status::Access {
+        hosts: hosts.to_vec(),
+        token,
+    })
+}
+
+/// Refuse (rather than warn about) secret files that others can read: `--strict-perms`.
+pub static STRICT_PERMS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Warns once about a secret file (`key` names its setting) that users other than the
+/// one mpflex runs as can read: others may (o+r), or a group other than the process's
+/// may (g+r; the packaged layout, root:mpflex 0640, is fine). With `--strict-perms`
+/// ([`STRICT_PERMS`]), refuses it.
+pub fn check_secret_file(f: &Path, key: &str) -> Result<()> {
+    static WARNED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let Some(problem) = secret_file_problem(f) else {
+        return Ok(());
+    };
+    if STRICT_PERMS.load(std::sync::atomic::Ordering::Relaxed) {
+        bail!("{key}: {problem}");
+    }
+    let mut warned = WARNED.lock().unwrap();
+    if !warned.iter().any(|p| p == f) {
+        tracing::warn!("{key}: {problem}; --strict-perms refuses such files");
+        warned.push(f.to_path_buf());
+    }
+    Ok(())
+}
+
+/// What is wrong with a secret file's permissions, with the fix; `None` if nothing (or
+/// if it cannot be read: the read that follows says why).
+pub(crate) fn secret_file_problem(f: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(f).ok()?;
+    // SAFETY: getegid has no preconditions and cannot fail.
+    let egid = unsafe { libc::getegid() };
+    let mode = m.mode();
+    let why = if mode & 0o004 != 0 {
+        "every user can read it"
+    } else if mode & 0o040 != 0 && m.gid() != egid {
+        "members of its group, which mpflex does not run as, can read it"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{f} is mode {:o}: {why}; chmod o-r,g-r {f} (or give it the group mpflex runs as)",
+        mode & 0o777,
+        f = f.display()
+    ))
 }
 
 /// The server's `[udp]` table: how long a datagram flow's socket lives without traffic.
@@ -433,13 +528,14 @@ fn private_key(inline: &Option<String>, file: &Option<PathBuf>) -> Result<[u8; 3
     match (inline, file) {
         (Some(k), None) => decode_key(k, "private_key"),
         (None, Some(f)) => {
-            let text = std::fs::read_to_string(f).map_err(|e| {
+            check_secret_file(f, "private_key_file")?;
+            let text = zeroize::Zeroizing::new(std::fs::read_to_string(f).map_err(|e| {
                 anyhow::anyhow!(
                     "private_key_file: cannot read {f}: {e}; create it with `mpflex keygen > {f}`, readable by \
                      the user mpflex runs as",
                     f = f.display()
                 )
-            })?;
+            })?);
             // Accept both a bare key and the `keygen` output.
             let key = text
                 .lines()
@@ -517,6 +613,7 @@ impl ClientConfig {
             t.validate()?;
         }
         self.private_key()?;
+        self.status_access()?;
         decode_key(&self.server_public_key, "server_public_key")?;
         self.class_rules()?;
         self.policy()?;
@@ -526,6 +623,11 @@ impl ClientConfig {
 
     pub fn private_key(&self) -> Result<[u8; 32]> {
         private_key(&self.private_key, &self.private_key_file)
+    }
+
+    /// Who may read the status listener.
+    pub fn status_access(&self) -> Result<crate::status::Access> {
+        status_access(&self.status_hosts, &self.status_token, &self.status_token_file)
     }
 
     /// The energy-aware mode's κ and τ (`[tuning]`).
@@ -600,12 +702,19 @@ impl ServerConfig {
         self.allowed_scheduler_kinds()?;
         crate::acl::Acl::new(&self.acl)?;
         self.private_key()?;
+        self.status_access()?;
         self.class_rules()?;
+        self.limits.validate()?;
         self.tuning.validate()
     }
 
     pub fn private_key(&self) -> Result<[u8; 32]> {
         private_key(&self.private_key, &self.private_key_file)
+    }
+
+    /// Who may read the status listener.
+    pub fn status_access(&self) -> Result<crate::status::Access> {
+        status_access(&self.status_hosts, &self.status_token, &self.status_token_file)
     }
 
     /// The compiled `[[classes]]`.

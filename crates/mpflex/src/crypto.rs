@@ -33,10 +33,13 @@ pub fn encode_key(k: &[u8]) -> String {
 }
 
 pub fn decode_key(s: &str, what: &str) -> Result<[u8; 32]> {
-    let v = base64::engine::general_purpose::STANDARD
-        .decode(s.trim())
-        .with_context(|| format!("{what}: not valid base64 (paste the key whole, as `mpflex keygen` prints it)"))?;
-    v.try_into().map_err(|v: Vec<u8>| {
+    // Private keys pass through here: the decoded copy is wiped when dropped.
+    let v = zeroize::Zeroizing::new(
+        base64::engine::general_purpose::STANDARD
+            .decode(s.trim())
+            .with_context(|| format!("{what}: not valid base64 (paste the key whole, as `mpflex keygen` prints it)"))?,
+    );
+    v.as_slice().try_into().map_err(|_| {
         anyhow::anyhow!(
             "{what}: a key is 32 bytes, this one is {} (paste the key whole, as `mpflex keygen` prints it)",
             v.len()
@@ -225,7 +228,9 @@ impl Transport {
         if !hs.is_handshake_finished() {
             bail!("handshake not finished");
         }
+        // The raw keys are wiped once ring holds them.
         let (i2r, r2i) = hs.dangerously_get_raw_split();
+        let (i2r, r2i) = (zeroize::Zeroizing::new(i2r), zeroize::Zeroizing::new(r2i));
         let key = |k: &[u8; 32]| {
             UnboundKey::new(&AES_256_GCM, k)
                 .map(LessSafeKey::new)

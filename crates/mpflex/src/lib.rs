@@ -7,6 +7,7 @@ pub mod config;
 pub mod crypto;
 pub mod driver;
 pub mod energy;
+pub mod gate;
 pub mod links;
 pub mod listen;
 pub mod owner;

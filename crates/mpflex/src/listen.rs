@@ -2,7 +2,8 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use tokio::net::{TcpListener, TcpStream};
@@ -17,21 +18,78 @@ where
     F: Fn(TcpStream, SocketAddr) -> Fut,
     Fut: Future<Output = Result<()>> + Send + 'static,
 {
+    let mut backoff = Backoff::default();
     loop {
         let (sock, peer) = match l.accept().await {
             Ok(x) => x,
             Err(e) => {
-                warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                backoff.failed(&e, what).await;
                 continue;
             }
         };
+        backoff.reset();
         let task = serve(sock, peer);
         tokio::spawn(async move {
             if let Err(e) = task.await {
                 debug!(%peer, "{what}: {e:#}");
             }
         });
+    }
+}
+
+/// Failed accepts in this process (out of descriptors, mostly), for `/metrics`.
+pub static ACCEPT_ERRORS: AtomicU64 = AtomicU64::new(0);
+
+/// What a listener does when `accept` fails: the error (`EMFILE`: out of descriptors,
+/// `ENFILE`, `ENOBUFS`) stays until something closes, so retrying at once would spin.
+/// Each failure is counted ([`ACCEPT_ERRORS`]); the listener waits 10 ms, doubling to
+/// 1 s while failures continue; the log gets a line a minute at most, with the count
+/// since the last.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    wait: Duration,
+    logged: Option<Instant>,
+    unlogged: u64,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(10);
+    const MOST: Duration = Duration::from_secs(1);
+    const LOG_EVERY: Duration = Duration::from_secs(60);
+
+    /// Counts, maybe logs, and waits.
+    pub async fn failed(&mut self, e: &std::io::Error, what: &str) {
+        let wait = self.note(e, what);
+        tokio::time::sleep(wait).await;
+    }
+
+    /// Counts and maybe logs a failure; the time to wait before the next try.
+    fn note(&mut self, e: &std::io::Error, what: &str) -> Duration {
+        ACCEPT_ERRORS.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        if self.logged.is_none_or(|t| now.duration_since(t) >= Self::LOG_EVERY) {
+            let fix = if e.raw_os_error() == Some(libc::EMFILE) || e.raw_os_error() == Some(libc::ENFILE) {
+                "; out of file descriptors: raise LimitNOFILE or lower [limits] max_descriptors"
+            } else {
+                ""
+            };
+            warn!(
+                "{what}: accept failed: {e}{fix} ({} more since the last line; waiting up to {:?} between tries)",
+                self.unlogged,
+                Self::MOST
+            );
+            self.logged = Some(now);
+            self.unlogged = 0;
+        } else {
+            self.unlogged += 1;
+        }
+        self.wait = (self.wait * 2).clamp(Self::FIRST, Self::MOST);
+        self.wait
+    }
+
+    /// An accept succeeded: the next failure waits the shortest time again.
+    pub fn reset(&mut self) {
+        self.wait = Duration::ZERO;
     }
 }
 
@@ -94,6 +152,24 @@ pub fn deep_receive_buffer(sock: &tokio::net::UdpSocket) -> std::io::Result<usiz
 
 #[cfg(test)]
 mod tests {
+    /// Out of descriptors: the listener backs off (10 ms doubling to 1 s) instead of
+    /// spinning, and counts every failure.
+    #[test]
+    fn failing_accepts_back_off_and_count() {
+        use std::sync::atomic::Ordering;
+        use std::time::Duration;
+        let mut b = super::Backoff::default();
+        let e = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let before = super::ACCEPT_ERRORS.load(Ordering::Relaxed);
+        let waits: Vec<u64> = (0..9).map(|_| b.note(&e, "test").as_millis() as u64).collect();
+        assert_eq!(waits, [10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+        assert!(super::ACCEPT_ERRORS.load(Ordering::Relaxed) >= before + 9);
+        // One line logged, the others counted for the next.
+        assert_eq!(b.unlogged, 8);
+        b.reset();
+        assert_eq!(b.note(&e, "test"), Duration::from_millis(10));
+    }
+
     /// The buffer grows past the kernel's default (212,992 bytes on Debian), to the full
     /// request when the test may force it (root) or to `net.core.rmem_max` otherwise.
     #[tokio::test]

@@ -45,6 +45,9 @@ enum Cmd {
         /// --set 'listen=["0.0.0.0:7000"]'. Repeatable; applied after the file.
         #[arg(short, long, value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Refuse to start with a key or token file other users can read (default: warn).
+        #[arg(long)]
+        strict_perms: bool,
     },
     /// Run on the multi-homed host: one path connection per link, applications enter
     /// through SOCKS5 (socks_listen) or a transparent redirect (transparent_listen).
@@ -59,6 +62,9 @@ enum Cmd {
         /// --set tuning.path_timeout_ms=2000. Repeatable; applied after the file.
         #[arg(short, long, value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Refuse to start with a key or token file other users can read (default: warn).
+        #[arg(long)]
+        strict_perms: bool,
     },
     /// Print a new key pair (X25519, base64) as TOML lines.
     Keygen,
@@ -204,13 +210,23 @@ fn real_main() -> Result<()> {
                 }
                 Ok(())
             }
-            Cmd::Server { config, set } => {
+            Cmd::Server {
+                config,
+                set,
+                strict_perms,
+            } => {
+                mpflex::config::STRICT_PERMS.store(strict_perms, std::sync::atomic::Ordering::Relaxed);
                 let cfg: ServerConfig = load(config.as_deref(), &set)?;
                 open_file_limit();
                 let stop = shutdown_signal();
                 mpflex::server::run(cfg, stop).await
             }
-            Cmd::Client { config, set } => {
+            Cmd::Client {
+                config,
+                set,
+                strict_perms,
+            } => {
+                mpflex::config::STRICT_PERMS.store(strict_perms, std::sync::atomic::Ordering::Relaxed);
                 let cfg: ClientConfig = load(config.as_deref(), &set)?;
                 open_file_limit();
                 let stop = shutdown_signal();

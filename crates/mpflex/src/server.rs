@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use bytes::Bytes;
-use mpflex_engine::join::{JoinError, ServerInfo};
+use mpflex_engine::join::{JoinError, JoinRequest, ServerInfo};
 use mpflex_engine::{Role, Session};
 use mpflex_wire::{close, flow_close, reset, Route, TargetAddr};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -20,22 +20,22 @@ use tracing::{debug, info, warn};
 use crate::acl::Acl;
 use crate::classes::{ClassRules, Destination};
 use crate::config::ServerConfig;
-use crate::crypto::{decode_key, encode_key, server_handshake, ReplayGuard, SilentPeer};
+use crate::crypto::{decode_key, encode_key, server_handshake, Opener, ReplayGuard, SilentPeer, Transport};
 use crate::driver::{run_stream, FlowMsg, FlowOpened, Opened, SessionHandle};
+use crate::gate::{Failure, Gate};
 use crate::listen::{accept_each, bind};
 use crate::pathconn::{answer_join, configure_path_socket, read_join_request, read_preamble, PreambleError};
 use crate::status::snapshot::session_id;
 use crate::status::SessionView;
 
-/// Handshakes that do not finish in this time are dropped (slowloris protection).
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
 struct Server {
     cfg: ServerConfig,
     classes: Arc<ClassRules>,
-    private: [u8; 32],
+    /// The server's static key, wiped when the server ends.
+    private: zeroize::Zeroizing<[u8; 32]>,
     clients: HashMap<[u8; 32], String>,
     replay: ReplayGuard,
+    gate: Arc<Gate>,
     acl: Acl,
     sessions: Mutex<HashMap<SessionKey, SessionHandle>>,
     /// What the join answer says about this server.
@@ -61,11 +61,12 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         );
     }
     let srv = Arc::new(Server {
-        private: cfg.private_key()?,
+        private: zeroize::Zeroizing::new(cfg.private_key()?),
         acl: Acl::new(&cfg.acl)?,
         classes: Arc::new(cfg.class_rules()?),
         clients,
         replay: ReplayGuard::default(),
+        gate: Gate::new(&cfg.limits),
         sessions: Mutex::new(HashMap::new()),
         me: ServerInfo {
             id: cfg.server_id,
@@ -75,9 +76,19 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         misrouted: AtomicU64::new(0),
         cfg,
     });
+    // The ACL refuses the server's own addresses: followed as interfaces come and go.
+    let mut table = crate::links::netlink::watch(shutdown.clone()).await?;
+    srv.acl.set_own(table.borrow_and_update().addrs().map(|a| a.ip));
+    let acl = srv.acl.clone();
+    tokio::spawn(async move {
+        while table.changed().await.is_ok() {
+            acl.set_own(table.borrow_and_update().addrs().map(|a| a.ip));
+        }
+    });
     if let Some(addr) = srv.cfg.status_listen {
         let (s, c) = (srv.clone(), srv.clone());
-        crate::status::serve_with(addr, "server", move || s.status(), move || c.counters()).await?;
+        let access = srv.cfg.status_access()?;
+        crate::status::serve_with(addr, "server", access, move || s.status(), move || c.counters()).await?;
     }
     // Lets `mpflex status` find this process; the file goes when this returns.
     let _registration = srv
@@ -149,64 +160,38 @@ async fn accept_loop(l: TcpListener, srv: Arc<Server>) {
 }
 
 async fn serve_path(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) -> Result<()> {
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_preamble(&mut sock)).await {
-        Ok(Ok(Route::Any)) => {}
-        Ok(Ok(Route::Server(id))) if id.get() == srv.me.id => {}
-        Ok(Ok(r)) => {
-            srv.misrouted.fetch_add(1, Ordering::Relaxed);
-            warn!(%peer, "path refused: its routing preamble names {r}, this is server {}; check the balancer's map", srv.me.id);
-            return Ok(());
+    let Some(permit) = srv.gate.enter(peer.ip()) else {
+        if srv.gate.fail(peer.ip(), Failure::Busy) {
+            warn!(%peer, "path refused: too many handshakes in progress (limits.max_handshakes, limits.max_handshakes_per_source); {QUIET}");
         }
-        Ok(Err(PreambleError::Silent)) => {
-            debug!(%peer, "path port: connection closed before sending anything");
-            return Ok(());
-        }
-        Ok(Err(e)) => {
-            srv.bad_preamble.fetch_add(1, Ordering::Relaxed);
-            warn!(%peer, "path refused: {e}");
-            return Ok(());
-        }
-        Err(_) => {
-            warn!(%peer, "routing preamble timed out");
-            return Ok(());
-        }
-    }
-    let (t, client) = match tokio::time::timeout(
-        HANDSHAKE_TIMEOUT,
-        server_handshake(&mut sock, &srv.private, &srv.clients, &srv.replay),
-    )
-    .await
+        return Ok(());
+    };
+    // One deadline from accept to joined, whatever stage the peer stalls in.
+    let deadline = tokio::time::Instant::now() + srv.gate.deadline;
+    let (client, req, opener, leftover, t) = match tokio::time::timeout_at(deadline, admit(&srv, &mut sock, peer)).await
     {
-        Ok(Ok(x)) => x,
-        Ok(Err(e)) if e.is::<SilentPeer>() => {
-            debug!(%peer, "path port: connection {e}");
-            return Ok(());
-        }
-        Ok(Err(e)) => {
-            // Nothing goes back to a peer that did not authenticate.
-            warn!(%peer, "handshake refused: {e:#}");
-            return Ok(());
-        }
+        Ok(Ok(Some(x))) => x,
+        Ok(Ok(None)) => return Ok(()),
+        Ok(Err(e)) => return Err(e),
         Err(_) => {
-            warn!(%peer, "handshake timed out");
+            if srv.gate.fail(peer.ip(), Failure::TimedOut) {
+                warn!(%peer, "path refused: not joined within limits.handshake_timeout_ms ({:?}); {QUIET}", srv.gate.deadline);
+            }
             return Ok(());
         }
     };
     let name = srv.clients[&client].clone();
-    let (req, opener, leftover) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_join_request(&mut sock, &t)).await
-    {
-        Ok(Ok(x)) => x,
-        Ok(Err(e)) => {
-            if let Some(e @ JoinError::Version { .. }) = e.downcast_ref::<JoinError>() {
-                // An operator's problem (an authenticated client of another release), not noise.
-                warn!(%peer, client = %name, "path refused: {e}");
-            }
-            return Err(e);
-        }
-        Err(_) => bail!("no Hello"),
-    };
     let (h, fresh) = srv.session(client, req.session, &name);
-    let joined = answer_join(&mut sock, &t, req, fresh, srv.me, opener, leftover).await?;
+    let joined = match tokio::time::timeout_at(
+        deadline,
+        answer_join(&mut sock, &t, req, fresh, srv.me, opener, leftover),
+    )
+    .await
+    {
+        Ok(r) => r?,
+        Err(_) => bail!("join answer not sent within limits.handshake_timeout_ms"),
+    };
+    drop(permit);
     configure_path_socket(&sock, srv.cfg.tuning.congestion.as_deref(), srv.cfg.tuning.pacing)?;
     let path = req.path;
     h.ensure_path_slot(path, &format!("{name}/{path}@{peer}"));
@@ -214,6 +199,67 @@ async fn serve_path(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) -> 
     let r = h.run_path(path, sock, t, joined).await;
     info!(client = %name, path, %peer, "path left: {}", r.as_ref().err().map_or("closed".to_string(), |e| format!("{e:#}")));
     Ok(())
+}
+
+/// What a log line about a refused connection adds: the source's next failures this
+/// minute are only counted ([`crate::gate::LOG_EVERY`]).
+const QUIET: &str = "further failures from this source in the next minute are counted in /metrics, not logged";
+
+/// What an authenticated path's join brings: the client's key, its request, and where
+/// the connection continues.
+type Admitted = ([u8; 32], JoinRequest, Opener, bytes::BytesMut, Transport);
+
+/// A path connection's routing preamble, Noise handshake and join request; `None` if it
+/// was refused (counted, and logged if its source's minute allows).
+async fn admit(srv: &Server, sock: &mut TcpStream, peer: SocketAddr) -> Result<Option<Admitted>> {
+    let refused = |what: std::fmt::Arguments| {
+        if srv.gate.fail(peer.ip(), Failure::Refused) {
+            warn!(%peer, "{what}; {QUIET}");
+        }
+    };
+    match read_preamble(sock).await {
+        Ok(Route::Any) => {}
+        Ok(Route::Server(id)) if id.get() == srv.me.id => {}
+        Ok(r) => {
+            srv.misrouted.fetch_add(1, Ordering::Relaxed);
+            refused(format_args!(
+                "path refused: its routing preamble names {r}, this is server {}; check the balancer's map",
+                srv.me.id
+            ));
+            return Ok(None);
+        }
+        Err(PreambleError::Silent) => {
+            debug!(%peer, "path port: connection closed before sending anything");
+            return Ok(None);
+        }
+        Err(e) => {
+            srv.bad_preamble.fetch_add(1, Ordering::Relaxed);
+            refused(format_args!("path refused: {e}"));
+            return Ok(None);
+        }
+    }
+    let (t, client) = match server_handshake(sock, &srv.private, &srv.clients, &srv.replay).await {
+        Ok(x) => x,
+        Err(e) if e.is::<SilentPeer>() => {
+            debug!(%peer, "path port: connection {e}");
+            return Ok(None);
+        }
+        Err(e) => {
+            // Nothing goes back to a peer that did not authenticate.
+            refused(format_args!("handshake refused: {e:#}"));
+            return Ok(None);
+        }
+    };
+    match read_join_request(sock, &t).await {
+        Ok((req, opener, leftover)) => Ok(Some((client, req, opener, leftover, t))),
+        Err(e) => {
+            if let Some(e @ JoinError::Version { .. }) = e.downcast_ref::<JoinError>() {
+                // An operator's problem (an authenticated client of another release), not noise.
+                warn!(%peer, client = %srv.clients[&client], "path refused: {e}");
+            }
+            Err(e)
+        }
+    }
 }
 
 impl Server {
@@ -254,6 +300,31 @@ impl Server {
                 "paths_refused_misrouted",
                 "Path connections refused because their routing preamble named another server.",
                 self.misrouted.load(Ordering::Relaxed),
+            ),
+            (
+                "paths_refused_busy",
+                "Path connections closed on accept: too many handshakes in progress, overall or from their source.",
+                self.gate.busy.load(Ordering::Relaxed),
+            ),
+            (
+                "handshakes_timed_out",
+                "Path connections closed because they had not joined within limits.handshake_timeout_ms.",
+                self.gate.timed_out.load(Ordering::Relaxed),
+            ),
+            (
+                "handshakes_failed",
+                "Path connections refused before authentication: no preamble, another server's, or no valid handshake.",
+                self.gate.refused.load(Ordering::Relaxed),
+            ),
+            (
+                "handshake_failures_not_logged",
+                "Failures before authentication counted but not logged (their source was logged within the minute).",
+                self.gate.unlogged.load(Ordering::Relaxed),
+            ),
+            (
+                "accept_errors",
+                "Failed accepts on this process's listeners (EMFILE: out of descriptors), each followed by a backoff.",
+                crate::listen::ACCEPT_ERRORS.load(Ordering::Relaxed),
             ),
         ]
     }
@@ -318,7 +389,7 @@ async fn egress_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::Unbounded
                     // A refusal is the operator's to fix (the ACL); an unreachable
                     // destination is the internet's everyday business.
                     if code == reset::REFUSED {
-                        info!(stream = o.stream, "stream refused: {e:#}; the server's [acl] decides (allow, deny, allow_ports, deny_ports, allow_loopback, allow_private)");
+                        info!(stream = o.stream, "stream refused: {e:#}; the server's [acl] decides (allow, deny, allow_ports, deny_ports, allow_loopback, allow_private, allow_link_local, allow_own)");
                     } else {
                         debug!(stream = o.stream, addr = %o.addr, "connect failed: {e:#}");
                     }
@@ -363,12 +434,19 @@ async fn permitted(srv: &Server, addr: &TargetAddr) -> Result<Vec<SocketAddr>, (
     };
     // The policy applies to resolved addresses, so a name cannot smuggle in a
     // forbidden destination.
-    let allowed: Vec<SocketAddr> = candidates.into_iter().filter(|a| srv.acl.check(a).is_ok()).collect();
+    let mut why = None;
+    let allowed: Vec<SocketAddr> = candidates
+        .into_iter()
+        .filter(|a| match srv.acl.check(a) {
+            Ok(()) => true,
+            Err(d) => {
+                why.get_or_insert(d);
+                false
+            }
+        })
+        .collect();
     if allowed.is_empty() {
-        let why = match addr {
-            TargetAddr::Ip(a) => srv.acl.check(a).err().map(|d| d.to_string()).unwrap_or_default(),
-            TargetAddr::Domain(..) => "no permitted address".into(),
-        };
+        let why = why.map_or("no address".to_string(), |d| d.to_string());
         return Err((
             reset::REFUSED,
             anyhow::anyhow!("{addr}: destination not allowed: {why}"),
@@ -398,7 +476,7 @@ async fn serve_flow(srv: Arc<Server>, h: SessionHandle, o: FlowOpened) {
         Ok(s) => s,
         Err((code, e)) => {
             if code == flow_close::REFUSED {
-                info!(flow, "datagram flow refused: {e:#}; the server's [acl] decides (allow, deny, allow_ports, deny_ports, allow_loopback, allow_private)");
+                info!(flow, "datagram flow refused: {e:#}; the server's [acl] decides (allow, deny, allow_ports, deny_ports, allow_loopback, allow_private, allow_link_local, allow_own)");
             } else {
                 debug!(flow, %addr, "datagram flow failed: {e:#}");
             }

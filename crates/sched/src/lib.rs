@@ -5,6 +5,7 @@
 //! The scheduler sees a snapshot of every path and a view of the send queue, and answers
 //! with a [`Decision`]. Time is an argument; a scheduler never reads a clock or touches a
 //! socket, so every decision can be pinned in a unit test.
+#![forbid(unsafe_code)]
 
 mod blest;
 mod dems;

@@ -12,6 +12,7 @@
 //! sender may cut a frame it has not sent yet into two that take the same numbers.
 //! The others (`Ack`, `Window`, `MaxData`, `Ping`, `Pong`, `Hello`, `HelloAck`, `Close`,
 //! `Owd`, `Stall`) are idempotent control frames.
+#![forbid(unsafe_code)]
 
 mod addr;
 mod frame;

@@ -117,7 +117,7 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
     if let Some(addr) = cfg.status_listen {
         let h = h.clone();
         let session = crate::status::snapshot::session_id(&token);
-        crate::status::serve(addr, "client", move || {
+        crate::status::serve(addr, "client", cfg.status_access()?, move || {
             vec![crate::status::SessionView {
                 client: None,
                 session: session.clone(),

@@ -284,3 +284,27 @@ fn default_tuning_builds_the_engines_default_configuration() {
         );
     }
 }
+
+/// A key file others can read is named, with the fix; one only its owner (or the
+/// process's own group) reads is fine.
+#[test]
+fn secret_files_readable_by_others_are_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("mpflex-perms-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("server.key");
+    std::fs::write(&f, "x").unwrap();
+    let mode = |m: u32| std::fs::set_permissions(&f, std::fs::Permissions::from_mode(m)).unwrap();
+    mode(0o644);
+    let p = super::secret_file_problem(&f).expect("world-readable");
+    assert!(
+        p.contains("mode 644: every user can read it") && p.contains("chmod o-r,g-r"),
+        "{p}"
+    );
+    mode(0o600);
+    assert_eq!(super::secret_file_problem(&f), None);
+    // Group-readable by the process's own group (root:mpflex 0640 for the mpflex user).
+    mode(0o640);
+    assert_eq!(super::secret_file_problem(&f), None);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -147,6 +147,11 @@ impl LinkTable {
         self.links.values()
     }
 
+    /// Every address of every interface.
+    pub fn addrs(&self) -> impl Iterator<Item = &Addr> {
+        self.addrs.iter()
+    }
+
     pub fn by_name(&self, name: &str) -> Option<&Link> {
         self.links.values().find(|l| l.name == name)
     }

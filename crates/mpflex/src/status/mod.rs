@@ -6,8 +6,12 @@
 //! - `GET /` (or `/live`): the live view, a page polling `GET /live.json` every second
 //!   ([`live`]); `mpflex status --watch` shows the same data in a terminal.
 //!
-//! It is meant for the local host or a management network: it has no authentication,
-//! and shows stream destinations.
+//! It is meant for the local host or a management network, and shows stream
+//! destinations. A request is answered only if its `Host` is one this listener expects
+//! (its own address, a loopback address, `localhost`, or a name listed in
+//! `status_hosts`), so a web page on the same host cannot read it through a name that
+//! rebinds to 127.0.0.1 (DNS rebinding: it gets 421 Misdirected Request); with a
+//! `status_token` set, only requests that carry it as a bearer token are.
 
 pub mod live;
 pub mod metrics;
@@ -33,13 +37,26 @@ const MAX_REQUEST: usize = 8 * 1024;
 /// A request that has not arrived whole in this time is answered with what came.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Who may ask the status listener.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    /// Names accepted in `Host` besides the listener's own address, loopback addresses
+    /// and `localhost` (`status_hosts`: a name a reverse proxy or monitoring uses).
+    pub hosts: Vec<String>,
+    /// A bearer token every request must carry (`status_token`).
+    pub token: Option<String>,
+}
+
+/// The environment variable `mpflex status` takes the bearer token from.
+pub const TOKEN_ENV: &str = "MPFLEX_STATUS_TOKEN";
+
 /// Serves the sessions `sessions` lists (the process's `role`: "client" or "server") until
 /// the process ends, and samples them every second for the live view.
-pub async fn serve<F>(addr: SocketAddr, role: &'static str, sessions: F) -> Result<()>
+pub async fn serve<F>(addr: SocketAddr, role: &'static str, access: Access, sessions: F) -> Result<()>
 where
     F: Fn() -> Vec<SessionView> + Send + Sync + 'static,
 {
-    serve_with(addr, role, sessions, Vec::new).await
+    serve_with(addr, role, access, sessions, Vec::new).await
 }
 
 /// A process-wide counter beside the sessions: (name, help, value). JSON shows it under
@@ -47,7 +64,13 @@ where
 pub type Counter = (&'static str, &'static str, u64);
 
 /// [`serve`], with the process-wide counters `counters` lists.
-pub async fn serve_with<F, C>(addr: SocketAddr, role: &'static str, sessions: F, counters: C) -> Result<()>
+pub async fn serve_with<F, C>(
+    addr: SocketAddr,
+    role: &'static str,
+    access: Access,
+    sessions: F,
+    counters: C,
+) -> Result<()>
 where
     F: Fn() -> Vec<SessionView> + Send + Sync + 'static,
     C: Fn() -> Vec<Counter> + Send + Sync + 'static,
@@ -56,6 +79,8 @@ where
     info!("status on http://{addr}/ (live view), /status (JSON), /metrics (Prometheus)");
     let ctx = Arc::new(Ctx {
         role,
+        addr,
+        access,
         sessions: Box::new(sessions),
         counters: Box::new(counters),
         history: Mutex::new(live::History::default()),
@@ -71,10 +96,16 @@ where
         }
     });
     tokio::spawn(async move {
+        let mut backoff = crate::listen::Backoff::default();
         loop {
-            let Ok((s, _)) = l.accept().await else { continue };
-            let ctx = ctx.clone();
-            tokio::spawn(async move { answer(s, &ctx).await });
+            match l.accept().await {
+                Ok((s, _)) => {
+                    backoff.reset();
+                    let ctx = ctx.clone();
+                    tokio::spawn(async move { answer(s, &ctx).await });
+                }
+                Err(e) => backoff.failed(&e, "status_listen").await,
+            }
         }
     });
     Ok(())
@@ -82,6 +113,8 @@ where
 
 struct Ctx {
     role: &'static str,
+    addr: SocketAddr,
+    access: Access,
     sessions: Box<dyn Fn() -> Vec<SessionView> + Send + Sync>,
     counters: Box<dyn Fn() -> Vec<Counter> + Send + Sync>,
     history: Mutex<live::History>,
@@ -114,12 +147,15 @@ impl Ctx {
     }
 }
 
-/// A parsed request: its path (query string dropped) and whether it accepts OpenMetrics.
-#[derive(Debug, PartialEq, Eq)]
+/// A parsed request: its path (query string dropped), whether it accepts OpenMetrics,
+/// its `Host` and its bearer token.
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Request {
     method: String,
     path: String,
     openmetrics: bool,
+    host: Option<String>,
+    bearer: Option<String>,
 }
 
 fn parse_request(head: &str) -> Option<Request> {
@@ -128,15 +164,57 @@ fn parse_request(head: &str) -> Option<Request> {
     let method = first.next()?.to_string();
     let target = first.next()?;
     let path = target.split(['?', '#']).next().unwrap_or("/").to_string();
-    let openmetrics = lines.any(|l| {
-        l.split_once(':')
-            .is_some_and(|(k, v)| k.trim().eq_ignore_ascii_case("accept") && v.contains("application/openmetrics-text"))
-    });
-    Some(Request {
+    let mut r = Request {
         method,
         path,
-        openmetrics,
-    })
+        ..Default::default()
+    };
+    for (k, v) in lines.filter_map(|l| l.split_once(':')) {
+        let (k, v) = (k.trim(), v.trim());
+        if k.eq_ignore_ascii_case("accept") {
+            r.openmetrics |= v.contains("application/openmetrics-text");
+        } else if k.eq_ignore_ascii_case("host") {
+            r.host = Some(v.to_string());
+        } else if k.eq_ignore_ascii_case("authorization") {
+            r.bearer = v
+                .split_once(' ')
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, t)| t.trim().to_string());
+        }
+    }
+    Some(r)
+}
+
+/// Whether `host` (a `Host` header: name or address, and maybe a port) names this
+/// listener: its own address (any address if it listens on all), a loopback address or
+/// `localhost`, or a name in `extra`; a port given must be the listener's.
+fn host_expected(host: &str, listen: SocketAddr, extra: &[String]) -> bool {
+    let (name, port) = match host.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((ip, tail)) => (ip, tail.strip_prefix(':')),
+            None => return false,
+        },
+        None => match host.rsplit_once(':') {
+            Some((n, p)) if !n.contains(':') => (n, Some(p)),
+            _ => (host, None),
+        },
+    };
+    if port.is_some_and(|p| p.parse::<u16>().ok() != Some(listen.port())) {
+        return false;
+    }
+    let name = name.trim_end_matches('.');
+    match name.parse::<std::net::IpAddr>() {
+        Ok(ip) => {
+            let ip = crate::acl::canonical(ip);
+            ip == crate::acl::canonical(listen.ip()) || ip.is_loopback() || listen.ip().is_unspecified()
+        }
+        Err(_) => name.eq_ignore_ascii_case("localhost") || extra.iter().any(|h| h.eq_ignore_ascii_case(name)),
+    }
+}
+
+/// Compares two tokens in time that does not depend on where they differ.
+fn same_token(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn read_head(s: &mut TcpStream) -> String {
@@ -154,13 +232,40 @@ async fn read_head(s: &mut TcpStream) -> String {
 
 async fn answer(mut s: TcpStream, ctx: &Ctx) {
     let head = read_head(&mut s).await;
+    const TEXT: &str = "text/plain";
     let (status, ctype, body) = match parse_request(&head) {
-        Some(r) if r.method != "GET" => ("405 Method Not Allowed", "text/plain", "GET only\n".to_string()),
+        None => ("400 Bad Request", TEXT, "bad request\n".to_string()),
+        // No Host at all (HTTP/1.0 allows it) is no rebinding: a browser always sends one.
+        Some(r)
+            if r.host
+                .as_deref()
+                .is_some_and(|h| !host_expected(h, ctx.addr, &ctx.access.hosts)) =>
+        {
+            (
+                "421 Misdirected Request",
+                TEXT,
+                "this Host is not one this status listener answers to (status_hosts)\n".to_string(),
+            )
+        }
+        Some(r)
+            if ctx
+                .access
+                .token
+                .as_deref()
+                .is_some_and(|t| !r.bearer.as_deref().is_some_and(|b| same_token(b, t))) =>
+        {
+            (
+                "401 Unauthorized\r\nwww-authenticate: Bearer",
+                TEXT,
+                "a bearer token is needed (status_token)\n".to_string(),
+            )
+        }
+        Some(r) if r.method != "GET" => ("405 Method Not Allowed", TEXT, "GET only\n".to_string()),
         Some(r) => route(&r, ctx),
-        None => ("400 Bad Request", "text/plain", "bad request\n".to_string()),
     };
     let resp = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\ncache-control: no-store\r\n\
+         x-content-type-options: nosniff\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
     let _ = s.write_all(resp.as_bytes()).await;
@@ -197,7 +302,10 @@ pub async fn get(addr: SocketAddr, path: &str) -> Result<String> {
     let mut s = TcpStream::connect(addr)
         .await
         .with_context(|| format!("no status endpoint at {addr} (is status_listen set?)"))?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: mpflex\r\nconnection: close\r\n\r\n").as_bytes())
+    let auth = std::env::var(TOKEN_ENV)
+        .map(|t| format!("authorization: Bearer {}\r\n", t.trim()))
+        .unwrap_or_default();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\n{auth}connection: close\r\n\r\n").as_bytes())
         .await?;
     let mut resp = Vec::new();
     s.read_to_end(&mut resp).await?;
@@ -263,8 +371,15 @@ mod tests {
             Request {
                 method: "GET".into(),
                 path: "/metrics".into(),
-                openmetrics: true
+                openmetrics: true,
+                host: Some("a".into()),
+                bearer: None,
             }
+        );
+        let r = parse_request("GET / HTTP/1.1\r\nHOST: [::1]:9\r\nAuthorization: bearer  s3cret \r\n\r\n").unwrap();
+        assert_eq!(
+            (r.host.as_deref(), r.bearer.as_deref()),
+            (Some("[::1]:9"), Some("s3cret"))
         );
         let r = parse_request("GET / HTTP/1.1\r\naccept: text/html\r\n\r\n").unwrap();
         assert_eq!((r.path.as_str(), r.openmetrics), ("/", false));
@@ -279,7 +394,9 @@ mod tests {
         let addr = l.local_addr().unwrap();
         drop(l);
         let s = crate::status::metrics::tests::sample_session();
-        serve(addr, "server", move || vec![s.clone()]).await.unwrap();
+        serve(addr, "server", Access::default(), move || vec![s.clone()])
+            .await
+            .unwrap();
         let v = fetch(addr).await.unwrap();
         assert_eq!(v["role"], "server");
         assert_eq!(v["sessions"][0]["client"], "lap\"top");
@@ -296,5 +413,87 @@ mod tests {
         assert_eq!(live["sessions"][0]["paths"].as_array().unwrap().len(), 2);
         let e = get(addr, "/nothing").await.unwrap_err().to_string();
         assert!(e.contains("404"), "{e}");
+        // A browser led here by a rebinding name; a request without Host (HTTP/1.0).
+        let raw = raw_get(addr, "GET /status HTTP/1.1\r\nHost: attacker.example\r\n\r\n").await;
+        assert!(raw.starts_with("HTTP/1.1 421 "), "{raw}");
+        assert!(!raw.contains("lap"), "{raw}");
+        let raw = raw_get(addr, "GET /status HTTP/1.0\r\n\r\n").await;
+        assert!(raw.starts_with("HTTP/1.1 200 "), "{raw}");
+        let raw = raw_get(
+            addr,
+            &format!("GET /status HTTP/1.1\r\nHost: localhost:{}\r\n\r\n", addr.port()),
+        )
+        .await;
+        assert!(
+            raw.starts_with("HTTP/1.1 200 ") && raw.contains("x-content-type-options: nosniff"),
+            "{raw}"
+        );
+    }
+
+    /// Sends `request` as it is and returns the whole answer.
+    async fn raw_get(addr: SocketAddr, request: &str) -> String {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut resp = Vec::new();
+        s.read_to_end(&mut resp).await.unwrap();
+        String::from_utf8_lossy(&resp).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_token_is_required_when_set() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        let access = Access {
+            hosts: vec!["mon.example".into()],
+            token: Some("s3cret".into()),
+        };
+        serve(addr, "server", access, Vec::new).await.unwrap();
+        let host = format!("Host: mon.example:{}\r\n", addr.port());
+        for (auth, want) in [
+            ("", "401"),
+            ("Authorization: Bearer wrong!\r\n", "401"),
+            ("Authorization: Basic czNjcmV0\r\n", "401"),
+            ("Authorization: Bearer s3cret\r\n", "200"),
+        ] {
+            let raw = raw_get(addr, &format!("GET /metrics HTTP/1.1\r\n{host}{auth}\r\n")).await;
+            assert!(raw.starts_with(&format!("HTTP/1.1 {want} ")), "{auth}: {raw}");
+        }
+    }
+
+    #[test]
+    fn expected_hosts() {
+        let on = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let extra = ["mon.example".to_string()];
+        let lo = on("127.0.0.1:9191");
+        for h in [
+            "127.0.0.1:9191",
+            "127.0.0.1",
+            "localhost",
+            "LOCALHOST:9191",
+            "[::1]:9191",
+            "127.0.0.2",
+            "mon.example",
+            "localhost.",
+        ] {
+            assert!(host_expected(h, lo, &extra), "{h}");
+        }
+        for h in [
+            "attacker.example",
+            "attacker.example:9191",
+            "127.0.0.1:80",
+            "localhost:1",
+            "10.0.0.1",
+            "[::1",
+            "",
+            "127.0.0.1.nip.io",
+        ] {
+            assert!(!host_expected(h, lo, &extra), "{h}");
+        }
+        // Listening on a management address, or on all.
+        assert!(host_expected("10.0.0.5:9191", on("10.0.0.5:9191"), &[]));
+        assert!(!host_expected("10.0.0.6:9191", on("10.0.0.5:9191"), &[]));
+        assert!(host_expected("[2001:db8::5]:9191", on("[::]:9191"), &[]));
+        assert!(!host_expected("rebind.example:9191", on("0.0.0.0:9191"), &[]));
     }
 }

@@ -377,7 +377,7 @@ pub fn http_json(ns: &str, port: u16) -> serde_json::Value {
             return serde_json::Value::Null;
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
-        let _ = s.write_all(b"GET /status HTTP/1.0\r\nHost: x\r\n\r\n");
+        let _ = s.write_all(format!("GET /status HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes());
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out);
         let text = String::from_utf8_lossy(&out);

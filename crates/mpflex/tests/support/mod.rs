@@ -25,6 +25,7 @@ pub const SERVER_PORT: u16 = 7000;
 pub const CLIENT_STATUS: u16 = 9190;
 pub const SERVER_STATUS: u16 = 9191;
 
+pub mod hostile;
 pub mod lan;
 mod transfer;
 #[allow(unused_imports)]
@@ -61,9 +62,11 @@ pub struct Options {
     pub server_toml: String,
     /// Top-level lines added to the client's configuration (before its tables).
     pub client_root: String,
-    /// Lines added to the server's `[acl]` table (which allows loopback and private
-    /// networks).
+    /// Lines added to the server's `[acl]` table (which allows loopback, private and
+    /// link-local networks and the server's own addresses, where the lab's services are).
     pub server_acl: String,
+    /// The server's `[acl]` table whole, in place of the lab's open one.
+    pub acl_table: Option<String>,
     /// How server and client are started: (role, configuration file) to the command line;
     /// `mpflex <role> --config <file>` with the binary under test if `None`.
     pub launch: Option<Box<Launch>>,
@@ -114,6 +117,7 @@ impl Default for Options {
             client_toml: String::new(),
             server_toml: String::new(),
             server_acl: String::new(),
+            acl_table: None,
             client_root: String::new(),
             launch: None,
             bind_device: false,
@@ -413,7 +417,7 @@ impl Lab {
             format!(
                 "listen = [\"{listen}\"]\nprivate_key = \"{spriv}\"\nstatus_listen = \"127.0.0.1:{SERVER_STATUS}\"\n\
                  scheduler = \"{sched}\"\n[[clients]]\nname = \"test\"\npublic_key = \"{cpub}\"\n\
-                 [acl]\nallow_loopback = true\nallow_private = true\n{acl}[tuning]\nkeepalive_ms = {ka}\npath_timeout_ms = {pt}\n\
+                 [acl]\n{acl}[tuning]\nkeepalive_ms = {ka}\npath_timeout_ms = {pt}\n\
                  queue_target_ms = {qt}\n{cc}{extra}",
                 listen = opts.server_listen,
                 sched = opts.scheduler,
@@ -422,7 +426,7 @@ impl Lab {
                 qt = opts.queue_target_ms,
                 cc = congestion(opts),
                 extra = opts.server_toml,
-                acl = opts.server_acl,
+                acl = opts.acl_table.clone().unwrap_or(format!("allow_loopback = true\nallow_private = true\nallow_link_local = true\nallow_own = [\"0.0.0.0/0\", \"::/0\"]\n{}", opts.server_acl)),
             ),
         )
         .unwrap();
