@@ -88,6 +88,11 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
         token,
         placement,
     };
+    if cfg.tun.as_ref().is_some_and(|t| t.routes.is_some()) {
+        // The TUN's routing takes the host's traffic once installed: the path sockets
+        // carry the mark that keeps them on their links from their first dial.
+        crate::tun::routes::mark_path_sockets();
+    }
     paths::start(&cfg, &h, keys, shutdown.clone()).await?;
     let mut ledger = None;
     if let Some(store) = store {
@@ -157,15 +162,19 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
             }
         }));
     }
-    if let Some(t) = &cfg.tun {
-        listeners.push(crate::tun::start(t, h.clone(), shutdown.clone())?);
-    }
+    let tun = match &cfg.tun {
+        Some(t) => Some(crate::tun::start(t, h.clone(), shutdown.clone()).await?),
+        None => None,
+    };
     tokio::select! {
         _ = shutdown.cancelled() => info!("shutting down"),
         _ = h.closed.cancelled() => warn!("session closed"),
     }
     for l in listeners {
         l.abort();
+    }
+    if let Some(t) = tun {
+        t.stop().await;
     }
     h.close(close::NORMAL).await;
     h.abort_all_streams();

@@ -308,3 +308,41 @@ fn secret_files_readable_by_others_are_named() {
     assert_eq!(super::secret_file_problem(&f), None);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn tun_routes_and_lan_load_and_bad_values_name_the_fix() {
+    use crate::tun::routes::Capture;
+    let tun = |keys: &str| {
+        with_paths(&format!(
+            "[[paths]]\nname = \"a\"\nserver = \"10.0.0.1:7000\"\n[tun]\n{keys}"
+        ))
+    };
+    let c = tun("").unwrap();
+    assert_eq!(c.tun.unwrap().capture().unwrap(), None, "no routes unless asked");
+    let c = tun("routes = \"default\"\nlan = [\"lan0\"]\n").unwrap();
+    let t = c.tun.unwrap();
+    assert_eq!(t.capture().unwrap(), Some(Capture::Default));
+    assert_eq!(t.lan, ["lan0"]);
+    let c = tun("routes = [\"203.0.113.7/24\", \"2001:db8::/32\"]\n").unwrap();
+    assert_eq!(
+        c.tun.unwrap().capture().unwrap(),
+        Some(Capture::Prefixes(vec![
+            "203.0.113.0/24".parse().unwrap(),
+            "2001:db8::/32".parse().unwrap()
+        ]))
+    );
+    for (keys, want) in [
+        ("routes = \"all\"\n", "tun.routes: \"all\" is neither \"default\""),
+        ("routes = []\n", "tun.routes: an empty list"),
+        ("routes = [\"10.0.0.0\"]\n", "tun.routes: \"10.0.0.0\" is not a prefix"),
+        ("fd = 5\nroutes = \"default\"\n", "tun.routes: not with tun.fd = 5"),
+        ("lan = [\"lan0\"]\n", "tun.lan: a LAN goes into the TUN by its routes"),
+        (
+            "routes = \"default\"\nlan = [\"a-name-too-long-for-linux\"]\n",
+            "tun.lan: \"a-name-too-long-for-linux\" is not an interface name",
+        ),
+    ] {
+        let e = format!("{:#}", tun(keys).unwrap_err());
+        assert!(e.starts_with(want), "{keys:?}: {e}");
+    }
+}

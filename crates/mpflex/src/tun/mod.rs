@@ -47,6 +47,21 @@ pub struct TunConfig {
     /// creates no device and touches no address or route.
     #[serde(default)]
     pub fd: Option<RawFd>,
+    /// What mpflex routes into the device: `"default"` (all of the host's traffic), a
+    /// list of prefixes, or nothing (absent: the user routes, as without this key).
+    #[serde(default)]
+    pub routes: Option<RoutesConfig>,
+    /// LAN devices whose forwarded traffic goes into the device too (needs `routes`).
+    #[serde(default)]
+    pub lan: Vec<String>,
+}
+
+/// `tun.routes`: the word `"default"` or a list of prefixes.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum RoutesConfig {
+    Word(String),
+    Prefixes(Vec<String>),
 }
 
 fn default_name() -> String {
@@ -84,7 +99,43 @@ impl TunConfig {
         }
         self.v4()?;
         self.v6()?;
+        self.capture()?;
+        for dev in &self.lan {
+            if dev.is_empty() || dev.len() > 15 || dev.contains('/') {
+                bail!("tun.lan: {dev:?} is not an interface name (1 to 15 characters)");
+            }
+        }
+        if !self.lan.is_empty() && self.routes.is_none() {
+            bail!("tun.lan: a LAN goes into the TUN by its routes; set tun.routes too (\"default\" or prefixes)");
+        }
         Ok(())
+    }
+
+    /// What `tun.routes` sends into the device; `None` when mpflex routes nothing.
+    pub fn capture(&self) -> Result<Option<routes::Capture>> {
+        let Some(r) = &self.routes else { return Ok(None) };
+        if let Some(fd) = self.fd {
+            bail!("tun.routes: not with tun.fd = {fd}; a handed-in descriptor's routes belong to whoever opened it");
+        }
+        match r {
+            RoutesConfig::Word(w) if w == "default" => Ok(Some(routes::Capture::Default)),
+            RoutesConfig::Word(w) => {
+                bail!("tun.routes: {w:?} is neither \"default\" nor a list of prefixes ([\"203.0.113.0/24\", ...])")
+            }
+            RoutesConfig::Prefixes(list) if list.is_empty() => {
+                bail!("tun.routes: an empty list routes nothing; leave tun.routes out for that")
+            }
+            RoutesConfig::Prefixes(list) => {
+                let mut out = Vec::with_capacity(list.len());
+                for p in list {
+                    let n: ipnet::IpNet = p
+                        .parse()
+                        .with_context(|| format!("tun.routes: {p:?} is not a prefix (address/length)"))?;
+                    out.push(n.trunc());
+                }
+                Ok(Some(routes::Capture::Prefixes(out)))
+            }
+        }
     }
 
     fn v4(&self) -> Result<Option<Ipv4Net>> {
@@ -134,9 +185,31 @@ pub struct TunCounters {
     pub dropped_oversize: u64,
 }
 
-/// Opens the device (or takes the handed-in descriptor), then runs the ingress until
-/// `stop` or the session ends.
-pub fn start(cfg: &TunConfig, h: SessionHandle, stop: CancellationToken) -> Result<tokio::task::JoinHandle<()>> {
+/// The running ingress: its task and the routing it installed.
+pub struct Tun {
+    task: tokio::task::JoinHandle<()>,
+    routes: Option<routes::Installed>,
+}
+
+impl Tun {
+    /// Stops the ingress and removes the routing it installed (the device goes with the
+    /// task).
+    pub async fn stop(self) {
+        self.task.abort();
+        let _ = self.task.await;
+        if let Some(r) = self.routes {
+            if let Err(e) = r.remove().await {
+                tracing::error!("TUN routing not fully removed (the next start removes it): {e:#}");
+            }
+        }
+    }
+}
+
+/// Opens the device (or takes the handed-in descriptor), installs `tun.routes` once it
+/// is up, then runs the ingress until `stop` or the session ends ([`Tun::stop`] undoes
+/// the routing).
+pub async fn start(cfg: &TunConfig, h: SessionHandle, stop: CancellationToken) -> Result<Tun> {
+    let capture = cfg.capture()?;
     let dev = open(cfg)?;
     let name = dev.name().unwrap_or_else(|_| cfg.name.clone());
     let mtu = match cfg.fd {
@@ -147,11 +220,29 @@ pub fn start(cfg: &TunConfig, h: SessionHandle, stop: CancellationToken) -> Resu
     let stack = std::sync::Arc::new(stack::Stack::new(usize::from(mtu)));
     let s = stack.clone();
     h.with(|sh| sh.tun = Some(std::sync::Arc::new(move || s.counters())));
-    Ok(tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         if let Err(e) = stack::run(h, dev, stack, stop).await {
             tracing::error!("TUN ingress stopped: {e:#}");
         }
-    }))
+    });
+    let routes = match capture {
+        None => None,
+        Some(capture) => {
+            let plan = routes::Plan {
+                dev: name,
+                capture,
+                lan: cfg.lan.clone(),
+            };
+            match routes::install(&plan).await {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    task.abort();
+                    return Err(e);
+                }
+            }
+        }
+    };
+    Ok(Tun { task, routes })
 }
 
 fn open(cfg: &TunConfig) -> Result<tun_rs::AsyncDevice> {

@@ -79,6 +79,12 @@ pub fn path_mark() -> Option<u32> {
     }
 }
 
+/// Marks path sockets opened from now on, before [`install`] (which marks them too): a
+/// client that will install routes dials its paths marked, so none needs re-marking.
+pub fn mark_path_sockets() {
+    PATH_MARK.store(MARK, Ordering::Relaxed);
+}
+
 /// Routes and rules installed by [`install`]; [`Installed::remove`] takes them away.
 pub struct Installed {
     handle: Handle,

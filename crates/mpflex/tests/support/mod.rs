@@ -83,6 +83,8 @@ pub struct Options {
     pub routed: bool,
     /// How many paths must be up before the test starts.
     pub paths_up: usize,
+    /// The client is not started: the test starts it ([`Lab::start_client`]).
+    pub defer_client: bool,
 }
 
 /// (role, configuration file) to a command line.
@@ -126,6 +128,7 @@ impl Default for Options {
             server_listen: "0.0.0.0:7000",
             routed: false,
             paths_up: 2,
+            defer_client: false,
         }
     }
 }
@@ -141,6 +144,8 @@ pub struct Lab {
     pub server_pub: String,
     /// `Options::rate_mbit`, for paths added later.
     rate_mbit: u32,
+    /// The client's command line.
+    client_args: Vec<String>,
 }
 
 impl Lab {
@@ -164,6 +169,7 @@ impl Lab {
             client_key: String::new(),
             server_pub: String::new(),
             rate_mbit: opts.rate_mbit,
+            client_args: Vec::new(),
         };
         if opts.rate_mbit > 0 {
             for p in 0..lab.topo.paths {
@@ -480,14 +486,38 @@ impl Lab {
         ));
         self.wait_port(&self.topo.server_ns.clone(), ORIGIN_PORT);
         self.wait_port(&self.topo.server_ns.clone(), SERVER_PORT);
-        let args = command("client", &ccfg);
-        self.client = Some(self.spawn(
-            &self.topo.client_ns,
-            &args.iter().map(String::as_str).collect::<Vec<_>>(),
-            "client.log",
-        ));
+        self.client_args = command("client", &ccfg);
+        if !opts.defer_client {
+            self.start_client("client.log", opts.paths_up);
+        }
+    }
+
+    /// Starts the client (logging to `log` in the lab's directory) and waits for its
+    /// SOCKS port and `paths_up` paths.
+    pub fn start_client(&mut self, log: &str, paths_up: usize) {
+        let args: Vec<&str> = self.client_args.iter().map(String::as_str).collect();
+        self.client = Some(self.spawn(&self.topo.client_ns, &args, log));
         self.wait_port(&self.topo.client_ns.clone(), SOCKS_PORT);
-        self.wait_paths_up(opts.paths_up, Duration::from_secs(10));
+        self.wait_paths_up(paths_up, Duration::from_secs(10));
+    }
+
+    /// Sends the client `signal` (`"TERM"`, `"INT"`, `"KILL"`) and waits (at most 10 s)
+    /// for it to exit; whether it exited with success.
+    pub fn stop_client(&mut self, signal: &str) -> bool {
+        let mut c = self.client.take().expect("a running client");
+        sh(&["kill", "-s", signal, &c.id().to_string()]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = c.try_wait().expect("wait") {
+                return status.success();
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!("the client did not exit within 10 s of SIG{signal}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn wait_port(&self, ns: &str, port: u16) {
