@@ -19,16 +19,18 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-/// A stream's traffic class.
+/// A stream's traffic class. Its number indexes the per-class tables (latency, counters)
+/// and is pinned, as the wire's identities are, so a class keeps its place in them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
 pub enum TrafficClass {
     /// Latency-bound, small: requests, responses, keystrokes. Sent before bulk bytes.
-    Interactive,
+    Interactive = 0,
     /// Throughput-bound, backlogged. Held to queue control's target on every path.
-    Bulk,
+    Bulk = 1,
     /// Steady small packets with a deadline (VoIP, games): as interactive, for datagram
     /// flows.
-    Realtime,
+    Realtime = 2,
 }
 
 impl TrafficClass {
@@ -45,6 +47,11 @@ impl TrafficClass {
             TrafficClass::Bulk => "bulk",
             TrafficClass::Realtime => "realtime",
         }
+    }
+
+    /// Its pinned number.
+    pub fn id(self) -> u8 {
+        self as u8
     }
 
     fn index(self) -> usize {
@@ -67,12 +74,10 @@ impl FromStr for TrafficClass {
     type Err = UnknownClass;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "interactive" => Ok(TrafficClass::Interactive),
-            "bulk" => Ok(TrafficClass::Bulk),
-            "realtime" => Ok(TrafficClass::Realtime),
-            other => Err(UnknownClass(other.to_string())),
-        }
+        TrafficClass::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| UnknownClass(s.to_string()))
     }
 }
 
@@ -357,5 +362,21 @@ mod tests {
         assert!((s[0].mean_ms - 32.7).abs() < 0.01);
         l.record(TrafficClass::Bulk, Duration::from_secs(100));
         assert_eq!(l.summaries()[1].p50_ms, f64::INFINITY, "beyond the last bound");
+    }
+
+    /// The class numbers, pinned, and every accepted name parses to the class that shows
+    /// it (the name a configuration's `[[classes]]` rule gives is the class that runs).
+    #[test]
+    fn class_numbers_are_pinned_and_names_round_trip() {
+        let pinned = [("interactive", 0), ("bulk", 1), ("realtime", 2)];
+        assert_eq!(pinned.len(), TrafficClass::ALL.len());
+        for (name, n) in pinned {
+            let c: TrafficClass = name.parse().unwrap();
+            assert_eq!((c.id(), c.name()), (n, name));
+        }
+        assert_eq!(
+            "voip".parse::<TrafficClass>().unwrap_err().to_string(),
+            "unknown traffic class \"voip\" (expected interactive, bulk or realtime)"
+        );
     }
 }

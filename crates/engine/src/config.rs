@@ -88,7 +88,7 @@ pub struct EngineConfig {
     /// ([`crate::DatagramCounters::dropped_queue_full`]).
     pub datagram_queue: usize,
     /// Most datagram flows a peer may open; a `FlowOpen` beyond it is refused with
-    /// `flow_close::TOO_MANY`.
+    /// [`mpflex_wire::FlowCloseCode::TooMany`].
     pub max_flows: usize,
 }
 

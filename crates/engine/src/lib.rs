@@ -47,13 +47,14 @@ pub use datagram::{
 };
 pub use kernel::{RateEstimate, TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
 pub use mpflex_sched::{SchedulerKind, UnknownScheduler};
+pub use mpflex_wire::{CloseCode, FlowCloseCode, ResetCode, Tier, UnknownTier};
 pub use owd::OwdEstimator;
 pub use paths::{LinkHint, PathCounters, PathStatus};
 pub use send::{ALL_PATHS, MIN_SPLIT, SEQUENCE_AHEAD};
 pub use session::{
     EnergyAwareView, EnergyMode, Event, PollTransmit, ProtocolError, RecvResult, Session, SessionCounters,
 };
-pub use supervisor::{PathState, TIER_BACKUP, TIER_ENERGY_STANDBY, TIER_OFF, TIER_PRIMARY, TIER_SECONDARY};
+pub use supervisor::PathState;
 pub use writer::{
     Budget, PathSocket, PathWriter, QueuePhase, RampTest, SocketWants, WriterStep, INITIAL_LOWAT, MIN_LOWAT,
 };

@@ -13,14 +13,12 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use mpflex_sched::PathSnapshot;
-use mpflex_wire::Frame;
+use mpflex_wire::{Frame, Tier};
 
 use crate::config::EngineConfig;
 use crate::kernel::TcpInfo;
 use crate::owd::{OwdEstimator, QueueDelay};
-use crate::supervisor::{
-    KernelView, PathState, Quality, Suspicion, Verdict, TIER_BACKUP, TIER_ENERGY_STANDBY, TIER_OFF,
-};
+use crate::supervisor::{KernelView, PathState, Quality, Suspicion, Verdict};
 use crate::writer::PathWriter;
 use crate::MAX_PATHS;
 
@@ -154,9 +152,9 @@ pub(crate) struct PathEntry {
     pub quality: Quality,
     /// What the link layer under it says (a WiFi signal fading: [`LinkHint`]).
     hint: HintState,
-    /// Its tier ([`crate::supervisor::TIER_PRIMARY`] …): lower tiers carry only while no
+    /// Its tier ([`Tier::Primary`] …): lower tiers carry only while no
     /// better one can.
-    pub tier: u8,
+    pub tier: Tier,
     /// Held back by the energy-aware mode ([`crate::emptcp`]): a tier below every
     /// configured one, and quiet (see [`PathEntry::quiet`]).
     pub energy_standby: bool,
@@ -220,7 +218,7 @@ impl PathEntry {
             suspicion: Suspicion::default(),
             quality: Quality::default(),
             hint: HintState::default(),
-            tier: 0,
+            tier: Tier::Primary,
             energy_standby: false,
             writer: None,
             allowance: None,
@@ -276,11 +274,11 @@ impl PathEntry {
         self.eligible
     }
 
-    /// The tier it carries in: its own, or [`TIER_ENERGY_STANDBY`] while the
+    /// The tier it carries in: its own, or [`Tier::EnergyStandby`] while the
     /// energy-aware mode holds it back (and the tier its peer announced, on a server).
-    pub fn effective_tier(&self) -> u8 {
+    pub fn effective_tier(&self) -> Tier {
         if self.energy_standby {
-            self.tier.max(TIER_ENERGY_STANDBY)
+            self.tier.max(Tier::EnergyStandby)
         } else {
             self.tier
         }
@@ -291,7 +289,7 @@ impl PathEntry {
     /// seed 003 §3.1.2) — eMPTCP does not even open the subflow; and a path that must not
     /// talk cannot be expected to answer.
     pub fn quiet(&self) -> bool {
-        self.effective_tier() >= TIER_ENERGY_STANDBY && !self.eligible && !self.holding()
+        self.effective_tier() >= Tier::EnergyStandby && !self.eligible && !self.holding()
     }
 
     /// Last sign of life: the session's progress or an ACK its kernel socket received.
@@ -438,7 +436,7 @@ impl Paths {
         }
     }
 
-    pub fn set_tier(&mut self, path: usize, tier: u8, now: Instant) {
+    pub fn set_tier(&mut self, path: usize, tier: Tier, now: Instant) {
         self.ensure(path, now);
         let p = &mut self.entries[path];
         let was_quiet = p.quiet();
@@ -459,7 +457,7 @@ impl Paths {
     /// clocks now (it was not expected to talk), and the carrying set is decided again.
     fn woken(&mut self, path: usize, was_quiet: bool, now: Instant) {
         let p = &mut self.entries[path];
-        p.snap.backup = p.effective_tier() >= TIER_BACKUP;
+        p.snap.backup = p.effective_tier() >= Tier::Backup;
         if was_quiet && !p.quiet() {
             p.last_recv = p.last_recv.max(now);
             p.unanswered = None;
@@ -485,7 +483,7 @@ impl Paths {
     fn carrying_without(&self, exclude: u64) -> u64 {
         let spent = |p: &PathEntry| p.allowance.is_some_and(|a| a < MIN_ALLOWANCE);
         let candidate = |p: &PathEntry| {
-            exclude & (1u64 << p.snap.id) == 0 && p.is_up() && !p.suspect() && p.tier < TIER_OFF && !spent(p)
+            exclude & (1u64 << p.snap.id) == 0 && p.is_up() && !p.suspect() && p.tier < Tier::Off && !spent(p)
         };
         let healthy = self.entries.iter().any(|p| candidate(p) && !p.degraded());
         let pool = |p: &PathEntry| candidate(p) && (!healthy || !p.degraded());

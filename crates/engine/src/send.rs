@@ -421,7 +421,7 @@ impl SendQueue {
     }
 
     /// Gives a frame that needs no staging (a Reset) the next sequence number.
-    pub fn sequence_reset(&mut self, stream: StreamId, code: u8) {
+    pub fn sequence_reset(&mut self, stream: StreamId, code: mpflex_wire::ResetCode) {
         let frame = Frame::Reset {
             seq: self.next_seq,
             stream,

@@ -41,19 +41,6 @@ use std::time::{Duration, Instant};
 
 use crate::kernel::TcpInfo;
 
-/// Tier of a path that carries data whenever it can.
-pub const TIER_PRIMARY: u8 = 0;
-/// Tier of a path that carries data only while no primary path can.
-pub const TIER_SECONDARY: u8 = 1;
-/// Tier of a path that carries data only while no primary or secondary path can.
-pub const TIER_BACKUP: u8 = 2;
-/// A path the energy-aware mode holds back (a cellular link while WiFi suffices): below
-/// every configured tier, so it still takes over when nothing else can carry.
-pub const TIER_ENERGY_STANDBY: u8 = 3;
-/// Tier of a path that carries no data at all (a data cap reached with `at_cap = "off"`):
-/// it stays connected for control frames, so lifting the cap needs no handshake.
-pub const TIER_OFF: u8 = 4;
-
 /// A path's state, as status output shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PathState {

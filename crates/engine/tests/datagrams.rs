@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use mpflex_engine::harness::{Pair, PathSpec};
 use mpflex_engine::{DatagramClass, FlowId};
-use mpflex_wire::{flow_close, TargetAddr};
+use mpflex_wire::{FlowCloseCode, TargetAddr};
 
 fn dest() -> TargetAddr {
     TargetAddr::Ip("192.0.2.1:5004".parse().unwrap())
@@ -211,11 +211,11 @@ fn a_refused_flow_is_closed_with_its_reason() {
         pair.step();
     }
     assert!(pair.server_flows.contains_key(&flow));
-    pair.server.close_flow(flow, flow_close::REFUSED);
+    pair.server.close_flow(flow, FlowCloseCode::Refused);
     for _ in 0..100 {
         pair.step();
     }
-    assert!(pair.flow_closes.contains(&(true, flow, flow_close::REFUSED)));
+    assert!(pair.flow_closes.contains(&(true, flow, FlowCloseCode::Refused)));
     assert_eq!(pair.client.datagram_counters().flows_refused, 1);
     assert_eq!(pair.server.datagram_counters().flows_refused, 1);
     assert_eq!(pair.client.send_datagram(flow, numbered(1, 50)), None);
@@ -251,7 +251,7 @@ fn bad_datagram_input_is_counted_not_fatal() {
     }
     assert_eq!(pair.server.num_flows(), 2);
     assert_eq!(pair.server.datagram_counters().flows_refused, 1);
-    assert!(pair.flow_closes.contains(&(true, flows[2], flow_close::TOO_MANY)));
+    assert!(pair.flow_closes.contains(&(true, flows[2], FlowCloseCode::TooMany)));
     for &f in &flows[..2] {
         assert!(pair.client.send_datagram(f, numbered(9, 40)).is_some());
     }

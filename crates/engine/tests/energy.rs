@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use mpflex_engine::energy::LinkKind;
 use mpflex_engine::harness::{Pair as Sim, PathSpec};
-use mpflex_engine::{EnergyMode, PathState, TIER_ENERGY_STANDBY, TIER_PRIMARY};
+use mpflex_engine::{EnergyMode, PathState, Tier};
 
 /// A download of `bytes` over `wifi` and `lte` in energy-aware mode; returns the pair
 /// and when it completed (ms), calling `at(sim, ms)` every millisecond.
@@ -51,7 +51,7 @@ fn good_wifi_keeps_cellular_in_standby_on_both_sides() {
         if ms == 0 {
             assert_eq!(
                 sim.server.path_tier(1),
-                TIER_ENERGY_STANDBY,
+                Tier::EnergyStandby,
                 "the server learnt the standby"
             );
             assert_eq!(sim.client.path_state(1), PathState::Standby);
@@ -80,7 +80,7 @@ fn good_wifi_keeps_cellular_in_standby_on_both_sides() {
 fn bad_wifi_wakes_cellular_at_tau_and_the_server_follows() {
     let mut woke = None;
     let (sim, done) = download((10, 100).into(), (35, 1125).into(), 8_000_000, 15, |sim, ms| {
-        if woke.is_none() && sim.server.path_tier(1) == TIER_PRIMARY {
+        if woke.is_none() && sim.server.path_tier(1) == Tier::Primary {
             assert!(ms > 0);
             woke = Some(ms);
         }
@@ -124,7 +124,7 @@ fn a_short_tau_wakes_cellular_soon_after_it() {
             sent += sim.server.stream_send(id, Bytes::from(vec![7u8; 64 * 1024]));
         }
         sim.step();
-        if sim.server.path_tier(1) == TIER_PRIMARY {
+        if sim.server.path_tier(1) == Tier::Primary {
             woke = Some(ms);
             break;
         }

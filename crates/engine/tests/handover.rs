@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mpflex_engine::harness::{placeholder_addr, Pair as Sim, PathSpec};
-use mpflex_engine::{EngineConfig, PathState, TIER_BACKUP};
+use mpflex_engine::{EngineConfig, PathState, Tier};
 
 const MESSAGE: usize = 1000;
 /// One message every 4 ms: 2 Mbit/s.
@@ -365,14 +365,14 @@ fn a_backup_carries_nothing_while_the_primary_works_and_takes_over_when_it_fails
         |sim, ms| {
             if ms == 0 {
                 let now = sim.now;
-                sim.client.set_path_tier(1, TIER_BACKUP, now);
+                sim.client.set_path_tier(1, Tier::Backup, now);
             }
             if ms == 1 {
                 assert_eq!(sim.client.path_state(1), PathState::Standby);
             }
             if ms == 4000 {
                 let c = sim.server.path_counters(1).unwrap().0;
-                assert_eq!(sim.server.path_tier(1), TIER_BACKUP, "the server learnt the tier");
+                assert_eq!(sim.server.path_tier(1), Tier::Backup, "the server learnt the tier");
                 assert_eq!(c.payload_sent + c.payload_resent, 0, "the backup carried payload");
                 assert_eq!(sim.server.path_state(1), PathState::Standby);
                 sim.blackhole(0);

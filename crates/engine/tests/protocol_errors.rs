@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::Bytes;
-use mpflex_engine::{EngineConfig, Event, ProtocolError, RecvResult, Role, Session};
+use mpflex_engine::harness::Pair;
+use mpflex_engine::{EngineConfig, Event, ProtocolError, RecvResult, Role, Session, Tier};
 use mpflex_sched::MinRtt;
 use mpflex_wire::{Frame, TargetAddr};
 
@@ -64,14 +65,31 @@ fn duplicate_open_and_open_towards_client() {
 #[test]
 fn only_a_client_names_a_paths_tier() {
     let (mut s, now) = server();
-    s.handle_frame(0, Frame::Tier { tier: 2 }, now).unwrap();
-    assert_eq!(s.path_tier(0), 2);
+    s.handle_frame(0, Frame::Tier { tier: Tier::Backup }, now).unwrap();
+    assert_eq!(s.path_tier(0), Tier::Backup);
     let mut c = Session::new(EngineConfig::new(Role::Client), Box::new(MinRtt), now);
     c.path_up(0, now);
     assert_eq!(
-        c.handle_frame(0, Frame::Tier { tier: 0 }, now),
+        c.handle_frame(0, Frame::Tier { tier: Tier::Primary }, now),
         Err(ProtocolError::Unexpected("Tier"))
     );
+}
+
+/// Every tier name a configuration or status may use gives, on the server, the tier the
+/// client runs the path in: the client's word travels as the tier's wire number.
+#[test]
+fn every_tier_name_reaches_the_server_as_the_tier_the_client_runs() {
+    for name in Tier::accepted_names() {
+        let tier: Tier = name.parse().unwrap();
+        let mut pair = Pair::new("minrtt", &[(10, 1000)]);
+        let now = pair.now;
+        pair.client.set_path_tier(0, tier, now);
+        for _ in 0..100 {
+            pair.step();
+        }
+        assert_eq!(pair.client.path_tier(0), tier, "{name}");
+        assert_eq!(pair.server.path_tier(0), tier, "{name}: the server's tier");
+    }
 }
 
 /// Feeds Data frames of `chunk_len` bytes on stream 1, sequence numbers from `first_seq`,

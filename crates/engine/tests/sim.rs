@@ -381,7 +381,7 @@ fn resetting_a_stream_returns_its_unsent_bytes_to_the_session_window() {
         sim.step();
     }
     let sent = sim.client.path_counters(0).unwrap().0.payload_sent;
-    sim.client.stream_reset(a, 1);
+    sim.client.stream_reset(a, mpflex_wire::ResetCode::App);
     for _ in 0..3000 {
         sim.step();
     }
@@ -412,7 +412,7 @@ fn a_stream_the_peer_resets_stops_sending_its_backlog() {
     for _ in 0..20 {
         sim.step();
     }
-    sim.client.stream_reset(a, 1);
+    sim.client.stream_reset(a, mpflex_wire::ResetCode::App);
     let sent_at_reset = sim.server.path_counters(0).unwrap().0.payload_sent;
     for _ in 0..20_000 {
         sim.step();

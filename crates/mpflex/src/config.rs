@@ -98,36 +98,12 @@ pub struct PathConfig {
     pub at_cap: Option<String>,
 }
 
-/// A path's tier (`priority`): lower tiers carry data only while every higher tier is
-/// down or degraded (the active-standby modes of 3GPP ATSSS and of bonding products).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub enum Tier {
-    #[default]
-    Primary,
-    Secondary,
-    Backup,
-}
+pub use mpflex_engine::Tier;
 
-impl Tier {
-    pub const ALL: [Tier; 3] = [Tier::Primary, Tier::Secondary, Tier::Backup];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Tier::Primary => "primary",
-            Tier::Secondary => "secondary",
-            Tier::Backup => "backup",
-        }
-    }
-
-    /// The engine's number for it ([`mpflex_engine::Session::set_path_tier`]): 0 is the
-    /// highest.
-    pub fn level(self) -> u8 {
-        self as u8
-    }
-
-    pub fn from_level(level: u8) -> Tier {
-        Tier::ALL[(level as usize).min(2)]
-    }
+/// The tier a path's `priority` or a policy rule's `tiers` names: one of
+/// [`Tier::CONFIGURED`] (the others are the engine's energy standby and a data cap's off).
+pub fn configured_tier(name: &str) -> Option<Tier> {
+    name.parse::<Tier>().ok().filter(|t| t.is_configured())
 }
 
 impl PathConfig {
@@ -153,7 +129,7 @@ impl PathConfig {
     pub fn tier(&self, i: usize) -> Result<Tier> {
         let named = match self.priority.as_deref() {
             None => None,
-            Some(p) => Some(Tier::ALL.into_iter().find(|t| t.name() == p).ok_or_else(|| {
+            Some(p) => Some(configured_tier(p).ok_or_else(|| {
                 anyhow::anyhow!("paths[{i}].priority: unknown tier {p:?} (expected primary, secondary or backup)")
             })?),
         };

@@ -11,7 +11,7 @@ use anyhow::{bail, Result};
 use bytes::Bytes;
 use mpflex_engine::join::{JoinError, JoinRequest, ServerInfo};
 use mpflex_engine::{Role, Session};
-use mpflex_wire::{close, flow_close, reset, Route, TargetAddr};
+use mpflex_wire::{CloseCode, FlowCloseCode, Refusal, Route, TargetAddr};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -111,7 +111,11 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     drain(&srv).await;
     // A server of a pool tells its clients to move on (they open a new session through
     // the balancer); a lone server says it ended.
-    let code = if srv.me.id != 0 { close::DRAINING } else { close::NORMAL };
+    let code = if srv.me.id != 0 {
+        CloseCode::Draining
+    } else {
+        CloseCode::Normal
+    };
     let sessions: Vec<SessionHandle> = srv.sessions.lock().unwrap().drain().map(|(_, h)| h).collect();
     for h in &sessions {
         h.with(|sh| sh.sess.close(code));
@@ -388,14 +392,14 @@ async fn egress_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::Unbounded
                 Err((code, e)) => {
                     // A refusal is the operator's to fix (the ACL); an unreachable
                     // destination is the internet's everyday business.
-                    if code == reset::REFUSED {
+                    if code == Refusal::Refused {
                         info!(stream = o.stream, "stream refused: {e:#}; the server's [acl] decides (allow, deny, allow_ports, deny_ports, allow_loopback, allow_private, allow_link_local, allow_own)");
                     } else {
                         debug!(stream = o.stream, addr = %o.addr, "connect failed: {e:#}");
                     }
                     h.with(|sh| {
-                        sh.streams_refused += u64::from(code == reset::REFUSED);
-                        sh.sess.stream_reset(o.stream, code)
+                        sh.streams_refused += u64::from(code == Refusal::Refused);
+                        sh.sess.stream_reset(o.stream, code.into())
                     });
                 }
             }
@@ -403,7 +407,7 @@ async fn egress_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::Unbounded
     }
 }
 
-async fn connect(srv: &Server, addr: &TargetAddr) -> Result<TcpStream, (u8, anyhow::Error)> {
+async fn connect(srv: &Server, addr: &TargetAddr) -> Result<TcpStream, (Refusal, anyhow::Error)> {
     let allowed = permitted(srv, addr).await?;
     let mut last = None;
     for a in allowed {
@@ -413,13 +417,13 @@ async fn connect(srv: &Server, addr: &TargetAddr) -> Result<TcpStream, (u8, anyh
             Err(_) => last = Some(anyhow::anyhow!("{a}: connect timed out")),
         }
     }
-    Err((reset::UNREACHABLE, last.expect("at least one address")))
+    Err((Refusal::Unreachable, last.expect("at least one address")))
 }
 
 /// The addresses `addr` resolves to that the ACL permits, for a stream or a datagram
-/// flow alike (the same policy for TCP and UDP destinations). The error carries a reset
-/// code, which has the same value as the `flow_close` code for the same reason.
-async fn permitted(srv: &Server, addr: &TargetAddr) -> Result<Vec<SocketAddr>, (u8, anyhow::Error)> {
+/// flow alike (the same policy for TCP and UDP destinations). The error carries the
+/// reason, which a stream's reset and a flow's close both give.
+async fn permitted(srv: &Server, addr: &TargetAddr) -> Result<Vec<SocketAddr>, (Refusal, anyhow::Error)> {
     let candidates: Vec<SocketAddr> = match addr {
         TargetAddr::Ip(a) => vec![*a],
         // An address written out as a name (SOCKS clients resolving remotely send what
@@ -429,7 +433,7 @@ async fn permitted(srv: &Server, addr: &TargetAddr) -> Result<Vec<SocketAddr>, (
         }
         TargetAddr::Domain(d, port) => tokio::net::lookup_host((d.as_str(), *port))
             .await
-            .map_err(|e| (reset::UNREACHABLE, anyhow::anyhow!("cannot resolve {d}: {e}")))?
+            .map_err(|e| (Refusal::Unreachable, anyhow::anyhow!("cannot resolve {d}: {e}")))?
             .collect(),
     };
     // The policy applies to resolved addresses, so a name cannot smuggle in a
@@ -448,15 +452,12 @@ async fn permitted(srv: &Server, addr: &TargetAddr) -> Result<Vec<SocketAddr>, (
     if allowed.is_empty() {
         let why = why.map_or("no address".to_string(), |d| d.to_string());
         return Err((
-            reset::REFUSED,
+            Refusal::Refused,
             anyhow::anyhow!("{addr}: destination not allowed: {why}"),
         ));
     }
     Ok(allowed)
 }
-
-// A refused stream and a refused flow give the same reason the same number.
-const _: () = assert!(reset::REFUSED == flow_close::REFUSED && reset::UNREACHABLE == flow_close::UNREACHABLE);
 
 /// Gives each datagram flow the peer opens a socket of its own.
 async fn flow_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::UnboundedReceiver<FlowOpened>) {
@@ -475,12 +476,12 @@ async fn serve_flow(srv: Arc<Server>, h: SessionHandle, o: FlowOpened) {
     let sock = match flow_socket(&srv, &addr).await {
         Ok(s) => s,
         Err((code, e)) => {
-            if code == flow_close::REFUSED {
+            if code == Refusal::Refused {
                 info!(flow, "datagram flow refused: {e:#}; the server's [acl] decides (allow, deny, allow_ports, deny_ports, allow_loopback, allow_private, allow_link_local, allow_own)");
             } else {
                 debug!(flow, %addr, "datagram flow failed: {e:#}");
             }
-            h.close_flow(flow, code);
+            h.close_flow(flow, code.into());
             return;
         }
     };
@@ -503,7 +504,7 @@ async fn serve_flow(srv: Arc<Server>, h: SessionHandle, o: FlowOpened) {
             r = sock.readable() => {
                 if let Err(e) = r {
                     debug!(flow, %addr, "flow socket failed: {e}");
-                    h.close_flow(flow, flow_close::UNREACHABLE);
+                    h.close_flow(flow, FlowCloseCode::Unreachable);
                     return;
                 }
                 match recv_now(&sock) {
@@ -525,7 +526,7 @@ async fn serve_flow(srv: Arc<Server>, h: SessionHandle, o: FlowOpened) {
             }
             _ = tokio::time::sleep_until(last + idle) => {
                 debug!(flow, %addr, "datagram flow idle: closed");
-                h.close_flow(flow, flow_close::IDLE);
+                h.close_flow(flow, FlowCloseCode::Idle);
                 return;
             }
             _ = h.closed.cancelled() => return,
@@ -577,7 +578,7 @@ fn ping_socket(to: SocketAddr) -> std::io::Result<UdpSocket> {
 
 /// A UDP socket connected to the first permitted address of `addr` (port 0: a ping
 /// socket, [`ping_socket`]).
-async fn flow_socket(srv: &Server, addr: &TargetAddr) -> Result<UdpSocket, (u8, anyhow::Error)> {
+async fn flow_socket(srv: &Server, addr: &TargetAddr) -> Result<UdpSocket, (Refusal, anyhow::Error)> {
     let allowed = permitted(srv, addr).await?;
     let mut last = None;
     for a in allowed {
@@ -600,5 +601,5 @@ async fn flow_socket(srv: &Server, addr: &TargetAddr) -> Result<UdpSocket, (u8, 
             Err(e) => last = Some(anyhow::anyhow!("{a}: {e}")),
         }
     }
-    Err((flow_close::UNREACHABLE, last.expect("at least one address")))
+    Err((Refusal::Unreachable, last.expect("at least one address")))
 }

@@ -3,7 +3,7 @@
 use bytes::{Buf, BufMut, Bytes};
 use std::net::SocketAddr;
 
-use crate::{TargetAddr, WireError, MAX_DATAGRAM, MAX_FRAME_BODY};
+use crate::{CloseCode, FlowCloseCode, ResetCode, TargetAddr, Tier, WireError, MAX_DATAGRAM, MAX_FRAME_BODY};
 
 /// `type: u8 | len: u32`.
 pub const HEADER_LEN: usize = 5;
@@ -128,7 +128,7 @@ pub enum Frame {
     Reset {
         seq: u64,
         stream: u32,
-        code: u8,
+        code: ResetCode,
     },
     /// Every sequence number below `cum` has been received (each sequenced frame takes
     /// [`Frame::seq_span`] of them).
@@ -152,7 +152,7 @@ pub enum Frame {
     },
     /// The session ends.
     Close {
-        code: u8,
+        code: CloseCode,
     },
     /// Arrival report: sequenced frame `seq`, stamped `ts` (the sender's clock), arrived on
     /// path `path` when the receiver's clock read `ts + delay` (both microseconds,
@@ -170,11 +170,10 @@ pub enum Frame {
     Stall {
         cum: u64,
     },
-    /// (client) The path this frame arrives on is of tier `tier` (0 primary, 1
-    /// secondary, 2 backup): the server schedules by it too, as MPTCP's MP_PRIO tells the
-    /// peer of a backup subflow.
+    /// (client) The path this frame arrives on is of tier `tier`: the server schedules by
+    /// it too, as MPTCP's MP_PRIO tells the peer of a backup subflow.
     Tier {
-        tier: u8,
+        tier: Tier,
     },
     /// One UDP datagram of `flow`. Not sequenced: it is never acknowledged, re-sent or
     /// reordered, and one lost with its path stays lost (UDP's own contract; RFC 768).
@@ -206,10 +205,10 @@ pub enum Frame {
         flow: u32,
         addr: TargetAddr,
     },
-    /// Datagram `flow` is gone (`code` from [`crate::flow_close`]).
+    /// Datagram `flow` is gone, for the reason `code`.
     FlowClose {
         flow: u32,
-        code: u8,
+        code: FlowCloseCode,
     },
     /// (client) Path `path`'s connection of join count `joins` (the `joins`-th time that
     /// path joined the session) is gone: its link went down, lost its carrier or its
@@ -404,7 +403,7 @@ impl Frame {
             Frame::Reset { seq, stream, code } => {
                 out.put_u64(*seq);
                 out.put_u32(*stream);
-                out.put_u8(*code);
+                out.put_u8(code.wire());
             }
             Frame::Ack { cum: v }
             | Frame::MaxData { max: v }
@@ -421,8 +420,8 @@ impl Frame {
                 out.put_u32(*stream);
                 out.put_u64(*max);
             }
-            Frame::Close { code } => out.put_u8(*code),
-            Frame::Tier { tier } => out.put_u8(*tier),
+            Frame::Close { code } => out.put_u8(code.wire()),
+            Frame::Tier { tier } => out.put_u8(tier.wire()),
             Frame::Datagram {
                 flow,
                 seq,
@@ -454,7 +453,7 @@ impl Frame {
             }
             Frame::FlowClose { flow, code } => {
                 out.put_u32(*flow);
-                out.put_u8(*code);
+                out.put_u8(code.wire());
             }
             Frame::PathGone { path, joins } => {
                 out.put_u8(*path);
@@ -643,11 +642,15 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
         }
         FrameType::Reset => {
             exact(13)?;
-            Frame::Reset {
-                seq: b.get_u64(),
-                stream: b.get_u32(),
-                code: b.get_u8(),
+            let (seq, stream) = (b.get_u64(), b.get_u32());
+            let code = ResetCode::from_wire(b.get_u8())?;
+            if !code.on_wire() {
+                return Err(WireError::Malformed {
+                    frame: name,
+                    what: "a reset code that is never sent",
+                });
             }
+            Frame::Reset { seq, stream, code }
         }
         FrameType::Ack => {
             exact(8)?;
@@ -674,7 +677,9 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
         }
         FrameType::Close => {
             exact(1)?;
-            Frame::Close { code: b.get_u8() }
+            Frame::Close {
+                code: CloseCode::from_wire(b.get_u8())?,
+            }
         }
         FrameType::Owd => {
             exact(17)?;
@@ -691,7 +696,9 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
         }
         FrameType::Tier => {
             exact(1)?;
-            Frame::Tier { tier: b.get_u8() }
+            Frame::Tier {
+                tier: Tier::from_wire(b.get_u8())?,
+            }
         }
         FrameType::Datagram | FrameType::Datagrams => {
             at_least(DATAGRAM_HEADER)?;
@@ -741,7 +748,7 @@ fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
             exact(5)?;
             Frame::FlowClose {
                 flow: b.get_u32(),
-                code: b.get_u8(),
+                code: FlowCloseCode::from_wire(b.get_u8())?,
             }
         }
         FrameType::PathGone => {

@@ -16,21 +16,24 @@
 
 mod addr;
 mod frame;
+mod ids;
 pub mod record;
 mod route;
 
 pub use addr::TargetAddr;
 pub use frame::{decode_all, DatagramRun, Frame, FrameType, DATAGRAM_HEADER, HEADER_LEN, RUN_LEN};
+pub use ids::{CloseCode, FlowCloseCode, Refusal, ResetCode, Tier, UnknownTier};
 pub use route::{Route, RouteError, MAGIC as ROUTE_MAGIC, ROUTE_LEN, ROUTE_VERSION};
 
 /// Protocol version carried in `Hello`; a peer of another version is refused at the join
 /// (peers of different versions would misread each other's frames). 2: sequence numbers
 /// count payload bytes (1 counted frames). 3: `Data` and `Fin` frames carry their stream
-/// offset. 4: `Tier`. 5: `Datagram`, `FlowOpen`, `FlowClose`, `PathGone`. 6: `HelloAck` names the server (its routing id
-/// and join address). 7: `Open` carries the stream's allowed paths, the scheduler the
-/// client asks for and its energy mode; `Tier` 3 (off: a path at its data cap);
-/// `Allowance`. 8: `Datagrams` (a flow's datagrams in a row under one header). 9: a
-/// datagram flow to port 0 carries ICMP echo messages (requests out, replies back).
+/// offset. 4: `Tier`. 5: `Datagram`, `FlowOpen`, `FlowClose`, `PathGone`. 6: `HelloAck`
+/// names the server (its routing id and join address). 7: `Open` carries the stream's
+/// allowed paths, the scheduler the client asks for and its energy mode; `Tier` 3
+/// (energy standby) and 4 (off: a path at its data cap); `Allowance`. 8: `Datagrams` (a
+/// flow's datagrams in a row under one header). 9: a datagram flow to port 0 carries ICMP
+/// echo messages (requests out, replies back).
 pub const VERSION: u8 = 9;
 /// Largest payload of a `Datagram`: the largest UDP payload over IPv4 (65535 − 20-byte IP
 /// header − 8-byte UDP header; RFC 768, RFC 791).
@@ -58,45 +61,9 @@ pub enum WireError {
     UnknownType(u8),
     #[error("malformed {frame} frame: {what}")]
     Malformed { frame: &'static str, what: &'static str },
-}
-
-/// Why a stream was reset: the `code` of a `Reset` frame (and of the local
-/// [`Reset`](Frame::Reset) events a driver sees).
-pub mod reset {
-    /// The application's connection failed or was closed with an error.
-    pub const APP: u8 = 1;
-    /// The server refused the destination (its policy).
-    pub const REFUSED: u8 = 2;
-    /// The destination could not be reached (no address, connection refused, timeout).
-    pub const UNREACHABLE: u8 = 3;
-    /// The session is going away (shutdown, or it expired).
-    pub const SESSION_GONE: u8 = 4;
-    /// Never on the wire: the client learnt that the server lost the session (it
-    /// restarted), so every stream of it is gone.
-    pub const PEER_LOST_STATE: u8 = 0xfe;
-}
-
-/// The `code` of a `FlowClose` frame.
-pub mod flow_close {
-    /// The application's side ended the flow (its association closed).
-    pub const NORMAL: u8 = 0;
-    /// No datagram either way for the flow's idle timeout.
-    pub const IDLE: u8 = 1;
-    /// The server refused the destination (its policy).
-    pub const REFUSED: u8 = 2;
-    /// The destination could not be reached (no address, no socket).
-    pub const UNREACHABLE: u8 = 3;
-    /// The receiver holds too many flows already.
-    pub const TOO_MANY: u8 = 4;
-}
-
-/// The `code` of a `Close` frame.
-pub mod close {
-    /// An orderly end (shutdown of either side).
-    pub const NORMAL: u8 = 0;
-    /// A server of a pool is going away (drained): the client starts a new session,
-    /// through the balancer, on another server.
-    pub const DRAINING: u8 = 1;
+    /// A tier or reason code with a number no variant has ([`Tier`], [`ResetCode`], …).
+    #[error("unknown {what} number {value}")]
+    UnknownId { what: &'static str, value: u8 },
 }
 
 // The largest datagram must fit one record, or a peer could not send it at all.

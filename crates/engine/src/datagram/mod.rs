@@ -133,7 +133,7 @@ pub struct DatagramCounters {
     /// reorder window).
     pub late: u64,
     pub gaps: u64,
-    /// Flows closed with [`mpflex_wire::flow_close::REFUSED`] (server: refused here;
+    /// Flows closed with [`mpflex_wire::FlowCloseCode::Refused`] (server: refused here;
     /// client: refused by the server).
     pub flows_refused: u64,
 }
@@ -252,7 +252,7 @@ pub(crate) struct Queued {
 #[derive(Debug)]
 pub(crate) struct PendingClose {
     pub flow: FlowId,
-    pub code: u8,
+    pub code: mpflex_wire::FlowCloseCode,
     pub on: u64,
 }
 

@@ -52,7 +52,7 @@ pub struct Pair {
     pub server_datagrams: Vec<(FlowId, Bytes, Instant)>,
     /// Flows the server was asked to open, and closes each side heard.
     pub server_flows: HashMap<FlowId, mpflex_wire::TargetAddr>,
-    pub flow_closes: Vec<(bool, FlowId, u8)>,
+    pub flow_closes: Vec<(bool, FlowId, mpflex_wire::FlowCloseCode)>,
 }
 
 fn direction(spec: PathSpec, now: Instant) -> Direction {

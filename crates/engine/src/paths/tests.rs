@@ -216,8 +216,8 @@ fn tiers_carry_in_order() {
     for p in 0..3 {
         ps.up(p, t0);
     }
-    ps.set_tier(1, 1, t0);
-    ps.set_tier(2, 2, t0);
+    ps.set_tier(1, Tier::Secondary, t0);
+    ps.set_tier(2, Tier::Backup, t0);
     let states = |ps: &Paths| (0..3).map(|p| ps.get(p).unwrap().state()).collect::<Vec<_>>();
     use PathState::*;
     assert_eq!(states(&ps), [Active, Standby, Standby]);
@@ -388,16 +388,15 @@ fn the_fastest_other_path_is_picked_for_a_stall() {
 /// mode holds back, nor to a suspect one, nor to one switched off.
 #[test]
 fn a_silent_paths_frames_are_copied_where_they_would_go_without_it() {
-    use crate::supervisor::{TIER_BACKUP, TIER_OFF};
     let t0 = Instant::now();
     let mut ps = Paths::new(&cfg());
     for (i, ms) in [(0, 10), (1, 30), (2, 20), (3, 5)] {
         ps.up(i, t0);
         ps.entry(i).snap.srtt = Duration::from_millis(ms);
     }
-    ps.set_tier(1, TIER_BACKUP, t0);
-    ps.set_tier(2, TIER_BACKUP, t0);
-    ps.set_tier(3, TIER_OFF, t0);
+    ps.set_tier(1, Tier::Backup, t0);
+    ps.set_tier(2, Tier::Backup, t0);
+    ps.set_tier(3, Tier::Off, t0);
     assert!(
         !ps.get(2).unwrap().carries(),
         "a backup stands by while the primary works"
@@ -408,6 +407,6 @@ fn a_silent_paths_frames_are_copied_where_they_would_go_without_it() {
     ps.mark_suspect(1, t0);
     assert_eq!(ps.copy_target(0), None, "nothing left that would carry");
     ps.set_energy_standby(2, false, t0);
-    ps.set_tier(2, 0, t0);
+    ps.set_tier(2, Tier::Primary, t0);
     assert_eq!(ps.copy_target(0), Some(2), "a second primary that carries");
 }

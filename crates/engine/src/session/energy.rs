@@ -3,10 +3,12 @@
 //! suffices.
 //!
 //! The client decides; the server learns which paths stand by from the `Tier` frames the
-//! client sends on each path (an energy standby is [`crate::supervisor::TIER_ENERGY_STANDBY`]),
+//! client sends on each path (an energy standby is [`Tier::EnergyStandby`]),
 //! so downloads follow the same choice as uploads, as MPTCP's MP_PRIO carries eMPTCP's.
 
 use std::time::Instant;
+
+use mpflex_wire::Tier;
 
 use super::Session;
 use crate::config::Role;
@@ -114,7 +116,7 @@ impl Session {
     pub fn path_energy_standby(&self, path: usize) -> bool {
         self.paths
             .get(path)
-            .is_some_and(|p| p.effective_tier() >= crate::supervisor::TIER_ENERGY_STANDBY)
+            .is_some_and(|p| p.effective_tier() >= Tier::EnergyStandby)
     }
 
     /// Each path's modelled energy so far.

@@ -31,14 +31,14 @@ impl Session {
         Some(class)
     }
 
-    /// Closes `flow` (codes in [`mpflex_wire::flow_close`]) and drops its queued
+    /// Closes `flow` for the reason `code` and drops its queued
     /// datagrams; the peer is told on every path that may know of it.
-    pub fn close_flow(&mut self, flow: FlowId, code: u8) {
+    pub fn close_flow(&mut self, flow: FlowId, code: mpflex_wire::FlowCloseCode) {
         let Some(announced) = self.dgrams.remove(flow) else {
             return;
         };
         self.settle_load();
-        if code == mpflex_wire::flow_close::REFUSED {
+        if code == mpflex_wire::FlowCloseCode::Refused {
             self.dgrams.counters.flows_refused += 1;
         }
         let on = match self.cfg.role {

@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use mpflex_sched::{PathSnapshot, Scheduler, SchedulerKind};
-use mpflex_wire::{reset, TargetAddr};
+use mpflex_wire::{CloseCode, FlowCloseCode, ResetCode, TargetAddr};
 
 use crate::class::{ClassLatency, TrafficClass};
 use crate::config::{EngineConfig, Role};
@@ -35,7 +35,7 @@ use crate::flow::{SessionFlow, Stream, StreamRead};
 use crate::paths::{bytes_in_flight, Load, PathCounters, PathStatus, Paths};
 use crate::recv::Assembler;
 use crate::send::SendQueue;
-use crate::supervisor::{PathState, TIER_BACKUP, TIER_PRIMARY};
+use crate::supervisor::PathState;
 use crate::StreamId;
 
 pub use energy::{EnergyAwareView, EnergyMode};
@@ -60,7 +60,7 @@ pub enum Event {
     /// The stream may send again (flow-control credit arrived).
     StreamWritable(StreamId),
     /// The stream is gone: the peer reset it, or the peer lost the session.
-    StreamReset { stream: StreamId, code: u8 },
+    StreamReset { stream: StreamId, code: ResetCode },
     /// Frames are waiting: paths that are idle should poll again.
     WakePaths,
     /// Frames for this path only are waiting (its keepalive, or the answer to the peer's):
@@ -78,12 +78,12 @@ pub enum Event {
     /// interval while the path stays suspect. A server cannot dial and ignores it.
     ProbePath(usize),
     /// The peer closed the session.
-    Closed { code: u8 },
+    Closed { code: CloseCode },
     /// (server) The peer opened datagram flow `flow` towards `addr`: give it a socket, or
     /// close it ([`Session::close_flow`]).
     FlowOpened { flow: FlowId, addr: TargetAddr },
-    /// The peer closed datagram flow `flow` (codes in [`mpflex_wire::flow_close`]).
-    FlowClosed { flow: FlowId, code: u8 },
+    /// The peer closed datagram flow `flow`.
+    FlowClosed { flow: FlowId, code: FlowCloseCode },
     /// A datagram of `flow` arrived (first copies only).
     Datagram { flow: FlowId, data: Bytes },
 }
@@ -567,8 +567,8 @@ impl Session {
         self.wake();
     }
 
-    /// Aborts the stream in both directions (codes in [`mpflex_wire::reset`]).
-    pub fn stream_reset(&mut self, stream: StreamId, code: u8) {
+    /// Aborts the stream in both directions, for the reason `code`.
+    pub fn stream_reset(&mut self, stream: StreamId, code: ResetCode) {
         if !self.forget_stream(stream) {
             return;
         }
@@ -669,7 +669,7 @@ impl Session {
     }
 
     /// Queues a session close on every path.
-    pub fn close(&mut self, code: u8) {
+    pub fn close(&mut self, code: CloseCode) {
         for p in self.paths.iter_mut().filter(|p| p.is_up()) {
             p.ctrl.push_back(mpflex_wire::Frame::Close { code });
         }
@@ -715,7 +715,7 @@ impl Session {
         for stream in ids {
             self.events.push_back(Event::StreamReset {
                 stream,
-                code: reset::PEER_LOST_STATE,
+                code: ResetCode::PeerLostState,
             });
         }
         self.streams.clear();

@@ -4,6 +4,7 @@
 use super::*;
 use crate::paths::{HintChange, LinkHint};
 use crate::writer::{PathSocket, PathWriter};
+use mpflex_wire::Tier;
 
 impl Session {
     /// A path connection of a [`PathSocket::default`] socket is established
@@ -48,7 +49,7 @@ impl Session {
         let p = self.paths.entry(path);
         if p.is_up() {
             let tier = if p.hinted_weak() {
-                p.effective_tier().max(crate::supervisor::TIER_BACKUP)
+                p.effective_tier().max(Tier::Backup)
             } else {
                 p.effective_tier()
             };
@@ -154,12 +155,11 @@ impl Session {
         }
     }
 
-    /// Sets the path's tier: 0 primary ([`crate::TIER_PRIMARY`]), 1 secondary, 2 backup
-    /// (larger values are lower tiers still). A tier carries new data only while no path
+    /// Sets the path's tier ([`Tier`]). A tier carries new data only while no path
     /// of a better tier can (each is down, suspect or degraded); its paths meanwhile stand
     /// by, connected and kept warm with keepalives, so a takeover needs no handshake. The
     /// per-path counters (`payload_sent`, `payload_resent`) show what each carried.
-    pub fn set_path_tier(&mut self, path: usize, tier: u8, now: Instant) {
+    pub fn set_path_tier(&mut self, path: usize, tier: Tier, now: Instant) {
         self.set_clock(now);
         self.paths.set_tier(path, tier, now);
         self.announce_tier(path);
@@ -293,14 +293,14 @@ impl Session {
     }
 
     /// The path's tier (primary for a path never configured).
-    pub fn path_tier(&self, path: usize) -> u8 {
-        self.paths.get(path).map_or(TIER_PRIMARY, |p| p.tier)
+    pub fn path_tier(&self, path: usize) -> Tier {
+        self.paths.get(path).map_or(Tier::Primary, |p| p.tier)
     }
 
     /// A backup path is the backup tier; a path that is not, primary. See
     /// [`Session::set_path_tier`].
     pub fn set_path_backup(&mut self, path: usize, backup: bool, now: Instant) {
-        let tier = if backup { TIER_BACKUP } else { TIER_PRIMARY };
+        let tier = if backup { Tier::Backup } else { Tier::Primary };
         self.set_path_tier(path, tier, now);
     }
 

@@ -99,7 +99,7 @@ impl Session {
             Frame::FlowClose { flow, code } => {
                 if self.dgrams.remove(flow).is_some() {
                     self.settle_load();
-                    if code == mpflex_wire::flow_close::REFUSED {
+                    if code == mpflex_wire::FlowCloseCode::Refused {
                         self.dgrams.counters.flows_refused += 1;
                     }
                     self.events.push_back(Event::FlowClosed { flow, code });
@@ -151,7 +151,7 @@ impl Session {
                 .fold(0u64, |m, p| m | (1 << p.snap.id));
             self.dgrams.closes.push(crate::datagram::PendingClose {
                 flow,
-                code: mpflex_wire::flow_close::TOO_MANY,
+                code: mpflex_wire::FlowCloseCode::TooMany,
                 on,
             });
             self.wake();

@@ -72,7 +72,7 @@ fn a_peer_that_lost_the_session_starts_everything_over() {
             resets.push((stream, code));
         }
     }
-    assert_eq!(resets, vec![(old, reset::PEER_LOST_STATE)]);
+    assert_eq!(resets, vec![(old, ResetCode::PeerLostState)]);
     assert_eq!(pair.client.held_bytes(), (0, 0));
     assert!(!pair.client.has_history());
     assert!(pair.client.paths.iter().all(|p| p.held == 0 && p.dup.is_empty()));

@@ -14,7 +14,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
-use mpflex_engine::Session;
+use mpflex_engine::{Session, Tier};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -69,7 +69,7 @@ impl CapSlot {
 
 /// Loads the capped paths' counts from the ledger and registers them with the session.
 /// `paths`: (slot, name, cap, at-cap, configured tier).
-pub fn start(h: &SessionHandle, store: &Store, paths: &[(usize, String, Cap, AtCap, u8)]) -> Result<()> {
+pub fn start(h: &SessionHandle, store: &Store, paths: &[(usize, String, Cap, AtCap, Tier)]) -> Result<()> {
     let now = unix_now();
     let mut slots = Vec::new();
     for (slot, name, cap, at_cap, _) in paths {
@@ -134,7 +134,7 @@ const AT_CAP: u64 = 64 * 1024;
 pub async fn run(
     h: SessionHandle,
     mut store: Store,
-    tiers: Vec<(usize, u8)>,
+    tiers: Vec<(usize, Tier)>,
     every: Duration,
     stop: CancellationToken,
 ) {
@@ -159,7 +159,10 @@ pub async fn run(
                     c.counters_base = counters(&sh.sess, c.slot);
                     if c.capped {
                         c.capped = false;
-                        let tier = tiers.iter().find(|(s, _)| *s == c.slot).map_or(0, |(_, t)| *t);
+                        let tier = tiers
+                            .iter()
+                            .find(|(s, _)| *s == c.slot)
+                            .map_or(Tier::Primary, |(_, t)| *t);
                         sh.sess.set_path_tier(c.slot, tier, t);
                     }
                 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use mpflex_engine::{Role, Session};
-use mpflex_wire::{close, TargetAddr};
+use mpflex_wire::{CloseCode, TargetAddr};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -176,7 +176,7 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
     if let Some(t) = tun {
         t.stop().await;
     }
-    h.close(close::NORMAL).await;
+    h.close(CloseCode::Normal).await;
     h.abort_all_streams();
     if let Some(l) = ledger {
         // Its last write.
@@ -187,7 +187,16 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
 
 /// The entries with a data cap: (name, cap, at-cap, configured tier). A cap belongs to
 /// one path, so an entry with a device pattern or `auto` cannot have one.
-fn capped_paths(cfg: &ClientConfig) -> Result<Vec<(String, crate::policy::cap::Cap, crate::policy::cap::AtCap, u8)>> {
+fn capped_paths(
+    cfg: &ClientConfig,
+) -> Result<
+    Vec<(
+        String,
+        crate::policy::cap::Cap,
+        crate::policy::cap::AtCap,
+        mpflex_engine::Tier,
+    )>,
+> {
     let mut out = Vec::new();
     for (i, p) in cfg.paths.iter().enumerate() {
         let Some((cap, at)) = p.cap(i)? else { continue };
@@ -197,7 +206,7 @@ fn capped_paths(cfg: &ClientConfig) -> Result<Vec<(String, crate::policy::cap::C
         ) {
             anyhow::bail!("paths[{i}].cap: a cap needs one path; name a device, not a pattern or auto");
         }
-        out.push((p.display_name(i), cap, at, p.tier(i)?.level()));
+        out.push((p.display_name(i), cap, at, p.tier(i)?));
     }
     Ok(out)
 }

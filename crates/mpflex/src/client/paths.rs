@@ -64,11 +64,11 @@ pub async fn start(cfg: &ClientConfig, h: &SessionHandle, keys: Keys, shutdown: 
         });
     }
     let mut planner = Planner::new(rules, mpflex_engine::MAX_PATHS);
-    let tiers: Vec<u8> = cfg
+    let tiers: Vec<mpflex_engine::Tier> = cfg
         .paths
         .iter()
         .enumerate()
-        .map(|(i, p)| p.tier(i).map(|t| t.level()))
+        .map(|(i, p)| p.tier(i))
         .collect::<Result<_>>()?;
     let servers: Vec<ServerList> = cfg.paths.iter().map(|p| p.server.clone()).collect();
     let kinds: Vec<Option<LinkKind>> = cfg
@@ -122,7 +122,7 @@ struct Manager {
     h: SessionHandle,
     keys: Keys,
     /// Per `[[paths]]` entry.
-    tiers: Vec<u8>,
+    tiers: Vec<mpflex_engine::Tier>,
     /// Per `[[paths]]` entry: its `kind`, if set (else guessed from each interface's name).
     kinds: Vec<Option<LinkKind>>,
     servers: Vec<ServerList>,

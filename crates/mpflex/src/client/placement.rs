@@ -16,7 +16,7 @@
 //! fresh session resets the streams that were open (the client learns it from `fresh`,
 //! [`mpflex_engine::Session::joined`]). A dial that merely times out (a dark link) counts
 //! for nothing: that says nothing about the server. A server that is drained says so
-//! ([`mpflex_wire::close::DRAINING`]) and the session moves at once ([`Placement::forget`]).
+//! ([`mpflex_wire::CloseCode::Draining`]) and the session moves at once ([`Placement::forget`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use mpflex_engine::FlowId;
-use mpflex_wire::{flow_close, TargetAddr, MAX_DATAGRAM};
+use mpflex_wire::{FlowCloseCode, TargetAddr, MAX_DATAGRAM};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::mpsc;
@@ -118,7 +118,7 @@ pub async fn associate(h: SessionHandle, mut ctrl: TcpStream, hint: TargetAddr) 
                 FlowMsg::Closed(code) => {
                     if let Some(dst) = targets.remove(&flow) {
                         flows.remove(&dst);
-                        if code == flow_close::REFUSED {
+                        if code == FlowCloseCode::Refused {
                             forget_some(&mut refused);
                             refused.insert(dst);
                         }
@@ -129,7 +129,7 @@ pub async fn associate(h: SessionHandle, mut ctrl: TcpStream, hint: TargetAddr) 
         }
     }
     for flow in targets.into_keys() {
-        h.close_flow(flow, flow_close::NORMAL);
+        h.close_flow(flow, FlowCloseCode::Normal);
     }
     Ok(())
 }
@@ -212,7 +212,7 @@ pub async fn transparent(h: SessionHandle, sock: UdpSocket) -> Result<()> {
                 FlowMsg::Closed(code) => {
                     if let Some((app, dst)) = ends.remove(&flow) {
                         flows.remove(&(app, dst));
-                        if code == flow_close::REFUSED {
+                        if code == FlowCloseCode::Refused {
                             forget_some(&mut refused);
                             refused.insert(dst);
                         }

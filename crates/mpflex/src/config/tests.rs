@@ -95,7 +95,7 @@ fn paths_name_an_interface_a_pattern_or_auto_with_a_tier() {
     assert_eq!(c.paths[3].selector(3).unwrap(), Selector::Fixed);
     let tiers: Vec<Tier> = c.paths.iter().enumerate().map(|(i, p)| p.tier(i).unwrap()).collect();
     assert_eq!(tiers, [Tier::Primary, Tier::Secondary, Tier::Backup, Tier::Backup]);
-    assert_eq!(tiers.iter().map(|t| t.level()).collect::<Vec<_>>(), [0, 1, 2, 2]);
+    assert_eq!(tiers.iter().map(|t| t.wire()).collect::<Vec<_>>(), [0, 1, 2, 2]);
     assert_eq!(
         c.warnings(),
         ["paths[3].backup is deprecated: write priority = \"backup\""],

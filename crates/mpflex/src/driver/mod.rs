@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use bytes::Bytes;
-use mpflex_engine::{Event, FlowId, PathSocket, SchedulerKind, Session, StreamId};
-use mpflex_wire::{reset, TargetAddr};
+use mpflex_engine::{Event, FlowId, PathSocket, SchedulerKind, Session, StreamId, Tier};
+use mpflex_wire::{CloseCode, FlowCloseCode, ResetCode, TargetAddr};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
@@ -75,7 +75,7 @@ pub struct PathSlot {
     /// path names no interface).
     pub link: Option<Unusable>,
     /// (client) Its configured tier (a data cap may lower the engine's).
-    pub tier: u8,
+    pub tier: Tier,
     /// (client) The WiFi signal last read on its interface, dBm ([`crate::links::wifi`]);
     /// `None` unless the path runs over WiFi.
     pub wifi_signal: Option<i32>,
@@ -91,7 +91,7 @@ impl PathSlot {
             probe: Arc::new(Notify::new()),
             device: None,
             link: None,
-            tier: 0,
+            tier: Tier::Primary,
             wifi_signal: None,
         }
     }
@@ -102,8 +102,8 @@ impl PathSlot {
 #[derive(Debug)]
 pub enum FlowMsg {
     Datagram(Bytes),
-    /// The peer closed the flow (code from [`mpflex_wire::flow_close`]).
-    Closed(u8),
+    /// The peer closed the flow (with its reason).
+    Closed(FlowCloseCode),
 }
 
 /// Where a flow's datagrams go, and where the flow goes (for the log).
@@ -196,10 +196,8 @@ pub struct SessionHandle {
     /// (server) Schedulers a client may ask for; `None`: any.
     pub allowed_schedulers: Option<Arc<Vec<SchedulerKind>>>,
     /// (client) Called when a server of a pool closes the session because it is going
-    /// away ([`close::DRAINING`]): the paths are dropped and the session moves to another
-    /// server instead of ending.
-    ///
-    /// [`close::DRAINING`]: mpflex_wire::close::DRAINING
+    /// away ([`CloseCode::Draining`]): the paths are dropped and the session moves to
+    /// another server instead of ending.
     pub on_server_gone: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
@@ -266,11 +264,11 @@ impl SessionHandle {
                     }
                 }
                 Event::StreamReset { stream, code } => {
-                    debug!(stream, code, "stream reset by peer");
+                    debug!(stream, %code, "stream reset by peer");
                     if let Some(s) = sh.streams.remove(&stream) {
                         // Only a server refuses; the application sees just a reset, so
                         // the log says why and where to change it.
-                        if code == reset::REFUSED {
+                        if code == ResetCode::Refused {
                             sh.streams_refused += 1;
                             let to = s.target.as_ref().map_or("?".to_string(), |t| t.to_string());
                             info!(stream, "stream to {to} refused by the server's [acl]: allow it there (the server's log names the rule)");
@@ -309,7 +307,7 @@ impl SessionHandle {
                         .as_ref()
                         .is_some_and(|tx| tx.send(Opened { stream, addr, signals }).is_ok());
                     if !sent {
-                        sh.sess.stream_reset(stream, reset::REFUSED);
+                        sh.sess.stream_reset(stream, ResetCode::Refused);
                     }
                 }
                 Event::ProbePath(p) => {
@@ -325,7 +323,7 @@ impl SessionHandle {
                     sh.paths[p].kill.cancel();
                 }
                 Event::Closed { code } => match &self.on_server_gone {
-                    Some(gone) if code == mpflex_wire::close::DRAINING => {
+                    Some(gone) if code == CloseCode::Draining => {
                         info!("the server is going away (drained); moving the session to another server");
                         for slot in &sh.paths {
                             slot.kill.cancel();
@@ -336,7 +334,7 @@ impl SessionHandle {
                         gone();
                     }
                     _ => {
-                        info!(code, "peer closed the session");
+                        info!(%code, "peer closed the session");
                         self.closed.cancel();
                     }
                 },
@@ -353,15 +351,15 @@ impl SessionHandle {
                     if sent {
                         sh.flows.insert(flow, FlowSink { tx, target: addr });
                     } else {
-                        sh.sess.close_flow(flow, mpflex_wire::flow_close::UNREACHABLE);
+                        sh.sess.close_flow(flow, FlowCloseCode::Unreachable);
                     }
                 }
                 Event::FlowClosed { flow, code } => {
                     if let Some(sink) = sh.flows.remove(&flow) {
-                        if code == mpflex_wire::flow_close::REFUSED {
+                        if code == FlowCloseCode::Refused {
                             info!(flow, "datagram flow to {} refused by the server's [acl]: allow it there (the server's log names the rule)", sink.target);
                         } else {
-                            debug!(flow, code, "datagram flow closed by the peer");
+                            debug!(flow, %code, "datagram flow closed by the peer");
                         }
                         let _ = sink.tx.try_send((flow, FlowMsg::Closed(code)));
                     }
@@ -430,11 +428,7 @@ impl SessionHandle {
             if class.is_some() {
                 sh.sess.set_stream_class(id, class);
             }
-            let paths: Vec<(String, crate::config::Tier)> = sh
-                .paths
-                .iter()
-                .map(|p| (p.name.clone(), crate::config::Tier::from_level(p.tier)))
-                .collect();
+            let paths: Vec<(String, crate::config::Tier)> = sh.paths.iter().map(|p| (p.name.clone(), p.tier)).collect();
             sh.sess.set_stream_paths(id, decision.mask(&paths));
             // Runs it for the uploads and asks the server to for the downloads.
             sh.sess.set_stream_scheduler(id, Some(scheduler));
@@ -474,8 +468,8 @@ impl SessionHandle {
     }
 
     /// Closes `flow` on this side and tells the peer (`code` from
-    /// [`mpflex_wire::flow_close`]).
-    pub fn close_flow(&self, flow: FlowId, code: u8) {
+    /// [`FlowCloseCode`]).
+    pub fn close_flow(&self, flow: FlowId, code: FlowCloseCode) {
         self.with(|sh| {
             sh.flows.remove(&flow);
             sh.sess.close_flow(flow, code);
@@ -504,7 +498,7 @@ impl SessionHandle {
 
     /// (client) Names path `p` and its interface (adding the slot if new), sets its tier,
     /// and records why its interface cannot carry it now (`None`: it can).
-    pub fn describe_path(&self, p: usize, name: &str, device: Option<&str>, tier: u8, link: Option<Unusable>) {
+    pub fn describe_path(&self, p: usize, name: &str, device: Option<&str>, tier: Tier, link: Option<Unusable>) {
         self.with(|sh| {
             while sh.paths.len() <= p {
                 let i = sh.paths.len();
@@ -606,7 +600,7 @@ impl SessionHandle {
     }
 
     /// Queues a session Close on every path and gives writers a moment to send it.
-    pub async fn close(&self, code: u8) {
+    pub async fn close(&self, code: CloseCode) {
         self.with(|sh| sh.sess.close(code));
         tokio::time::sleep(Duration::from_millis(100)).await;
         self.closed.cancel();
@@ -616,7 +610,7 @@ impl SessionHandle {
     pub fn abort_all_streams(&self) {
         self.with(|sh| {
             for id in sh.sess.stream_ids() {
-                sh.sess.stream_reset(id, reset::SESSION_GONE);
+                sh.sess.stream_reset(id, ResetCode::SessionGone);
             }
             for (_, s) in sh.streams.drain() {
                 s.readable.notify_one();

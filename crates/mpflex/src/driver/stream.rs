@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use bytes::{Buf, Bytes};
 use mpflex_engine::{RecvResult, StreamId};
-use mpflex_wire::reset;
+use mpflex_wire::ResetCode;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -163,7 +163,7 @@ async fn uplink<R: AppRead>(h: SessionHandle, id: StreamId, rd: R, sig: Arc<Stre
             }
             Err(e) => {
                 debug!(stream = id, "application read failed: {e}");
-                h.with(|sh| sh.sess.stream_reset(id, reset::APP));
+                h.with(|sh| sh.sess.stream_reset(id, ResetCode::App));
                 return;
             }
         }
@@ -219,7 +219,7 @@ async fn downlink<W: AppWrite>(h: SessionHandle, id: StreamId, mut wr: W, sig: A
         if !chunks.is_empty() {
             if let Err(e) = write_all_vectored(&mut wr, &mut chunks).await {
                 debug!(stream = id, "application write failed: {e}");
-                h.with(|sh| sh.sess.stream_reset(id, reset::APP));
+                h.with(|sh| sh.sess.stream_reset(id, ResetCode::App));
                 return;
             }
         }

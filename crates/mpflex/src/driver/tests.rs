@@ -209,7 +209,7 @@ async fn peer_reset_reaches_the_application_as_a_reset() {
     let reset = Frame::Reset {
         seq: 5,
         stream: id,
-        code: 1,
+        code: mpflex_wire::ResetCode::App,
     };
     h.with(|sh| sh.sess.handle_frame(0, reset, Instant::now()).unwrap());
     let mut rest = Vec::new();

@@ -45,10 +45,10 @@ impl AtCap {
     }
 
     /// The engine's tier for it.
-    pub fn tier(self) -> u8 {
+    pub fn tier(self) -> mpflex_engine::Tier {
         match self {
-            AtCap::Backup => mpflex_engine::TIER_BACKUP,
-            AtCap::Off => mpflex_engine::TIER_OFF,
+            AtCap::Backup => mpflex_engine::Tier::Backup,
+            AtCap::Off => mpflex_engine::Tier::Off,
         }
     }
 }

@@ -341,19 +341,18 @@ fn compile(i: usize, e: &RuleConfig, path_names: Option<&[String]>) -> Result<Ru
     if e.paths.as_ref().is_some_and(|p| p.is_empty()) && e.tiers.as_ref().is_none_or(|t| t.is_empty()) {
         return Err(err(i, "paths", "an empty list would leave the stream no path"));
     }
-    let tiers =
-        e.tiers
-            .as_ref()
-            .map(|ts| {
-                ts.iter()
-                    .map(|t| {
-                        Tier::ALL.into_iter().find(|x| x.name() == t).ok_or_else(|| {
-                            err(i, "tiers", format!("unknown tier {t:?} (primary, secondary or backup)"))
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .transpose()?;
+    let tiers = e
+        .tiers
+        .as_ref()
+        .map(|ts| {
+            ts.iter()
+                .map(|t| {
+                    crate::config::configured_tier(t)
+                        .ok_or_else(|| err(i, "tiers", format!("unknown tier {t:?} (primary, secondary or backup)")))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
     let named = e
         .scheduler
         .as_deref()

@@ -104,7 +104,7 @@ fn path_json(p: &PathView, series: Option<&Series>, now: Instant) -> serde_json:
         "name": p.name,
         "state": p.state_name(),
         "backup": p.backup,
-        "tier": p.tier,
+        "tier": p.tier.wire(),
         "tx_rate": last.map_or(0, |s| s.tx),
         "rx_rate": last.map_or(0, |s| s.rx),
         "srtt_ms": ms(p.snap.srtt.as_micros() as u64),

@@ -461,8 +461,8 @@ impl Collector for Scrape {
         self.path_gauge(
             e,
             "mpflex_path_tier",
-            "The path's tier (priority): 0 primary, 1 secondary, 2 backup, 3 off (at its data cap).",
-            |p| Some(p.tier as i64),
+            "The path's tier (priority): 0 primary, 1 secondary, 2 backup, 3 energy standby, 4 off (at its data cap).",
+            |p| Some(p.tier.wire() as i64),
         )?;
         self.path_gauge(
             e,
@@ -620,7 +620,7 @@ pub(crate) mod tests {
             name: name.into(),
             state,
             backup: false,
-            tier: 0,
+            tier: mpflex_engine::Tier::Primary,
             counters: Some(counters.clone()),
             snap: mpflex_sched::PathSnapshot {
                 srtt: Duration::from_millis(25),

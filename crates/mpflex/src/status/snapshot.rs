@@ -11,8 +11,8 @@ use mpflex_sched::PathSnapshot;
 /// draining, suspect, down).
 pub use mpflex_engine::PathState;
 
-use crate::config::Tier;
 use crate::links::table::Unusable;
+use mpflex_engine::Tier;
 
 #[derive(Debug, Clone)]
 pub struct PathView {
@@ -21,7 +21,7 @@ pub struct PathView {
     pub state: PathState,
     pub backup: bool,
     /// 0 primary, 1 secondary, 2 backup.
-    pub tier: u8,
+    pub tier: Tier,
     /// `None` for a path slot the engine has not seen yet.
     pub counters: Option<PathCounters>,
     pub snap: PathSnapshot,
@@ -247,15 +247,13 @@ fn datagrams_json(s: &SessionSnapshot) -> serde_json::Value {
     })
 }
 
-/// The path's tier by name: a path the energy-aware mode holds back is "energy standby"
-/// (tier 3, below backup); tier 4 is a path at its data cap with `at_cap = "off"`.
+/// The path's tier by name: a path the energy-aware mode holds back is an energy standby
+/// (below backup) unless a data cap put it off altogether.
 fn tier_name(p: &PathView) -> &'static str {
-    if p.tier >= mpflex_engine::TIER_OFF {
-        "off"
-    } else if p.energy_standby {
-        "energy standby"
+    if p.energy_standby && p.tier < Tier::Off {
+        Tier::EnergyStandby.name()
     } else {
-        Tier::from_level(p.tier).name()
+        p.tier.name()
     }
 }
 fn round3(x: f64) -> f64 {
@@ -286,7 +284,7 @@ fn energy_json(s: &SessionSnapshot) -> serde_json::Value {
 fn path_json(p: &PathView) -> serde_json::Value {
     let Some(c) = &p.counters else {
         return serde_json::json!({"id": p.id, "name": p.name, "up": false, "state": p.state_name(),
-                                  "tier": p.tier, "tier_name": tier_name(p), "device": p.device});
+                                  "tier": p.tier.wire(), "tier_name": tier_name(p), "device": p.device});
     };
     let s = &p.snap;
     serde_json::json!({
@@ -295,7 +293,7 @@ fn path_json(p: &PathView) -> serde_json::Value {
         "up": p.state != PathState::Down,
         "state": p.state_name(),
         "backup": p.backup,
-        "tier": p.tier,
+        "tier": p.tier.wire(),
         "tier_name": tier_name(p),
         "device": p.device,
         "kind": p.kind,

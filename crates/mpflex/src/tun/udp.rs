@@ -12,7 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use bytes::Bytes;
 use mpflex_engine::FlowId;
-use mpflex_wire::{flow_close, TargetAddr, MAX_DATAGRAM};
+use mpflex_wire::{FlowCloseCode, TargetAddr, MAX_DATAGRAM};
 use tokio::sync::mpsc;
 use tracing::debug;
 
@@ -132,7 +132,7 @@ impl Flows {
             FlowMsg::Closed(code) => {
                 if let Some(key) = self.ends.remove(&flow) {
                     self.by_pair.remove(&key);
-                    if code == flow_close::REFUSED {
+                    if code == FlowCloseCode::Refused {
                         if self.refused.len() >= REFUSED_MEMORY {
                             self.refused.clear();
                         }
@@ -152,7 +152,7 @@ impl Flows {
 impl Drop for Flows {
     fn drop(&mut self) {
         for flow in self.ends.keys() {
-            self.h.close_flow(*flow, flow_close::NORMAL);
+            self.h.close_flow(*flow, FlowCloseCode::Normal);
         }
     }
 }

@@ -2,6 +2,11 @@ use super::*;
 use proptest::prelude::*;
 use std::net::SocketAddr;
 
+/// One of a typed identity's variants.
+fn pick<T: Copy + std::fmt::Debug + 'static>(all: &'static [T]) -> impl Strategy<Value = T> {
+    prop::sample::select(all)
+}
+
 fn arb_addr() -> impl Strategy<Value = TargetAddr> {
     prop_oneof![
         any::<SocketAddr>().prop_map(|a| TargetAddr::Ip(SocketAddr::new(a.ip(), a.port()))),
@@ -62,13 +67,18 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
             }
         ),
         (any::<u64>(), any::<u32>(), any::<u64>()).prop_map(|(seq, stream, offset)| Frame::Fin { seq, stream, offset }),
-        (any::<u64>(), any::<u32>(), any::<u8>()).prop_map(|(seq, stream, code)| Frame::Reset { seq, stream, code }),
+        (
+            any::<u64>(),
+            any::<u32>(),
+            pick(ResetCode::ALL).prop_filter("sent", |c| c.on_wire())
+        )
+            .prop_map(|(seq, stream, code)| Frame::Reset { seq, stream, code }),
         any::<u64>().prop_map(|cum| Frame::Ack { cum }),
         (any::<u32>(), any::<u64>()).prop_map(|(stream, max)| Frame::Window { stream, max }),
         any::<u64>().prop_map(|max| Frame::MaxData { max }),
         any::<u64>().prop_map(|id| Frame::Ping { id }),
         any::<u64>().prop_map(|id| Frame::Pong { id }),
-        any::<u8>().prop_map(|code| Frame::Close { code }),
+        pick(CloseCode::ALL).prop_map(|code| Frame::Close { code }),
         (any::<u8>(), any::<u64>(), any::<u32>(), any::<u32>()).prop_map(|(path, seq, ts, delay)| Frame::Owd {
             path,
             seq,
@@ -76,7 +86,7 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
             delay
         }),
         any::<u64>().prop_map(|cum| Frame::Stall { cum }),
-        any::<u8>().prop_map(|tier| Frame::Tier { tier }),
+        pick(Tier::ALL).prop_map(|tier| Frame::Tier { tier }),
         (any::<u32>(), any::<u16>(), any::<bool>(), arb_data()).prop_map(|(flow, seq, copied, data)| {
             Frame::Datagram {
                 flow,
@@ -98,7 +108,7 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
                 data,
             }),
         (any::<u32>(), arb_addr()).prop_map(|(flow, addr)| Frame::FlowOpen { flow, addr }),
-        (any::<u32>(), any::<u8>()).prop_map(|(flow, code)| Frame::FlowClose { flow, code }),
+        (any::<u32>(), pick(FlowCloseCode::ALL)).prop_map(|(flow, code)| Frame::FlowClose { flow, code }),
         (any::<u8>(), any::<u32>()).prop_map(|(path, joins)| Frame::PathGone { path, joins }),
         any::<u64>().prop_map(|limit| Frame::Allowance { limit }),
     ]
@@ -186,7 +196,10 @@ fn flow_frames_layout() {
     want.extend_from_slice(b"dns.example");
     want.extend_from_slice(&[0, 53]);
     assert_eq!(encoded(&open), want);
-    let close = Frame::FlowClose { flow: 9, code: 2 };
+    let close = Frame::FlowClose {
+        flow: 9,
+        code: FlowCloseCode::Refused,
+    };
     assert_eq!(encoded(&close), vec![18, 0, 0, 0, 5, 0, 0, 0, 9, 2]);
     let empty = Frame::Datagram {
         flow: 1,
@@ -218,6 +231,38 @@ fn malformed_flow_frames() {
     assert!(matches!(err, WireError::Malformed { frame: "FlowClose", .. }));
     let err = decode_all(Bytes::from_static(&[16, 0, 0, 0, 6, 0, 0, 0, 1, 0, 0])).unwrap_err();
     assert!(matches!(err, WireError::Malformed { frame: "Datagram", .. }));
+}
+
+/// A tier or reason code with a number no variant has is a protocol error (never the
+/// nearest tier), and so is the reset code that stays local.
+#[test]
+fn rejects_unknown_identities() {
+    let err = decode_all(Bytes::from_static(&[15, 0, 0, 0, 1, 5])).unwrap_err();
+    assert_eq!(err, WireError::UnknownId { what: "tier", value: 5 });
+    let err = decode_all(Bytes::from_static(&[18, 0, 0, 0, 5, 0, 0, 0, 1, 9])).unwrap_err();
+    assert_eq!(
+        err,
+        WireError::UnknownId {
+            what: "flow close code",
+            value: 9
+        }
+    );
+    let err = decode_all(Bytes::from_static(&[12, 0, 0, 0, 1, 2])).unwrap_err();
+    assert_eq!(
+        err,
+        WireError::UnknownId {
+            what: "close code",
+            value: 2
+        }
+    );
+    let mut reset = encoded(&Frame::Reset {
+        seq: 1,
+        stream: 2,
+        code: ResetCode::App,
+    });
+    *reset.last_mut().unwrap() = ResetCode::PeerLostState.wire();
+    let err = decode_all(Bytes::from(reset)).unwrap_err();
+    assert!(matches!(err, WireError::Malformed { frame: "Reset", .. }), "{err}");
 }
 
 #[test]
