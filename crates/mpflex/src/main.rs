@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 // system allocator serves them from fresh mmap'd pages (a page fault and a zeroed page per
 // 4 KiB), mimalloc from its free lists. The workspace pins mimalloc's v2 line: it returns
 // freed pages to the system after 10 ms, where v3 holds them for a second, which keeps a
-// process at its peak memory for that long after a burst of streams (measured in the
-// README, "1,000 concurrent streams").
+// process at its peak memory for that long after a burst of streams (the README's
+// "1,000 concurrent streams").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -137,6 +137,19 @@ impl Dems {
         };
         ((o_l - o_s).max(0.0), delta)
     }
+
+    /// How far back (seconds) the fastest path re-sends what the other paths sent: the
+    /// largest ΔOWD + δ over them (Eq. 11).
+    fn reinject_window(&self, small: &PathSnapshot, usable: &[&PathSnapshot], measured: bool) -> f64 {
+        usable
+            .iter()
+            .filter(|p| p.id != small.id)
+            .map(|p| {
+                let (d, delta) = self.delta(small, p, measured);
+                d + delta
+            })
+            .fold(0.0, f64::max)
+    }
 }
 
 impl Scheduler for Dems {
@@ -182,23 +195,12 @@ impl Scheduler for Dems {
                     max_age: None,
                     sooner_only: false,
                 },
-                DemsVariant::Full => {
-                    // Re-send what the other paths sent within ΔOWD + δ (Eq. 11).
-                    let window = usable
-                        .iter()
-                        .filter(|p| p.id != me.id)
-                        .map(|p| {
-                            let (d, delta) = self.delta(small, p, measured);
-                            d + delta
-                        })
-                        .fold(0.0, f64::max);
-                    Decision::Reinject {
-                        end: End::Head,
-                        max_bytes: budget,
-                        max_age: Some(Duration::from_secs_f64(window)),
-                        sooner_only: false,
-                    }
-                }
+                DemsVariant::Full => Decision::Reinject {
+                    end: End::Head,
+                    max_bytes: budget,
+                    max_age: Some(Duration::from_secs_f64(self.reinject_window(small, &usable, measured))),
+                    sooner_only: false,
+                },
             };
         }
         // The asking path has the larger OWD: it works from the tail (Eq. 9 / Alg. 1 l. 15–18).
@@ -208,11 +210,9 @@ impl Scheduler for Dems {
             // A bulk transfer that the bound on bytes ahead of the paths holds back
             // (`QueueView::sustained`): the queue here is a window onto a backlog whose end
             // the application has not written yet. There is no tail to work from, and the
-            // threshold would compare ΔOWD's bytes with a window of the bound's size — the
-            // slow path waited for an end that stays ahead for as long as the transfer
-            // lasts (a 4 MB chunk over a 270 ms LTE path: LTE idle after 2 s, the chunk
-            // 1.4 × its time without queue control). It sends from the head, as beyond the
-            // horizon.
+            // threshold would compare ΔOWD's bytes with a window of the bound's size: the
+            // slow path would wait for an end that stays ahead for as long as the transfer
+            // lasts. It sends from the head, as beyond the horizon.
             if q.sustained {
                 return send_within_window(now, me, End::Head, budget);
             }

@@ -3,13 +3,13 @@
 use bytes::{Buf, BufMut, Bytes};
 use std::net::SocketAddr;
 
-use crate::{CloseCode, FlowCloseCode, ResetCode, TargetAddr, Tier, WireError, MAX_DATAGRAM, MAX_FRAME_BODY};
+use crate::{CloseCode, FlowCloseCode, ResetCode, TargetAddr, Tier, WireError, MAX_FRAME_BODY};
 
 /// `type: u8 | len: u32`.
 pub const HEADER_LEN: usize = 5;
 
 /// A `Datagram`'s body ahead of its payload: `flow: u32 | seq: u16 | flags: u8`. With the
-/// largest payload ([`MAX_DATAGRAM`]) the frame fills a record exactly.
+/// largest payload ([`crate::MAX_DATAGRAM`]) the frame fills a record exactly.
 pub const DATAGRAM_HEADER: usize = 4 + 2 + 1;
 
 /// Each datagram's length ahead of its payload in a [`Frame::Datagrams`].
@@ -42,6 +42,33 @@ pub enum FrameType {
 }
 
 impl FrameType {
+    /// The frame type's name, for errors and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            FrameType::Hello => "Hello",
+            FrameType::HelloAck => "HelloAck",
+            FrameType::Open => "Open",
+            FrameType::Data => "Data",
+            FrameType::Fin => "Fin",
+            FrameType::Reset => "Reset",
+            FrameType::Ack => "Ack",
+            FrameType::Window => "Window",
+            FrameType::MaxData => "MaxData",
+            FrameType::Ping => "Ping",
+            FrameType::Pong => "Pong",
+            FrameType::Close => "Close",
+            FrameType::Owd => "Owd",
+            FrameType::Stall => "Stall",
+            FrameType::Tier => "Tier",
+            FrameType::Datagram => "Datagram",
+            FrameType::Datagrams => "Datagrams",
+            FrameType::FlowOpen => "FlowOpen",
+            FrameType::FlowClose => "FlowClose",
+            FrameType::PathGone => "PathGone",
+            FrameType::Allowance => "Allowance",
+        }
+    }
+
     fn from_u8(t: u8) -> Option<Self> {
         use FrameType::*;
         Some(match t {
@@ -363,25 +390,7 @@ impl Frame {
                     None => out.put_u8(0),
                 }
             }
-            Frame::Open {
-                seq,
-                stream,
-                ts,
-                paths,
-                scheduler,
-                energy,
-                addr,
-                data,
-            } => {
-                out.put_u64(*seq);
-                out.put_u32(*stream);
-                out.put_u32(*ts);
-                out.put_u64(*paths);
-                out.put_u8(*scheduler);
-                out.put_u8(*energy);
-                addr.encode(out);
-                out.put_slice(data);
-            }
+            Frame::Open { .. } => self.encode_open(out),
             Frame::Data {
                 seq,
                 stream,
@@ -428,9 +437,7 @@ impl Frame {
                 copied,
                 data,
             } => {
-                out.put_u32(*flow);
-                out.put_u16(*seq);
-                out.put_u8(*copied as u8);
+                encode_datagram_header(out, *flow, *seq, *copied);
                 out.put_slice(data);
             }
             Frame::Datagrams {
@@ -439,9 +446,7 @@ impl Frame {
                 copied,
                 data,
             } => {
-                out.put_u32(*flow);
-                out.put_u16(*seq);
-                out.put_u8(*copied as u8);
+                encode_datagram_header(out, *flow, *seq, *copied);
                 for d in data {
                     out.put_u16(d.len() as u16);
                     out.put_slice(d);
@@ -461,6 +466,31 @@ impl Frame {
             }
             Frame::Allowance { limit } => out.put_u64(*limit),
         }
+    }
+
+    /// An `Open`'s body: its numbers, then the address, then the first bytes.
+    fn encode_open(&self, out: &mut impl BufMut) {
+        let Frame::Open {
+            seq,
+            stream,
+            ts,
+            paths,
+            scheduler,
+            energy,
+            addr,
+            data,
+        } = self
+        else {
+            unreachable!("encode_open on another frame")
+        };
+        out.put_u64(*seq);
+        out.put_u32(*stream);
+        out.put_u32(*ts);
+        out.put_u64(*paths);
+        out.put_u8(*scheduler);
+        out.put_u8(*energy);
+        addr.encode(out);
+        out.put_slice(data);
     }
 
     /// Decodes one frame from the front of `buf`, advancing it. Payloads are sliced out of
@@ -491,278 +521,11 @@ impl Frame {
     }
 }
 
-fn decode_body(ty: FrameType, body: Bytes) -> Result<Frame, WireError> {
-    let name = match ty {
-        FrameType::Hello => "Hello",
-        FrameType::HelloAck => "HelloAck",
-        FrameType::Open => "Open",
-        FrameType::Data => "Data",
-        FrameType::Fin => "Fin",
-        FrameType::Reset => "Reset",
-        FrameType::Ack => "Ack",
-        FrameType::Window => "Window",
-        FrameType::MaxData => "MaxData",
-        FrameType::Ping => "Ping",
-        FrameType::Pong => "Pong",
-        FrameType::Close => "Close",
-        FrameType::Owd => "Owd",
-        FrameType::Stall => "Stall",
-        FrameType::Tier => "Tier",
-        FrameType::Datagram => "Datagram",
-        FrameType::Datagrams => "Datagrams",
-        FrameType::FlowOpen => "FlowOpen",
-        FrameType::FlowClose => "FlowClose",
-        FrameType::PathGone => "PathGone",
-        FrameType::Allowance => "Allowance",
-    };
-    let exact = |n: usize| {
-        if body.len() == n {
-            Ok(())
-        } else {
-            Err(WireError::Malformed {
-                frame: name,
-                what: "wrong body length",
-            })
-        }
-    };
-    let at_least = |n: usize| {
-        if body.len() >= n {
-            Ok(())
-        } else {
-            Err(WireError::Malformed {
-                frame: name,
-                what: "body too short",
-            })
-        }
-    };
-    let mut b: &[u8] = &body;
-    Ok(match ty {
-        FrameType::Hello => {
-            exact(18)?;
-            let version = b.get_u8();
-            let mut session = [0u8; 16];
-            b.copy_to_slice(&mut session);
-            Frame::Hello {
-                version,
-                session,
-                path: b.get_u8(),
-            }
-        }
-        FrameType::HelloAck => {
-            at_least(16 + 1 + 2 + 1)?;
-            let mut session = [0u8; 16];
-            b.copy_to_slice(&mut session);
-            let fresh = match b.get_u8() {
-                0 => false,
-                1 => true,
-                _ => {
-                    return Err(WireError::Malformed {
-                        frame: name,
-                        what: "flag is not 0 or 1",
-                    })
-                }
-            };
-            let server = b.get_u16();
-            let join = match b[0] {
-                0 => {
-                    b.advance(1);
-                    None
-                }
-                _ => match TargetAddr::decode(&mut b)? {
-                    TargetAddr::Ip(a) => Some(a),
-                    TargetAddr::Domain(..) => {
-                        return Err(WireError::Malformed {
-                            frame: name,
-                            what: "join address is a name",
-                        })
-                    }
-                },
-            };
-            if !b.is_empty() {
-                return Err(WireError::Malformed {
-                    frame: name,
-                    what: "bytes after the join address",
-                });
-            }
-            Frame::HelloAck {
-                session,
-                fresh,
-                server,
-                join,
-            }
-        }
-        FrameType::Open => {
-            at_least(16 + 10 + 1)?;
-            let seq = b.get_u64();
-            let stream = b.get_u32();
-            let ts = b.get_u32();
-            let paths = b.get_u64();
-            let scheduler = b.get_u8();
-            let energy = b.get_u8();
-            let addr = TargetAddr::decode(&mut b)?;
-            let used = body.len() - b.len();
-            Frame::Open {
-                seq,
-                stream,
-                ts,
-                paths,
-                scheduler,
-                energy,
-                addr,
-                data: body.slice(used..),
-            }
-        }
-        FrameType::Data => {
-            at_least(24)?;
-            let seq = b.get_u64();
-            let stream = b.get_u32();
-            let offset = b.get_u64();
-            let ts = b.get_u32();
-            if offset.checked_add(body.len() as u64 - 24).is_none() {
-                return Err(WireError::Malformed {
-                    frame: "Data",
-                    what: "stream offset overflows",
-                });
-            }
-            Frame::Data {
-                seq,
-                stream,
-                offset,
-                ts,
-                data: body.slice(24..),
-            }
-        }
-        FrameType::Fin => {
-            exact(20)?;
-            Frame::Fin {
-                seq: b.get_u64(),
-                stream: b.get_u32(),
-                offset: b.get_u64(),
-            }
-        }
-        FrameType::Reset => {
-            exact(13)?;
-            let (seq, stream) = (b.get_u64(), b.get_u32());
-            let code = ResetCode::from_wire(b.get_u8())?;
-            if !code.on_wire() {
-                return Err(WireError::Malformed {
-                    frame: name,
-                    what: "a reset code that is never sent",
-                });
-            }
-            Frame::Reset { seq, stream, code }
-        }
-        FrameType::Ack => {
-            exact(8)?;
-            Frame::Ack { cum: b.get_u64() }
-        }
-        FrameType::MaxData => {
-            exact(8)?;
-            Frame::MaxData { max: b.get_u64() }
-        }
-        FrameType::Ping => {
-            exact(8)?;
-            Frame::Ping { id: b.get_u64() }
-        }
-        FrameType::Pong => {
-            exact(8)?;
-            Frame::Pong { id: b.get_u64() }
-        }
-        FrameType::Window => {
-            exact(12)?;
-            Frame::Window {
-                stream: b.get_u32(),
-                max: b.get_u64(),
-            }
-        }
-        FrameType::Close => {
-            exact(1)?;
-            Frame::Close {
-                code: CloseCode::from_wire(b.get_u8())?,
-            }
-        }
-        FrameType::Owd => {
-            exact(17)?;
-            Frame::Owd {
-                path: b.get_u8(),
-                seq: b.get_u64(),
-                ts: b.get_u32(),
-                delay: b.get_u32(),
-            }
-        }
-        FrameType::Stall => {
-            exact(8)?;
-            Frame::Stall { cum: b.get_u64() }
-        }
-        FrameType::Tier => {
-            exact(1)?;
-            Frame::Tier {
-                tier: Tier::from_wire(b.get_u8())?,
-            }
-        }
-        FrameType::Datagram | FrameType::Datagrams => {
-            at_least(DATAGRAM_HEADER)?;
-            let flow = b.get_u32();
-            let seq = b.get_u16();
-            // Only bit 0 has a meaning; any other set bit is a peer we do not understand.
-            let copied = match b.get_u8() {
-                0 => false,
-                1 => true,
-                _ => {
-                    return Err(WireError::Malformed {
-                        frame: name,
-                        what: "unknown flag bits",
-                    })
-                }
-            };
-            if ty == FrameType::Datagrams {
-                return run::decode_run(flow, seq, copied, body.slice(DATAGRAM_HEADER..))
-                    .map_err(|what| WireError::Malformed { frame: name, what });
-            }
-            if body.len() - DATAGRAM_HEADER > MAX_DATAGRAM {
-                return Err(WireError::Malformed {
-                    frame: name,
-                    what: "payload larger than a UDP datagram",
-                });
-            }
-            Frame::Datagram {
-                flow,
-                seq,
-                copied,
-                data: body.slice(DATAGRAM_HEADER..),
-            }
-        }
-        FrameType::FlowOpen => {
-            at_least(4 + 1)?;
-            let flow = b.get_u32();
-            let addr = TargetAddr::decode(&mut b)?;
-            if !b.is_empty() {
-                return Err(WireError::Malformed {
-                    frame: name,
-                    what: "bytes after the address",
-                });
-            }
-            Frame::FlowOpen { flow, addr }
-        }
-        FrameType::FlowClose => {
-            exact(5)?;
-            Frame::FlowClose {
-                flow: b.get_u32(),
-                code: FlowCloseCode::from_wire(b.get_u8())?,
-            }
-        }
-        FrameType::PathGone => {
-            exact(5)?;
-            Frame::PathGone {
-                path: b.get_u8(),
-                joins: b.get_u32(),
-            }
-        }
-        FrameType::Allowance => {
-            exact(8)?;
-            Frame::Allowance { limit: b.get_u64() }
-        }
-    })
+/// The header a `Datagram` and a `Datagrams` run share ([`DATAGRAM_HEADER`] bytes).
+fn encode_datagram_header(out: &mut impl BufMut, flow: u32, seq: u16, copied: bool) {
+    out.put_u32(flow);
+    out.put_u16(seq);
+    out.put_u8(copied as u8);
 }
 
 /// Decodes every frame of a record. A record must hold whole frames only.
@@ -774,7 +537,9 @@ pub fn decode_all(mut record: Bytes) -> Result<Vec<Frame>, WireError> {
     Ok(out)
 }
 
+mod decode;
 mod run;
+use decode::decode_body;
 pub use run::DatagramRun;
 
 #[cfg(test)]

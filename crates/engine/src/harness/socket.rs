@@ -620,3 +620,6 @@ impl SimSocket {
         self.arrived.pop_front()
     }
 }
+
+#[cfg(test)]
+mod tests;

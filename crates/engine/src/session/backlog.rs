@@ -11,7 +11,7 @@ impl Session {
     /// interactive traffic from the queue bulk traffic builds (QCUT's priority bands
     /// exist for it); with nothing to protect a bulk transfer runs at the paths' full
     /// rate, and a chunk two-ended schedulers split (DEMS) is not cut into target-sized
-    /// pieces — held to the target, a lone 256 KB download took 12–63 % longer. A realtime
+    /// pieces (held to the target, a lone download takes longer: docs/latency.md). A realtime
     /// datagram flow (a call, a game) engages it too, for the same reason.
     ///
     /// With [`EngineConfig::queue_control_sustained`], also while applications keep the
@@ -44,8 +44,7 @@ impl Session {
     /// bulk transfer held to the bound on bytes ahead is, all the time — until its last
     /// bytes are read: from then on the queue is the transfer's real tail, which the
     /// schedulers must see as one. Held a second longer (the refusal's age alone), the
-    /// slower path took its share of a 4 MB chunk's tail over a 270 ms LTE path: MinRTT's
-    /// chunk took 3.07–3.76 s against 3.07–3.14 s with this rule.
+    /// slower path would take its share of a chunk's tail, which then waits for it.
     pub(super) fn bulk_held(&self, now: Instant) -> bool {
         !self.held.is_empty()
             && self.sustained_backlog(now)
@@ -82,7 +81,8 @@ impl Session {
     /// engaged, and also once applications have kept the session backlogged for
     /// [`SUSTAINED_BACKLOG`] — a transfer that writes faster than the paths carry (an
     /// `iperf3` upload, a backup), which without the bound counts seconds of bytes as sent
-    /// that are only waiting here (measured: 8.4 Mbit/s reported sent, 4.05 arrived). A
+    /// that are only waiting here (the sender would report about twice the rate that
+    /// arrives). A
     /// chunk written at once is already whole in the session by then: a two-ended
     /// scheduler (DEMS) still sees all of it, and only its next chunk waits for room.
     pub fn backpressure_engaged(&self, now: Instant) -> bool {

@@ -239,7 +239,7 @@ const BACKLOG_GAP: std::time::Duration = std::time::Duration::from_millis(100);
 /// Once a backlog has been sustained, it ends only after this long without one: a
 /// sender whose writes stall for a moment (a busy machine, a proxy that reads late) must
 /// not drop back to the looser [`AHEAD_HORIZON`] bound and let a second of bytes in
-/// ahead of the paths (measured under a loaded machine: 661 KB ahead instead of 64 KB).
+/// ahead of the paths.
 /// As long as it takes to engage, so the bound has symmetric hysteresis.
 const SUSTAINED_GAP: std::time::Duration = SUSTAINED_BACKLOG;
 
@@ -414,8 +414,7 @@ impl Session {
 
     /// An interactive stream's burst is not held to the bound on bytes ahead of the
     /// paths: bulk bytes fill that bound as fast as it frees, and a request that had to
-    /// wait for room behind them waited as long as behind a bloated queue (measured:
-    /// 0.5 s pings beside an upload). Only the rest of its burst is exempt (see
+    /// wait for room behind them would wait as long as behind a bloated queue. Only the rest of its burst is exempt (see
     /// [`crate::class::Classifier::interactive_room`]): a transfer starting as a new
     /// stream does not jump the bound with its first megabyte.
     fn peek_capacity(&self, stream: StreamId) -> u64 {

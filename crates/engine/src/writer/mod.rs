@@ -25,8 +25,6 @@ use crate::kernel::{RateEstimate, TcpInfo};
 mod queue;
 
 pub use queue::{QueuePhase, RampTest};
-#[cfg(test)]
-use queue::{MAX_STEP, STEER_AIM};
 
 /// `tcpi_state` values (linux/tcp_states.h) in which a socket can still send.
 const TCP_ESTABLISHED: u8 = 1;

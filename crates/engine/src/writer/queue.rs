@@ -522,3 +522,8 @@ impl PathWriter {
         })
     }
 }
+
+#[cfg(test)]
+mod eager_tests;
+#[cfg(test)]
+mod tests;

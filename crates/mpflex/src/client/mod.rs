@@ -251,8 +251,8 @@ const APP_RCVBUF: usize = 128 * 1024;
 /// Under queue control, application connections get a small fixed receive buffer (set on
 /// the listener, so accepted connections inherit it): autotuned it grows to megabytes
 /// while the session's bound on bytes ahead of the paths holds the stream back, and bytes
-/// waiting there are bytes the application counts as sent (measured: 3.9 MB in it during
-/// an `iperf3` upload). 128 KB still carries gigabits over loopback. The application's own
+/// waiting there are bytes the application counts as sent. 128 KB still carries
+/// gigabits over loopback. The application's own
 /// send buffer is its kernel's to size.
 fn limit_app_buffers(l: &TcpListener, queue_control: bool) {
     if !queue_control {

@@ -67,9 +67,8 @@ pub struct Tuning {
     /// second (a bulk upload or download that outruns the paths), so the bottleneck queue
     /// is already short when interactive traffic starts: otherwise the first requests of a
     /// page load wait for a full bottleneck buffer to drain (QCUT keeps the on-device queue
-    /// short whatever the traffic). With it on, page loads beside an upload took 0.94–1.11 ×
-    /// their time alone against 1.50–1.52 × with it off, for ~1 % of the upload's rate
-    /// (docs/latency.md). `false`: a lone transfer runs the paths' buffers full.
+    /// short whatever the traffic). Its cost, a little of the transfer's rate, and its
+    /// gain are in docs/latency.md. `false`: a lone transfer runs the paths' buffers full.
     pub queue_control_sustained: bool,
     /// Hedge small interactive frames (a request, a response of at most 2 KB): each also
     /// goes as a copy on the path that would deliver it next, when that copy arrives

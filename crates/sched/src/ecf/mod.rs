@@ -449,9 +449,8 @@ impl Scheduler for Ecf {
         };
         // A bulk transfer the bound on bytes ahead of the paths holds back
         // (`QueueView::sustained`): k is a window onto a backlog the application has not
-        // handed over yet, not what is left, and x_s waiting for x_f to drain it waits
-        // for as long as the transfer lasts (a 4 MB chunk over a 270 ms LTE path took
-        // 1.52 × its time without queue control). The backlog is not ending: x_s sends,
+        // handed over yet, not what is left, and x_s waiting for x_f to drain it would
+        // wait for as long as the transfer lasts. The backlog is not ending: x_s sends,
         // as ECF's rule does for a large k. Nor when the application holds more than the
         // second of the paths' rate already queued (`QueueView::withheld`): k is at least
         // that second, and the rest is not in view yet.
