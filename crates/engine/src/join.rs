@@ -9,7 +9,7 @@
 
 use std::net::SocketAddr;
 
-use mpflex_wire::{Frame, VERSION};
+use mpflex_wire::{CloseCode, Frame, VERSION};
 
 use crate::MAX_PATHS;
 
@@ -27,6 +27,19 @@ pub enum JoinError {
     NotHello(String),
     #[error("unexpected answer to Hello: {0}")]
     NotHelloAck(String),
+    #[error("{}", refusal(*.0))]
+    Refused(CloseCode),
+}
+
+/// What a client says of a join the server answered with `Close { code }`.
+fn refusal(code: CloseCode) -> String {
+    match code {
+        CloseCode::Limit => "the server refused the join at its limits: this client key holds as many \
+            sessions or descriptors as the server's [limits] allow (max_sessions_per_client, \
+            max_descriptors_per_client); stop another client that uses this key, or ask the server's operator"
+            .to_string(),
+        c => format!("the server refused the join ({c})"),
+    }
 }
 
 /// A path's request to join a session.
@@ -94,6 +107,12 @@ pub fn hello_ack(session: [u8; 16], fresh: bool, server: ServerInfo) -> Frame {
     }
 }
 
+/// (server) The answer to a join the server refuses: the client reads it as
+/// [`JoinError::Refused`].
+pub fn refuse(code: CloseCode) -> Frame {
+    Frame::Close { code }
+}
+
 /// (client) Checks the server's answer for `session`.
 pub fn accept_hello_ack(frames: &[Frame], session: [u8; 16]) -> Result<JoinAck, JoinError> {
     match frames {
@@ -109,6 +128,7 @@ pub fn accept_hello_ack(frames: &[Frame], session: [u8; 16]) -> Result<JoinAck, 
                 join: *join,
             },
         }),
+        [Frame::Close { code }] => Err(JoinError::Refused(*code)),
         _ => Err(JoinError::NotHelloAck(kinds(frames))),
     }
 }
@@ -183,6 +203,9 @@ mod tests {
             Err(JoinError::NotHello(_))
         ));
         assert!(matches!(accept_hello(&[]), Err(JoinError::NotHello(_))));
+        // A refusal says why in words.
+        let e = accept_hello_ack(&[refuse(CloseCode::Limit)], [1; 16]).unwrap_err();
+        assert!(e.to_string().contains("max_sessions_per_client"), "{e}");
         // The error names what came, never what it carried (decrypted: anyone's data).
         let e = accept_hello(&[Frame::Ping { id: 0x5ec2e7 }, hello([0x42; 16], 0)]).unwrap_err();
         assert_eq!(

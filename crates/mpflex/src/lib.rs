@@ -13,6 +13,7 @@ pub mod listen;
 pub mod owner;
 pub mod pathconn;
 pub mod policy;
+pub mod quota;
 pub mod redirect;
 pub mod runtime;
 pub mod server;

@@ -134,6 +134,13 @@ pub async fn read_join_request(sock: &mut TcpStream, t: &Transport) -> Result<(J
     Ok((req, opener, buf))
 }
 
+/// (server) Refuses a join: the client reads `code` as its reason.
+pub async fn refuse_join(sock: &mut TcpStream, t: &Transport, code: mpflex_wire::CloseCode) -> Result<()> {
+    send_frame(sock, t, &mut 0, join::refuse(code)).await?;
+    sock.shutdown().await?;
+    Ok(())
+}
+
 /// (server) Tells the client whether the session is `fresh` here.
 pub async fn answer_join(
     sock: &mut TcpStream,

@@ -24,7 +24,10 @@ use crate::crypto::{decode_key, encode_key, server_handshake, Opener, ReplayGuar
 use crate::driver::{run_stream, FlowMsg, FlowOpened, Opened, SessionHandle};
 use crate::gate::{Failure, Gate};
 use crate::listen::{accept_each, bind};
-use crate::pathconn::{answer_join, configure_path_socket, read_join_request, read_preamble, PreambleError};
+use crate::pathconn::{
+    answer_join, configure_path_socket, read_join_request, read_preamble, refuse_join, PreambleError,
+};
+use crate::quota::{Held, Kind, Quotas, SessionAccount};
 use crate::status::snapshot::session_id;
 use crate::status::SessionView;
 
@@ -36,8 +39,9 @@ struct Server {
     clients: HashMap<[u8; 32], String>,
     replay: ReplayGuard,
     gate: Arc<Gate>,
+    quotas: Arc<Quotas>,
     acl: Acl,
-    sessions: Mutex<HashMap<SessionKey, SessionHandle>>,
+    sessions: Mutex<HashMap<SessionKey, (SessionHandle, Arc<SessionAccount>)>>,
     /// What the join answer says about this server.
     me: ServerInfo,
     /// Path connections whose first bytes were not a routing preamble this build reads.
@@ -60,13 +64,26 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
             c.name.clone(),
         );
     }
+    let nofile = crate::quota::nofile();
+    let quotas = Quotas::new(&cfg.limits);
+    quotas.describe(nofile);
+    // Connections in their handshake hold descriptors of the reserve the budget leaves:
+    // at most half of it, so paths that joined and the status listener keep the rest.
+    let mut before_auth = cfg.limits.clone();
+    let room = (crate::quota::reserve(nofile) / 2).max(1);
+    if before_auth.max_handshakes > room {
+        info!("limits.max_handshakes lowered to {room}: half the descriptors RLIMIT_NOFILE {nofile} keeps out of the clients' budget");
+        before_auth.max_handshakes = room;
+        before_auth.max_handshakes_per_source = before_auth.max_handshakes_per_source.min(room);
+    }
     let srv = Arc::new(Server {
         private: zeroize::Zeroizing::new(cfg.private_key()?),
         acl: Acl::new(&cfg.acl)?,
         classes: Arc::new(cfg.class_rules()?),
         clients,
         replay: ReplayGuard::default(),
-        gate: Gate::new(&cfg.limits),
+        gate: Gate::new(&before_auth),
+        quotas,
         sessions: Mutex::new(HashMap::new()),
         me: ServerInfo {
             id: cfg.server_id,
@@ -116,7 +133,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     } else {
         CloseCode::Normal
     };
-    let sessions: Vec<SessionHandle> = srv.sessions.lock().unwrap().drain().map(|(_, h)| h).collect();
+    let sessions: Vec<SessionHandle> = srv.sessions.lock().unwrap().drain().map(|(_, (h, _))| h).collect();
     for h in &sessions {
         h.with(|sh| sh.sess.close(code));
     }
@@ -142,7 +159,7 @@ async fn drain(srv: &Server) {
             .lock()
             .unwrap()
             .values()
-            .map(|h| h.with(|sh| sh.sess.stream_ids().len()))
+            .map(|(h, _)| h.with(|sh| sh.sess.stream_ids().len()))
             .sum();
         if open == 0 {
             info!("drained: no stream open");
@@ -185,7 +202,15 @@ async fn serve_path(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) -> 
         }
     };
     let name = srv.clients[&client].clone();
-    let (h, fresh) = srv.session(client, req.session, &name);
+    // Every path a client joins holds a descriptor charged to its key.
+    let admitted = srv
+        .session(client, req.session, &name)
+        .and_then(|(h, acct, fresh)| Ok((h, acct.admit(Kind::Path)?, fresh)));
+    let Ok((h, held, fresh)) = admitted else {
+        // Counted and logged by the accounts; the client logs the reason.
+        let _ = tokio::time::timeout_at(deadline, refuse_join(&mut sock, &t, CloseCode::Limit)).await;
+        return Ok(());
+    };
     let joined = match tokio::time::timeout_at(
         deadline,
         answer_join(&mut sock, &t, req, fresh, srv.me, opener, leftover),
@@ -201,6 +226,7 @@ async fn serve_path(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) -> 
     h.ensure_path_slot(path, &format!("{name}/{path}@{peer}"));
     info!(client = %name, path, %peer, fresh, "path joined");
     let r = h.run_path(path, sock, t, joined).await;
+    drop(held);
     info!(client = %name, path, %peer, "path left: {}", r.as_ref().err().map_or("closed".to_string(), |e| format!("{e:#}")));
     Ok(())
 }
@@ -267,14 +293,36 @@ async fn admit(srv: &Server, sock: &mut TcpStream, peer: SocketAddr) -> Result<O
 }
 
 impl Server {
-    /// The session for (client key, token), created if new. `true` when created.
-    fn session(self: &Arc<Self>, client: [u8; 32], token: [u8; 16], name: &str) -> (SessionHandle, bool) {
+    /// The session for (client key, token), created if new (`true` then) and the key's
+    /// [`crate::config::Limits::max_sessions_per_client`] allows.
+    fn session(
+        self: &Arc<Self>,
+        client: [u8; 32],
+        token: [u8; 16],
+        name: &str,
+    ) -> Result<(SessionHandle, Arc<SessionAccount>, bool), crate::quota::Limit> {
         let mut sessions = self.sessions.lock().unwrap();
-        if let Some(h) = sessions.get(&(client, token)) {
+        if let Some((h, acct)) = sessions.get(&(client, token)) {
             if !h.closed.is_cancelled() {
-                return (h.clone(), false);
+                return Ok((h.clone(), acct.clone(), false));
             }
         }
+        if self.quotas.sessions_of(&client) >= self.quotas.budget.sessions_per_client {
+            // A session of the key without paths (its client restarted, or moved on)
+            // makes room: an honest client's restarts never meet the limit.
+            let idle = sessions
+                .iter()
+                .find(|((k, _), (h, _))| *k == client && !h.any_path_up())
+                .map(|(k, (h, a))| (*k, h.clone(), a.clone()));
+            if let Some((key, h, acct)) = idle {
+                info!(client = %name, "a session without paths closed to make room for a new one of the same client");
+                sessions.remove(&key);
+                h.closed.cancel();
+                h.abort_all_streams();
+                acct.end();
+            }
+        }
+        let acct = self.quotas.open_session(client, name)?;
         let scheduler = self.cfg.scheduler_kind().expect("validated").build();
         let sess = Session::new(self.cfg.tuning.engine(Role::Server), scheduler, Instant::now());
         let (tx, rx) = mpsc::unbounded_channel();
@@ -284,17 +332,17 @@ impl Server {
         h.allowed_schedulers = self.cfg.allowed_scheduler_kinds().expect("validated").map(Arc::new);
         let (ftx, frx) = mpsc::unbounded_channel();
         h.flow_opens = Some(ftx);
-        sessions.insert((client, token), h.clone());
-        tokio::spawn(flow_loop(self.clone(), h.clone(), frx));
+        sessions.insert((client, token), (h.clone(), acct.clone()));
+        tokio::spawn(flow_loop(self.clone(), h.clone(), acct.clone(), frx));
         info!(client = %name, session = %encode_key(&token), "new session");
-        tokio::spawn(egress_loop(self.clone(), h.clone(), rx));
-        tokio::spawn(reaper(self.clone(), h.clone(), (client, token)));
-        (h, true)
+        tokio::spawn(egress_loop(self.clone(), h.clone(), acct.clone(), rx));
+        tokio::spawn(reaper(self.clone(), h.clone(), acct.clone(), (client, token)));
+        Ok((h, acct, true))
     }
 
     /// The server's own counters for the status endpoint.
     fn counters(&self) -> Vec<crate::status::Counter> {
-        vec![
+        let mut v: Vec<crate::status::Counter> = [
             (
                 "paths_refused_bad_preamble",
                 "Path connections refused because their first bytes were not a routing preamble.",
@@ -331,6 +379,11 @@ impl Server {
                 crate::listen::ACCEPT_ERRORS.load(Ordering::Relaxed),
             ),
         ]
+        .into_iter()
+        .map(|(name, help, value)| crate::status::Counter::new(name, help, value))
+        .collect();
+        v.extend(self.quotas.counters());
+        v
     }
 
     /// The sessions as the status endpoint shows them.
@@ -340,7 +393,7 @@ impl Server {
             .lock()
             .unwrap()
             .iter()
-            .map(|(k, h)| (*k, h.clone()))
+            .map(|(k, (h, _))| (*k, h.clone()))
             .collect();
         // Each session's lock is taken with the session map's released: a path joining
         // meanwhile does not wait for the snapshots.
@@ -358,25 +411,36 @@ impl Server {
 }
 
 /// Drops a session whose paths have all been gone for `session_linger_secs`.
-async fn reaper(srv: Arc<Server>, h: SessionHandle, key: SessionKey) {
+async fn reaper(srv: Arc<Server>, h: SessionHandle, acct: Arc<SessionAccount>, key: SessionKey) {
     let linger = Duration::from_secs(srv.cfg.session_linger_secs);
     if h.pathless_for(linger).await {
         info!("session expired: no path for {linger:?}");
     }
     h.closed.cancel();
     h.abort_all_streams();
+    acct.end();
     let mut sessions = srv.sessions.lock().unwrap();
-    if sessions.get(&key).is_some_and(|cur| cur.closed.is_cancelled()) {
+    if sessions.get(&key).is_some_and(|(cur, _)| cur.closed.is_cancelled()) {
         sessions.remove(&key);
     }
 }
 
-async fn egress_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::UnboundedReceiver<Opened>) {
+async fn egress_loop(
+    srv: Arc<Server>,
+    h: SessionHandle,
+    acct: Arc<SessionAccount>,
+    mut rx: mpsc::UnboundedReceiver<Opened>,
+) {
     while let Some(o) = rx.recv().await {
-        let srv = srv.clone();
-        let h = h.clone();
+        // The stream's descriptor is charged from the start (its lookup, its connect).
+        let Ok(held) = acct.admit(Kind::Stream) else {
+            h.with(|sh| sh.sess.stream_reset(o.stream, mpflex_wire::ResetCode::Limit));
+            continue;
+        };
+        let (srv, h, acct) = (srv.clone(), h.clone(), acct.clone());
         tokio::spawn(async move {
-            match connect(&srv, &o.addr).await {
+            let _held = held;
+            match connect(&srv, &acct, &o.addr).await {
                 Ok(sock) => {
                     // A rule may name the network a name resolved into.
                     if let (TargetAddr::Domain(name, _), Ok(peer)) = (&o.addr, sock.peer_addr()) {
@@ -407,12 +471,19 @@ async fn egress_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::Unbounded
     }
 }
 
-async fn connect(srv: &Server, addr: &TargetAddr) -> Result<TcpStream, (Refusal, anyhow::Error)> {
-    let allowed = permitted(srv, addr).await?;
+async fn connect(
+    srv: &Server,
+    acct: &SessionAccount,
+    addr: &TargetAddr,
+) -> Result<TcpStream, (Refusal, anyhow::Error)> {
+    let allowed = permitted(srv, acct, addr).await?;
     let mut last = None;
     for a in allowed {
         match tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(a)).await {
             Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) if srv.quotas.out_of_descriptors(&e, "connecting a stream") => {
+                return Err((Refusal::Limit, anyhow::anyhow!("{a}: {e}")));
+            }
             Ok(Err(e)) => last = Some(anyhow::anyhow!("{a}: {e}")),
             Err(_) => last = Some(anyhow::anyhow!("{a}: connect timed out")),
         }
@@ -423,7 +494,11 @@ async fn connect(srv: &Server, addr: &TargetAddr) -> Result<TcpStream, (Refusal,
 /// The addresses `addr` resolves to that the ACL permits, for a stream or a datagram
 /// flow alike (the same policy for TCP and UDP destinations). The error carries the
 /// reason, which a stream's reset and a flow's close both give.
-async fn permitted(srv: &Server, addr: &TargetAddr) -> Result<Vec<SocketAddr>, (Refusal, anyhow::Error)> {
+async fn permitted(
+    srv: &Server,
+    acct: &SessionAccount,
+    addr: &TargetAddr,
+) -> Result<Vec<SocketAddr>, (Refusal, anyhow::Error)> {
     let candidates: Vec<SocketAddr> = match addr {
         TargetAddr::Ip(a) => vec![*a],
         // An address written out as a name (SOCKS clients resolving remotely send what
@@ -431,10 +506,24 @@ async fn permitted(srv: &Server, addr: &TargetAddr) -> Result<Vec<SocketAddr>, (
         TargetAddr::Domain(d, port) if d.parse::<std::net::IpAddr>().is_ok() => {
             vec![SocketAddr::new(d.parse().expect("checked"), *port)]
         }
-        TargetAddr::Domain(d, port) => tokio::net::lookup_host((d.as_str(), *port))
-            .await
-            .map_err(|e| (Refusal::Unreachable, anyhow::anyhow!("cannot resolve {d}: {e}")))?
-            .collect(),
+        TargetAddr::Domain(d, port) => {
+            let place = acct
+                .dns()
+                .await
+                .map_err(|l| (Refusal::Limit, anyhow::anyhow!("{addr}: {} reached", l.name())))?;
+            // The lookup keeps its place until the resolver answers, even if the stream
+            // is gone by then: the place counts a thread of the resolver pool.
+            let name = (d.clone(), *port);
+            let lookup = tokio::spawn(async move {
+                let r = tokio::net::lookup_host(name).await.map(|a| a.collect::<Vec<_>>());
+                drop(place);
+                r
+            });
+            lookup
+                .await
+                .map_err(|e| (Refusal::Unreachable, anyhow::anyhow!("cannot resolve {d}: {e}")))?
+                .map_err(|e| (Refusal::Unreachable, anyhow::anyhow!("cannot resolve {d}: {e}")))?
+        }
     };
     // The policy applies to resolved addresses, so a name cannot smuggle in a
     // forbidden destination.
@@ -459,10 +548,18 @@ async fn permitted(srv: &Server, addr: &TargetAddr) -> Result<Vec<SocketAddr>, (
     Ok(allowed)
 }
 
-/// Gives each datagram flow the peer opens a socket of its own.
-async fn flow_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::UnboundedReceiver<FlowOpened>) {
+/// Gives each datagram flow the peer opens a socket of its own, within the limits.
+async fn flow_loop(
+    srv: Arc<Server>,
+    h: SessionHandle,
+    acct: Arc<SessionAccount>,
+    mut rx: mpsc::UnboundedReceiver<FlowOpened>,
+) {
     while let Some(o) = rx.recv().await {
-        tokio::spawn(serve_flow(srv.clone(), h.clone(), o));
+        match acct.admit(Kind::Flow) {
+            Ok(held) => drop(tokio::spawn(serve_flow(srv.clone(), h.clone(), acct.clone(), o, held))),
+            Err(_) => h.close_flow(o.flow, FlowCloseCode::TooMany),
+        }
     }
 }
 
@@ -470,10 +567,13 @@ async fn flow_loop(srv: Arc<Server>, h: SessionHandle, mut rx: mpsc::UnboundedRe
 /// destination's answers come back (an endpoint-dependent mapping, RFC 4787 §4.1), kept
 /// until no datagram has gone either way for the idle timeout, the peer closes the flow,
 /// or the session ends. A refused destination closes the flow with the reason, counted in
-/// the session's `flows_refused`, and a log line.
-async fn serve_flow(srv: Arc<Server>, h: SessionHandle, o: FlowOpened) {
+/// the session's `flows_refused`, and a log line. What the client sends is dropped (and
+/// counted) when empty — a packet out for two bytes in, carrying nothing — and beyond the
+/// flow's `limits.max_datagrams_per_second`.
+async fn serve_flow(srv: Arc<Server>, h: SessionHandle, acct: Arc<SessionAccount>, o: FlowOpened, _held: Held) {
     let FlowOpened { flow, addr, mut rx } = o;
-    let sock = match flow_socket(&srv, &addr).await {
+    let mut rate = acct.datagram_rate();
+    let sock = match flow_socket(&srv, &acct, &addr).await {
         Ok(s) => s,
         Err((code, e)) => {
             if code == Refusal::Refused {
@@ -491,6 +591,11 @@ async fn serve_flow(srv: Arc<Server>, h: SessionHandle, o: FlowOpened) {
     loop {
         tokio::select! {
             m = rx.recv() => match m {
+                Some((_, FlowMsg::Datagram(d))) if d.is_empty() => h.count_udp(|u| u.dropped_empty += 1),
+                Some((_, FlowMsg::Datagram(_))) if !rate.take(Instant::now()) => {
+                    h.count_udp(|u| u.dropped_rate += 1);
+                    acct.refuse(crate::quota::Limit::DatagramsPerSecond);
+                }
                 Some((_, FlowMsg::Datagram(d))) => {
                     last = tokio::time::Instant::now();
                     if let Err(e) = sock.send(&d).await {
@@ -578,8 +683,12 @@ fn ping_socket(to: SocketAddr) -> std::io::Result<UdpSocket> {
 
 /// A UDP socket connected to the first permitted address of `addr` (port 0: a ping
 /// socket, [`ping_socket`]).
-async fn flow_socket(srv: &Server, addr: &TargetAddr) -> Result<UdpSocket, (Refusal, anyhow::Error)> {
-    let allowed = permitted(srv, addr).await?;
+async fn flow_socket(
+    srv: &Server,
+    acct: &SessionAccount,
+    addr: &TargetAddr,
+) -> Result<UdpSocket, (Refusal, anyhow::Error)> {
+    let allowed = permitted(srv, acct, addr).await?;
     let mut last = None;
     for a in allowed {
         let local: SocketAddr = if a.is_ipv4() {
@@ -598,6 +707,9 @@ async fn flow_socket(srv: &Server, addr: &TargetAddr) -> Result<UdpSocket, (Refu
         .await;
         match r {
             Ok(s) => return Ok(s),
+            Err(e) if srv.quotas.out_of_descriptors(&e, "opening a datagram flow") => {
+                return Err((Refusal::Limit, anyhow::anyhow!("{a}: {e}")));
+            }
             Err(e) => last = Some(anyhow::anyhow!("{a}: {e}")),
         }
     }

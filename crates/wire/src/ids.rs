@@ -132,6 +132,10 @@ wire_id! {
         Unreachable = 3 => "unreachable",
         /// The session is going away (shutdown, or it expired).
         SessionGone = 4 => "session gone",
+        /// The server refused the stream at one of its limits (streams or descriptors of
+        /// the session or the client key, name lookups in progress), or it ran out of
+        /// descriptors.
+        Limit = 5 => "limit",
         /// Never sent: the client learnt that the server lost the session (it restarted),
         /// so every stream of it is gone. A peer that sends it is in error.
         PeerLostState = 0xfe => "peer lost state",
@@ -169,6 +173,9 @@ wire_id! {
         /// A server of a pool is going away (drained): the client starts a new session,
         /// through the balancer, on another server.
         Draining = 1 => "draining",
+        /// (answering a join) The server refused the session or the path at its limits:
+        /// the client key holds as many sessions, or descriptors, as the server allows.
+        Limit = 2 => "limit",
     }
 }
 
@@ -180,6 +187,9 @@ pub enum Refusal {
     Refused,
     /// It could not be reached.
     Unreachable,
+    /// The server's limits (or its descriptors) leave no room for it: a stream is reset
+    /// with [`ResetCode::Limit`], a flow closed with [`FlowCloseCode::TooMany`].
+    Limit,
 }
 
 impl From<Refusal> for ResetCode {
@@ -187,6 +197,7 @@ impl From<Refusal> for ResetCode {
         match r {
             Refusal::Refused => ResetCode::Refused,
             Refusal::Unreachable => ResetCode::Unreachable,
+            Refusal::Limit => ResetCode::Limit,
         }
     }
 }
@@ -196,6 +207,7 @@ impl From<Refusal> for FlowCloseCode {
         match r {
             Refusal::Refused => FlowCloseCode::Refused,
             Refusal::Unreachable => FlowCloseCode::Unreachable,
+            Refusal::Limit => FlowCloseCode::TooMany,
         }
     }
 }
@@ -225,6 +237,7 @@ mod tests {
             ("refused", 2),
             ("unreachable", 3),
             ("session gone", 4),
+            ("limit", 5),
             ("peer lost state", 0xfe),
         ];
         assert_eq!(resets.len(), ResetCode::ALL.len());
@@ -243,7 +256,7 @@ mod tests {
         for (c, (name, n)) in FlowCloseCode::ALL.iter().zip(flows) {
             assert_eq!((c.wire(), c.name()), (n, name));
         }
-        let closes = [("normal", 0), ("draining", 1)];
+        let closes = [("normal", 0), ("draining", 1), ("limit", 2)];
         assert_eq!(closes.len(), CloseCode::ALL.len());
         for (c, (name, n)) in CloseCode::ALL.iter().zip(closes) {
             assert_eq!((c.wire(), c.name()), (n, name));
@@ -257,9 +270,9 @@ mod tests {
         assert_eq!(Tier::from_wire(5), Err(WireError::UnknownId { what: "tier", value: 5 }));
         assert_eq!(Tier::from_wire(255).unwrap_err().to_string(), "unknown tier number 255");
         assert!(ResetCode::from_wire(0).is_err());
-        assert!(ResetCode::from_wire(5).is_err());
+        assert!(ResetCode::from_wire(6).is_err());
         assert!(FlowCloseCode::from_wire(5).is_err());
-        assert!(CloseCode::from_wire(2).is_err());
+        assert!(CloseCode::from_wire(3).is_err());
     }
 
     /// Every accepted tier name, aliases included, parses to a tier that shows a name

@@ -16,6 +16,26 @@ pub struct Limits {
     pub max_handshakes: usize,
     /// The same from one source address (an IPv6 source counts by its /64).
     pub max_handshakes_per_source: usize,
+    /// Sessions one client key may hold (each `mpflex client` process runs one).
+    pub max_sessions_per_client: usize,
+    /// Streams open at once in one session, and over all sessions of one client key.
+    pub max_streams_per_session: usize,
+    pub max_streams_per_client: usize,
+    /// Datagram flows open at once in one session, and over all sessions of one key.
+    pub max_flows_per_session: usize,
+    pub max_flows_per_client: usize,
+    /// Descriptors all clients' paths, streams and flows may hold together; 0: the
+    /// process's `RLIMIT_NOFILE` less a reserve (a quarter of it, 256 to 16,384) for
+    /// listeners, handshakes in progress, the status listener and the resolver.
+    pub max_descriptors: usize,
+    /// The descriptors one client key may hold; 0: half of `max_descriptors`.
+    pub max_descriptors_per_client: usize,
+    /// Name lookups in progress (each holds a thread of the resolver pool), overall and
+    /// for one client key.
+    pub max_dns_lookups: usize,
+    pub max_dns_lookups_per_client: usize,
+    /// Datagrams a client may send into one flow per second; more are dropped, counted.
+    pub max_datagrams_per_second: u32,
 }
 
 impl Default for Limits {
@@ -27,6 +47,33 @@ impl Default for Limits {
             // real client holds its place for milliseconds.
             max_handshakes: 2_048,
             max_handshakes_per_source: 8,
+            // An honest client runs one session per process, and a restarted one leaves
+            // its old session lingering without paths (such a session makes room for a
+            // new one, so restarts never meet the limit): 8 covers several processes on
+            // one key, while a key cannot multiply its share by opening sessions.
+            max_sessions_per_client: 8,
+            // A browser holds some hundreds of connections, a host or a LAN behind the TUN
+            // or TPROXY ingress thousands, and a host's UDP (DNS from random ports, peers
+            // of a P2P application) ten thousand flows; beyond these a client is scanning
+            // or flooding. The descriptor share below usually binds first. The engine
+            // refuses more than 16,384 streams in a session as a protocol error, and
+            // closes flows beyond 16,384; these refuse the new one only.
+            max_streams_per_session: 8_192,
+            max_streams_per_client: 16_384,
+            max_flows_per_session: 16_384,
+            max_flows_per_client: 32_768,
+            // From RLIMIT_NOFILE, so LimitNOFILE is the one knob; half to one key, so a
+            // key at its limits leaves the other half to everyone else.
+            max_descriptors: 0,
+            max_descriptors_per_client: 0,
+            // A lookup takes milliseconds when the resolver answers and up to its
+            // timeout (5 s) when it does not: 64 in progress serve hundreds of lookups a
+            // second, and one key's 16 cannot hold the others' up.
+            max_dns_lookups: 64,
+            max_dns_lookups_per_client: 16,
+            // A gigabit QUIC download acknowledges every other packet, some 45,000 a
+            // second; a flood of small datagrams into one flow beyond this is dropped.
+            max_datagrams_per_second: 50_000,
         }
     }
 }
@@ -41,6 +88,33 @@ impl Limits {
         }
         if self.max_handshakes_per_source > self.max_handshakes {
             bail!("limits.max_handshakes_per_source: at most limits.max_handshakes");
+        }
+        let counts = [
+            ("max_sessions_per_client", self.max_sessions_per_client),
+            ("max_streams_per_session", self.max_streams_per_session),
+            ("max_streams_per_client", self.max_streams_per_client),
+            ("max_flows_per_session", self.max_flows_per_session),
+            ("max_flows_per_client", self.max_flows_per_client),
+            ("max_dns_lookups", self.max_dns_lookups),
+            ("max_dns_lookups_per_client", self.max_dns_lookups_per_client),
+            ("max_datagrams_per_second", self.max_datagrams_per_second as usize),
+        ];
+        for (key, n) in counts {
+            if n == 0 {
+                bail!("limits.{key}: at least 1");
+            }
+        }
+        for (per_session, per_client) in [
+            ("max_streams_per_session", "max_streams_per_client"),
+            ("max_flows_per_session", "max_flows_per_client"),
+        ] {
+            let value = |k: &str| counts.iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v);
+            if value(per_session) > value(per_client) {
+                bail!("limits.{per_session}: at most limits.{per_client}");
+            }
+        }
+        if self.max_descriptors != 0 && self.max_descriptors_per_client > self.max_descriptors {
+            bail!("limits.max_descriptors_per_client: at most limits.max_descriptors");
         }
         Ok(())
     }

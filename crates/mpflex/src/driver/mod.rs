@@ -131,6 +131,11 @@ pub struct UdpDrops {
     pub dropped_backlog: u64,
     /// Datagrams to a new destination while the session had `max_flows` flows open.
     pub dropped_flow_limit: u64,
+    /// (server) Zero-length datagrams from the peer: each would cost a packet and carry
+    /// nothing.
+    pub dropped_empty: u64,
+    /// (server) Datagrams from the peer beyond `limits.max_datagrams_per_second` of their flow.
+    pub dropped_rate: u64,
 }
 
 pub struct Shared {
@@ -266,13 +271,8 @@ impl SessionHandle {
                 Event::StreamReset { stream, code } => {
                     debug!(stream, %code, "stream reset by peer");
                     if let Some(s) = sh.streams.remove(&stream) {
-                        // Only a server refuses; the application sees just a reset, so
-                        // the log says why and where to change it.
-                        if code == ResetCode::Refused {
-                            sh.streams_refused += 1;
-                            let to = s.target.as_ref().map_or("?".to_string(), |t| t.to_string());
-                            info!(stream, "stream to {to} refused by the server's [acl]: allow it there (the server's log names the rule)");
-                        }
+                        sh.streams_refused += u64::from(code == ResetCode::Refused);
+                        stream::say_refused(stream, code, s.target.as_ref());
                         s.readable.notify_one();
                         s.writable.notify_one();
                     }
@@ -356,11 +356,7 @@ impl SessionHandle {
                 }
                 Event::FlowClosed { flow, code } => {
                     if let Some(sink) = sh.flows.remove(&flow) {
-                        if code == FlowCloseCode::Refused {
-                            info!(flow, "datagram flow to {} refused by the server's [acl]: allow it there (the server's log names the rule)", sink.target);
-                        } else {
-                            debug!(flow, %code, "datagram flow closed by the peer");
-                        }
+                        stream::say_flow_closed(flow, code, &sink.target);
                         let _ = sink.tx.try_send((flow, FlowMsg::Closed(code)));
                     }
                 }

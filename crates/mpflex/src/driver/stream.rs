@@ -8,11 +8,11 @@ use std::time::Instant;
 
 use bytes::{Buf, Bytes};
 use mpflex_engine::{RecvResult, StreamId};
-use mpflex_wire::ResetCode;
+use mpflex_wire::{FlowCloseCode, ResetCode, TargetAddr};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tracing::debug;
+use tracing::{debug, info};
 
 use super::{SessionHandle, StreamSignals};
 use crate::tcpinfo::set_linger_zero;
@@ -269,4 +269,38 @@ async fn write_all_vectored<W: AsyncWrite + Unpin>(wr: &mut W, chunks: &mut Vec<
     }
     chunks.clear();
     Ok(())
+}
+
+/// (client) Logs a stream the server refused, in words: the application sees only a
+/// reset, so the log says why and where to change it.
+pub(super) fn say_refused(stream: StreamId, code: ResetCode, target: Option<&TargetAddr>) {
+    let to = target.map_or("?".to_string(), |t| t.to_string());
+    match code {
+        ResetCode::Refused => info!(
+            stream,
+            "stream to {to} refused by the server's [acl]: allow it there (the server's log names the rule)"
+        ),
+        ResetCode::Limit => info!(
+            stream,
+            "stream to {to} refused by the server's [limits]: this client holds as many streams or descriptors as the \
+             server allows (its log and /metrics name the limit); close some, or ask its operator"
+        ),
+        _ => {}
+    }
+}
+
+/// (client) Logs a datagram flow the server closed.
+pub(super) fn say_flow_closed(flow: u32, code: FlowCloseCode, target: &TargetAddr) {
+    match code {
+        FlowCloseCode::Refused => info!(
+            flow,
+            "datagram flow to {target} refused by the server's [acl]: allow it there (the server's log names the rule)"
+        ),
+        FlowCloseCode::TooMany => info!(
+            flow,
+            "datagram flow to {target} refused by the server's [limits]: this client holds as many flows or \
+             descriptors as the server allows (its log and /metrics name the limit)"
+        ),
+        _ => debug!(flow, %code, "datagram flow closed by the peer"),
+    }
 }

@@ -216,13 +216,17 @@ impl Collector for Scrape {
                 ConstGauge::new(self.sessions.len() as i64),
             )],
         )?;
-        for (name, help, v) in &self.counters {
-            family(
-                e,
-                &format!("mpflex_{name}"),
-                help,
-                vec![(vec![("role", self.role.to_string())], ConstCounter::new(*v))],
-            )?;
+        // Counters of one name are one family, a series per label value.
+        for group in self.counters.chunk_by(|a, b| a.name == b.name) {
+            let rows = group
+                .iter()
+                .map(|d| {
+                    let mut l = vec![("role", self.role.to_string())];
+                    l.extend(d.label.map(|(k, v)| (k, v.to_string())));
+                    (l, ConstCounter::new(d.value))
+                })
+                .collect();
+            family(e, &format!("mpflex_{}", group[0].name), group[0].help, rows)?;
         }
 
         // Per session.
@@ -275,6 +279,8 @@ impl Collector for Scrape {
                 ("refused", u.dropped_refused),
                 ("backlog", u.dropped_backlog),
                 ("flow_limit", u.dropped_flow_limit),
+                ("empty", u.dropped_empty),
+                ("rate", u.dropped_rate),
             ]
             .into_iter()
             .map(|(r, n)| (r.to_string(), ConstCounter::new(n)))
@@ -286,7 +292,7 @@ impl Collector for Scrape {
             "Datagrams dropped, by reason: the session's queue was full, waited too long for a \
              path, unknown flow, SOCKS5 FRAG not zero, malformed SOCKS5 header, larger than UDP \
              allows, from outside the association, to a refused destination, the flow's socket \
-             too far behind, the session's flow limit reached.",
+             too far behind, the session's flow limit reached, (server) empty, beyond the flow's rate limit.",
             rows,
         )?;
         let rows = self.per_session_by("reason", |s| {
@@ -712,7 +718,7 @@ pub(crate) mod tests {
         let (ct, text) = render(
             "server",
             vec![sample_session()],
-            vec![("paths_refused_misrouted", "h", 3)],
+            vec![crate::status::Counter::new("paths_refused_misrouted", "h", 3)],
             false,
         );
         assert_eq!(ct, PROMETHEUS_TEXT);

@@ -59,9 +59,36 @@ where
     serve_with(addr, role, access, sessions, Vec::new).await
 }
 
-/// A process-wide counter beside the sessions: (name, help, value). JSON shows it under
-/// `counters.<name>`, Prometheus as `mpflex_<name>_total`.
-pub type Counter = (&'static str, &'static str, u64);
+/// A process-wide counter beside the sessions. JSON shows it under `counters.<name>`
+/// (`counters.<name>.<label value>` if labelled), Prometheus as `mpflex_<name>_total`;
+/// counters of one name and different label values are one family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counter {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub value: u64,
+    /// (label, value), for one series of a family.
+    pub label: Option<(&'static str, &'static str)>,
+}
+
+impl Counter {
+    pub fn new(name: &'static str, help: &'static str, value: u64) -> Counter {
+        Counter {
+            name,
+            help,
+            value,
+            label: None,
+        }
+    }
+
+    /// The same counter as the series `key="value"` of its family.
+    pub fn labelled(self, key: &'static str, value: &'static str) -> Counter {
+        Counter {
+            label: Some((key, value)),
+            ..self
+        }
+    }
+}
 
 /// [`serve`], with the process-wide counters `counters` lists.
 pub async fn serve_with<F, C>(
@@ -138,10 +165,16 @@ impl Ctx {
             v
         } else {
             let list: Vec<serde_json::Value> = views.iter().map(json_of).collect();
-            let counters: serde_json::Map<String, serde_json::Value> = (self.counters)()
-                .into_iter()
-                .map(|(name, _, v)| (name.to_string(), v.into()))
-                .collect();
+            let mut counters = serde_json::Map::new();
+            for c in (self.counters)() {
+                match c.label {
+                    None => drop(counters.insert(c.name.to_string(), c.value.into())),
+                    Some((_, value)) => {
+                        let family = counters.entry(c.name).or_insert_with(|| serde_json::json!({}));
+                        family[value] = c.value.into();
+                    }
+                }
+            }
             serde_json::json!({"role": self.role, "sessions": list, "counters": counters})
         }
     }

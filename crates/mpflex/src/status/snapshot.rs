@@ -243,6 +243,8 @@ fn datagrams_json(s: &SessionSnapshot) -> serde_json::Value {
             "refused": u.dropped_refused,
             "backlog": u.dropped_backlog,
             "flow_limit": u.dropped_flow_limit,
+            "empty": u.dropped_empty,
+            "rate": u.dropped_rate,
         },
     })
 }

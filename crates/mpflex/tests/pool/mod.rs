@@ -147,6 +147,8 @@ impl Pool {
             &["python3", origin, "127.0.0.1", &ORIGIN_PORT.to_string()],
             "origin.log",
         ));
+        // The pool's sessions share two client keys, each standing for many clients:
+        // the sessions one key may hold are not limited here.
         for id in 1..=SERVERS {
             std::fs::write(
                 pool.dir.join(format!("server{id}.toml")),
@@ -155,7 +157,8 @@ impl Pool {
                      server_id = {id}\n{extra}\n\
                      [[clients]]\nname = \"test\"\npublic_key = \"{c}\"\n\
                      [[clients]]\nname = \"other\"\npublic_key = \"{o}\"\n\
-                     [acl]\nallow_loopback = true\n",
+                     [acl]\nallow_loopback = true\n\
+                     [limits]\nmax_sessions_per_client = 10000\n",
                     port = server_port(id),
                     extra = server_toml
                         .replace("{port}", &server_port(id).to_string())
