@@ -132,6 +132,9 @@ pub(crate) struct Stream {
     /// Its policy's energy mode: `Some(true)` energy-aware, `Some(false)` off, `None`
     /// the session's.
     pub energy_aware: Option<bool>,
+    /// (server) The destination is connected; (client) the server said so: its first
+    /// `Window` for the stream (wire protocol 10) arrived.
+    pub connected: bool,
 }
 
 /// What a stream's application gets from a read.
@@ -158,6 +161,7 @@ impl Stream {
             rx_fin_read: false,
             class: Classifier::default(),
             carried: Vec::new(),
+            connected: false,
         }
     }
 

@@ -442,6 +442,8 @@ async fn egress_loop(
             let _held = held;
             match connect(&srv, &acct, &o.addr).await {
                 Ok(sock) => {
+                    // The client learns the dial succeeded (a TUN answers the SYN then).
+                    h.with(|sh| sh.sess.stream_connected(o.stream));
                     // A rule may name the network a name resolved into.
                     if let (TargetAddr::Domain(name, _), Ok(peer)) = (&o.addr, sock.peer_addr()) {
                         let d = Destination {

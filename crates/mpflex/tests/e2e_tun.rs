@@ -227,7 +227,8 @@ fn curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6() {
     let out = client_sh(&lab, &format!("python3 -c \"{script}\" && echo sent"));
     assert_eq!(out, "sent", "raw packets into the TUN");
 
-    // A destination the server refuses: the application's connection is reset, at once.
+    // A destination the server refuses: the application's SYN gets an RST, at once
+    // (curl's exit 7: it could not connect; a reset after connecting would be 56).
     for url in [
         format!("http://{v4}:{DENIED_PORT}/"),
         format!("http://[{v6}]:{DENIED_PORT}/"),
@@ -235,7 +236,7 @@ fn curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6() {
         let t = std::time::Instant::now();
         let out = client_sh(&lab, &format!("curl -sS --max-time 20 {url} 2>&1; echo exit=$?"));
         assert!(
-            out.contains("reset") && t.elapsed() < std::time::Duration::from_secs(5),
+            out.contains("exit=7") && t.elapsed() < std::time::Duration::from_secs(5),
             "refused {url}: {out} after {:?}",
             t.elapsed()
         );
@@ -326,4 +327,89 @@ fn curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6() {
     }
     let bytes = lab.client_path_bytes();
     assert!(bytes.iter().sum::<u64>() > 2 * n, "mpflex carried only {bytes:?}");
+}
+
+/// A port nothing listens on at the origin's host.
+const CLOSED_PORT: u16 = 8097;
+
+/// A SYN is answered only once the server has connected the destination: a closed port
+/// gets an RST for its SYN (curl: could not connect, at once) and no connection is ever
+/// established; a flood of SYNs to it is counted and logged once while a download
+/// beside it runs to the right end.
+#[test]
+fn a_dead_destination_gets_an_rst_for_its_syn_and_a_syn_flood_is_counted() {
+    let test = "a_dead_destination_gets_an_rst_for_its_syn_and_a_syn_flood_is_counted";
+    if !ready(test) || !mpflex_netns::require_tools(test, &["sha256sum"]) {
+        return;
+    }
+    let lab = Lab::new(Options {
+        client_toml: TUN_TOML.into(),
+        ..Options::default()
+    });
+    let (v4, v6, _origin6) = remotes(&lab);
+    for url in [
+        format!("http://{v4}:{CLOSED_PORT}/"),
+        format!("http://[{v6}]:{CLOSED_PORT}/"),
+    ] {
+        let t = std::time::Instant::now();
+        let out = client_sh(&lab, &format!("curl -sS --max-time 20 {url} 2>&1; echo exit=$?"));
+        assert!(
+            out.contains("exit=7") && t.elapsed() < std::time::Duration::from_secs(3),
+            "closed {url}: {out} after {:?}",
+            t.elapsed()
+        );
+    }
+    let tun = lab.client_status()["tun"].clone();
+    assert_eq!(tun["tcp_accepted"], 0, "no connection was ever established: {tun}");
+    assert_eq!(tun["tcp_refused"], 2, "{tun}");
+
+    // The flood: 300 well-formed SYNs from as many ports, while 50 MB come down beside.
+    let n: u64 = 50 << 20;
+    let want = lab.expected_sha256(n);
+    let url = format!("http://{v4}:{ORIGIN_PORT}/bytes/{n}");
+    let ns = lab.topo.client_ns.clone();
+    let download = std::thread::spawn(move || {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns, "bash", "-c"])
+            .arg(format!(
+                "set -o pipefail; curl -sS --max-time 60 {url} | sha256sum | cut -c1-64"
+            ))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    });
+    let script = format!(
+        "import socket, struct\n\
+         dst = '{v4}'\n\
+         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.connect((dst, 9)); src = u.getsockname()[0]\n\
+         def csum(b):\n    \
+             s = sum(struct.unpack('!%dH' % (len(b) // 2), b)); s = (s >> 16) + (s & 0xffff); s += s >> 16\n    \
+             return ~s & 0xffff\n\
+         t = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)\n\
+         for port in range(20000, 20300):\n    \
+             h = struct.pack('!HHIIBBHHH', port, {CLOSED_PORT}, port * 7919, 0, 5 << 4, 2, 65535, 0, 0)\n    \
+             pseudo = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack('!BBH', 0, 6, len(h))\n    \
+             h = h[:16] + struct.pack('!H', csum(pseudo + h)) + h[18:]\n    \
+             t.sendto(h, (dst, 0))\n"
+    );
+    let out = client_sh(&lab, &format!("python3 -c \"{script}\" && echo sent"));
+    assert_eq!(out, "sent", "the SYN flood");
+    assert_eq!(download.join().unwrap(), want, "the download beside the flood");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let refused = loop {
+        let r = lab.client_status()["tun"]["tcp_refused"].as_u64().unwrap_or(0);
+        if r >= 302 || std::time::Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(
+        refused, 302,
+        "every SYN of the flood was answered with an RST and counted"
+    );
+    let logged = lab
+        .log("client")
+        .matches("destination was refused or unreachable")
+        .count();
+    assert_eq!(logged, 1, "refusals logged once");
 }

@@ -111,11 +111,31 @@ impl Session {
         }
     }
 
+    /// (server) The stream's destination is connected: its first `Window` goes to the
+    /// client, which may have held the application's connection until now (a TUN's SYN
+    /// is answered only then).
+    pub fn stream_connected(&mut self, stream: StreamId) {
+        if let Some(s) = self.streams.get_mut(&stream) {
+            if !s.connected {
+                s.connected = true;
+                self.windows_needed.insert(stream);
+                self.wake();
+            }
+        }
+    }
+
+    /// (client) Whether the server reported the stream's destination connected.
+    pub fn stream_peer_connected(&self, stream: StreamId) -> bool {
+        self.streams.get(&stream).is_some_and(|s| s.connected)
+    }
+
     pub(super) fn restate_control(&mut self) {
         self.feedback.ack_now();
         self.flow.update_needed = true;
         for (&id, s) in &self.streams {
-            if !s.rx_fin {
+            // A stream whose destination is still being dialled gets no Window: its first
+            // one says the dial succeeded ([`Session::stream_connected`]).
+            if !s.rx_fin && s.connected {
                 self.windows_needed.insert(id);
             }
         }

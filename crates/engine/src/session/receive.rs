@@ -165,6 +165,13 @@ impl Session {
 
     fn on_window(&mut self, stream: StreamId, max: u64) {
         let Some(s) = self.streams.get_mut(&stream) else { return };
+        if !s.connected {
+            // The server sends a stream's first Window once its destination is connected
+            // (wire protocol 10): whoever holds the application's connection until then
+            // waits on the stream's writability.
+            s.connected = true;
+            self.events.push_back(Event::StreamWritable(stream));
+        }
         if max > s.tx_max {
             s.tx_max = max;
             if self.blocked.remove(&stream) {

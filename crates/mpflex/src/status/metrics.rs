@@ -303,6 +303,7 @@ impl Collector for Scrape {
                 ("protocol", t.dropped_protocol),
                 ("conn_limit", t.dropped_conn_limit),
                 ("oversize", t.dropped_oversize),
+                ("refused", t.tcp_refused),
             ]
             .into_iter()
             .map(|(r, n)| (r.to_string(), ConstCounter::new(n)))
@@ -313,7 +314,8 @@ impl Collector for Scrape {
             "mpflex_tun_dropped",
             "(client) Packets the TUN ingress dropped, by reason: not a well-formed IP packet, an \
              IPv4 fragment, a protocol it does not carry, a new connection over the stack's \
-             limit, an answer larger than the device's MTU.",
+             limit, an answer larger than the device's MTU, a SYN whose destination the server \
+             refused or could not reach (answered with an RST).",
             rows,
         )?;
         let rows = self.per_session_by("direction", |s| {

@@ -168,6 +168,9 @@ pub struct TunCounters {
     pub packets_out: u64,
     /// TCP connections accepted from the device.
     pub tcp_accepted: u64,
+    /// TCP connections whose SYN got an RST: the server refused or could not reach the
+    /// destination.
+    pub tcp_refused: u64,
     /// UDP datagrams read from the device and handed to a flow.
     pub udp_in: u64,
     /// ICMP and ICMPv6 echo requests read from the device and handed to a flow.

@@ -6,6 +6,14 @@
 //! the stack answers for any destination (AnyIP), but each socket listens on exactly one
 //! (address, port) and is created just before the SYN that asked for it is handed in.
 //! A packet for a connection the stack has no socket for gets an RST (RFC 9293 §3.10.7.1).
+//!
+//! A SYN is held, unanswered, until the server reports the stream's destination
+//! connected (its first `Window`, wire protocol 10): only then does the connection get
+//! its socket and the SYN its SYN-ACK. A destination the server refuses or cannot reach
+//! gets the held SYN handed in with no socket for it, so the application sees an RST
+//! instead of a SYN-ACK: "connection refused", as from the destination itself. With
+//! `hosts` matchers in `[[rules]]` the SYN is answered at once instead: the server name
+//! they match is in the connection's first bytes, which come only after the handshake.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -96,6 +104,10 @@ struct Inner {
     conns: HashMap<(SocketAddr, SocketAddr), SocketHandle>,
     /// Sockets whose halves are gone, removed once closed.
     released: Vec<SocketHandle>,
+    /// SYNs held while the server dials their destination, by (application, destination).
+    held: HashMap<(SocketAddr, SocketAddr), Vec<u8>>,
+    /// A refusal has been logged (the first only: a flood must not flood the log).
+    refusal_logged: bool,
     counters: TunCounters,
 }
 
@@ -126,6 +138,8 @@ impl Stack {
                 dev,
                 conns: HashMap::new(),
                 released: Vec::new(),
+                held: HashMap::new(),
+                refusal_logged: false,
                 counters: TunCounters::default(),
             }),
             poked: Notify::new(),
@@ -162,40 +176,65 @@ impl Stack {
         self.inner.lock().expect("tun stack lock").counters.clone()
     }
 
-    /// Hands TCP packets to smoltcp, a socket first for each new connection's SYN, then
-    /// lets it answer; what it sends goes to `out`. Returns the connections accepted now
-    /// and when smoltcp next wants to run.
-    fn step(&self, tcp: &mut Vec<Vec<u8>>, out: &mut Vec<Vec<u8>>) -> (Vec<(SocketHandle, SocketAddr)>, Duration) {
+    /// The held SYN of (app, dst) gets its socket and its SYN-ACK: the server connected
+    /// the destination. `None` if no SYN is held for it (any more).
+    pub(super) fn accept_held(&self, app: SocketAddr, dst: SocketAddr) -> Option<SocketHandle> {
+        let h = {
+            let mut guard = self.inner.lock().expect("tun stack lock");
+            let g = &mut *guard;
+            let syn = g.held.remove(&(app, dst))?;
+            let h = g.add_socket(app, dst)?;
+            g.dev.rx.push_back(syn);
+            g.iface.poll(SmolInstant::now(), &mut g.dev, &mut g.sockets);
+            h
+        };
+        self.poke();
+        Some(h)
+    }
+
+    /// The held SYN of (app, dst) is answered with an RST (no socket takes it): the
+    /// server refused or could not reach the destination.
+    pub(super) fn refuse_held(&self, app: SocketAddr, dst: SocketAddr) {
+        let mut g = self.inner.lock().expect("tun stack lock");
+        let Some(syn) = g.held.remove(&(app, dst)) else { return };
+        g.counters.tcp_refused += 1;
+        if !std::mem::replace(&mut g.refusal_logged, true) {
+            warn!(%app, %dst, "TUN: a connection's destination was refused or unreachable from the server; its SYN got an RST. More like it are counted (tcp_refused) without a log line");
+        }
+        g.dev.rx.push_back(syn);
+        drop(g);
+        self.poke();
+    }
+
+    /// Hands TCP packets to smoltcp, a socket first for each new connection's SYN (or,
+    /// with `hold`, the SYN held for [`Stack::accept_held`]), then lets it answer; what
+    /// it sends goes to `out`. Returns the connections accepted now, those whose SYN is
+    /// held now, and when smoltcp next wants to run.
+    fn step(&self, tcp: &mut Vec<Vec<u8>>, out: &mut Vec<Vec<u8>>, hold: bool) -> Stepped {
         let mut g = self.inner.lock().expect("tun stack lock");
         let g = &mut *g;
         let mut accepted = Vec::new();
+        let mut held = Vec::new();
         for p in tcp.drain(..) {
             let Kind::Tcp { app, dst, syn } = classify(&p) else {
                 continue;
             };
+            if g.held.contains_key(&(app, dst)) {
+                // A retransmitted SYN (or anything else) while the server dials.
+                continue;
+            }
             if syn && !g.conns.contains_key(&(app, dst)) {
-                if g.conns.len() >= MAX_CONNS {
+                if g.conns.len() + g.held.len() >= MAX_CONNS {
                     g.counters.dropped_conn_limit += 1;
                     debug!(%app, %dst, "TUN: connection dropped, the stack holds as many as it may");
                     continue;
                 }
-                let mut s = tcp::Socket::new(
-                    tcp::SocketBuffer::new(vec![0; TCP_RX]),
-                    tcp::SocketBuffer::new(vec![0; TCP_TX]),
-                );
-                s.set_nagle_enabled(false);
-                s.set_timeout(Some(SOCKET_TIMEOUT.into()));
-                if s.listen(IpListenEndpoint {
-                    addr: Some(dst.ip().into()),
-                    port: dst.port(),
-                })
-                .is_err()
-                {
+                if hold {
+                    g.held.insert((app, dst), p);
+                    held.push((app, dst));
                     continue;
                 }
-                let h = g.sockets.add(s);
-                g.conns.insert((app, dst), h);
-                g.counters.tcp_accepted += 1;
+                let Some(h) = g.add_socket(app, dst) else { continue };
                 accepted.push((h, dst));
                 // The SYN meets its own socket before any other packet is handed in.
                 g.dev.rx.push_back(p);
@@ -225,7 +264,35 @@ impl Stack {
             .iface
             .poll_delay(now, &g.sockets)
             .map_or(Duration::from_secs(1), Duration::from);
-        (accepted, delay)
+        Stepped { accepted, held, delay }
+    }
+}
+
+/// What one [`Stack::step`] found.
+struct Stepped {
+    accepted: Vec<(SocketHandle, SocketAddr)>,
+    held: Vec<(SocketAddr, SocketAddr)>,
+    delay: Duration,
+}
+
+impl Inner {
+    /// A socket listening on exactly `dst` for the connection (app, dst), counted.
+    fn add_socket(&mut self, app: SocketAddr, dst: SocketAddr) -> Option<SocketHandle> {
+        let mut s = tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0; TCP_RX]),
+            tcp::SocketBuffer::new(vec![0; TCP_TX]),
+        );
+        s.set_nagle_enabled(false);
+        s.set_timeout(Some(SOCKET_TIMEOUT.into()));
+        s.listen(IpListenEndpoint {
+            addr: Some(dst.ip().into()),
+            port: dst.port(),
+        })
+        .ok()?;
+        let h = self.sockets.add(s);
+        self.conns.insert((app, dst), h);
+        self.counters.tcp_accepted += 1;
+        Some(h)
     }
 }
 
@@ -261,7 +328,10 @@ pub async fn run(h: SessionHandle, dev: tun_rs::AsyncDevice, stack: Arc<Stack>, 
             }
             stack.count(|c| c.packets_in += 1);
         }
-        let (accepted, delay) = stack.step(&mut tcp, &mut out);
+        // A SYN waits for the server's dial unless a rule needs the connection's first
+        // bytes (a TLS server name) to choose its paths.
+        let hold = !h.policy.read().expect("policy lock").uses_hosts();
+        let Stepped { accepted, held, delay } = stack.step(&mut tcp, &mut out, hold);
         for p in out.drain(..) {
             if let Err(e) = dev.send(&p).await {
                 debug!("TUN: packet not written: {e}");
@@ -278,6 +348,9 @@ pub async fn run(h: SessionHandle, dev: tun_rs::AsyncDevice, stack: Arc<Stack>, 
                 }
             });
         }
+        for (app, dst) in held {
+            tokio::spawn(open_held(h.clone(), stack.clone(), app, dst));
+        }
         for p in flows.take_out() {
             if let Err(e) = dev.send(&p).await {
                 debug!("TUN: packet not written: {e}");
@@ -293,6 +366,45 @@ pub async fn run(h: SessionHandle, dev: tun_rs::AsyncDevice, stack: Arc<Stack>, 
             _ = h.closed.cancelled() => return Ok(()),
         }
     }
+}
+
+/// How long a SYN is held for the server's answer before it gets an RST (the server's
+/// own dial gives up after 10 s).
+const HOLD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Opens the stream of a held SYN (without first bytes: the application sends none
+/// before the handshake), waits for the server to connect its destination, then answers
+/// the SYN — a SYN-ACK and the stream carried, or an RST.
+async fn open_held(h: SessionHandle, stack: Arc<Stack>, app: SocketAddr, dst: SocketAddr) {
+    let facts = crate::policy::Facts {
+        listener: Some("tun"),
+        ..Default::default()
+    };
+    let (id, signals, rest) = h.open_stream_with(TargetAddr::Ip(dst), bytes::Bytes::new(), facts);
+    let connected = tokio::time::timeout(HOLD_TIMEOUT, async {
+        loop {
+            // A reset removes the stream's signals and wakes its writer.
+            let (ok, gone) = h.with(|sh| (sh.sess.stream_peer_connected(id), !sh.streams.contains_key(&id)));
+            if ok || gone {
+                return ok;
+            }
+            signals.writable.notified().await;
+        }
+    })
+    .await
+    .unwrap_or(false);
+    let socket = if connected { stack.accept_held(app, dst) } else { None };
+    let Some(socket) = socket else {
+        stack.refuse_held(app, dst);
+        h.with(|sh| {
+            if sh.streams.remove(&id).is_some() {
+                sh.sess.stream_reset(id, mpflex_wire::ResetCode::App);
+            }
+        });
+        return;
+    };
+    let conn = Arc::new(Conn::new(stack, socket));
+    crate::driver::run_halves(h, id, ConnRead(conn.clone()), ConnWrite(conn), signals, rest).await;
 }
 
 /// Logs each kind of dropped packet once (each malformation, each protocol), then only
