@@ -32,6 +32,15 @@ pub struct EngineConfig {
     pub stream_window: u64,
     /// The same, summed over all streams of the session. Bounds receiver memory.
     pub session_window: u64,
+    /// Most bytes the session holds for the peer: queued from applications and sent but
+    /// not yet acknowledged (framing included). The peer's credit (`MaxData`, `Window`)
+    /// says what it can take, not what this side can keep: a peer that grants any credit
+    /// and never acknowledges holds at most this much of our memory.
+    pub send_buffer: u64,
+    /// A session whose peer acknowledges nothing new for this long, while data waits for
+    /// its acknowledgement and a path is up, is closed (`CloseCode::NoProgress`): an honest
+    /// peer acknowledges within round trips, and a dark path is dropped long before.
+    pub ack_timeout: Duration,
     /// Most unsent bytes a path's writer keeps in its kernel socket (the ceiling of its
     /// `TCP_NOTSENT_LOWAT`, late binding).
     pub notsent_lowat: u32,
@@ -120,6 +129,9 @@ impl EngineConfig {
             role,
             stream_window: 4 << 20,
             session_window: 64 << 20,
+            // Half the receive window: 2.6 Gbit/s at a 100 ms round trip.
+            send_buffer: 32 << 20,
+            ack_timeout: Duration::from_secs(30),
             notsent_lowat: NOTSENT_LOWAT,
             fresh_ssthresh: true,
             max_frame_data: 16 * 1024,

@@ -14,6 +14,10 @@ use bytes::Bytes;
 use crate::class::Classifier;
 use crate::ProtocolError;
 
+/// A payload at least this long that a stream's application will take at once is kept
+/// as the slice of the read buffer it arrived in; shorter ones are copied.
+const KEEP_SLICE_FROM: usize = 8 * 1024;
+
 /// The session-wide credit in both directions.
 #[derive(Debug)]
 pub(crate) struct SessionFlow {
@@ -199,6 +203,15 @@ impl Stream {
         }
         self.rx_offset += n;
         let was_empty = self.rx_buf.is_empty();
+        // A payload is a slice of the read buffer it arrived in, and keeps all of that
+        // buffer alive while it waits. An application that keeps up takes it at once;
+        // one that is behind (or a small payload) gets a copy, so what the stream holds
+        // is what the session window counts.
+        let data = if was_empty && data.len() >= KEEP_SLICE_FROM {
+            data
+        } else {
+            Bytes::copy_from_slice(&data)
+        };
         self.rx_buf.push_back(data);
         Ok(was_empty)
     }

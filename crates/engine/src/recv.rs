@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use bytes::Bytes;
 use mpflex_wire::Frame;
 
 use crate::StreamId;
@@ -23,8 +24,14 @@ enum Arrived {
     Delivered { span: u64 },
 }
 
-/// Most frames the buffer holds, whatever their size: empty frames cost memory too.
-const MAX_FRAMES: usize = 1 << 20;
+/// Most frames the buffer holds, whatever their size: empty frames (a `Fin`, a `Reset`)
+/// cost memory too. An honest sender's frames behind a gap are the session window's
+/// bytes cut into frames of kilobytes, far fewer than this.
+const MAX_FRAMES: usize = 1 << 16;
+
+/// What a waiting frame costs beyond its payload (the frame, its place in the sequence
+/// map and in its stream's index), charged in [`Assembler::memory`].
+pub(crate) const FRAME_COST: u64 = 160;
 
 #[derive(Debug, Default)]
 pub(crate) struct Assembler {
@@ -61,19 +68,38 @@ impl Assembler {
         seq < self.rcv_next || self.reorder.contains_key(&seq)
     }
 
-    /// Whether `payload` more bytes fit below `limit` (the session window left).
-    pub fn fits(&self, payload: u64, limit: u64) -> bool {
-        self.payload + payload <= limit && self.reorder.len() <= MAX_FRAMES
+    /// Whether a frame at `seq` with `payload` bytes may wait: its payload fits below
+    /// `limit` (the session window left), the buffer holds fewer than [`MAX_FRAMES`], and
+    /// `seq` lies within what a sender bound by a `window`-byte session window could have
+    /// sent past the gap (its bytes plus one per frame without payload). A frame beyond
+    /// would sit behind a gap no honest sender leaves.
+    pub fn fits(&self, seq: u64, payload: u64, limit: u64, window: u64) -> bool {
+        let horizon = self.rcv_next.saturating_add(window).saturating_add(MAX_FRAMES as u64);
+        self.payload + payload <= limit && self.reorder.len() < MAX_FRAMES && seq < horizon
     }
 
-    /// Keeps `frame` until its stream or the sequence can take it.
-    pub fn insert(&mut self, frame: Frame) {
+    /// Keeps `frame` until its stream or the sequence can take it. Only frames of a
+    /// stream this side knows (`known`) are indexed for early delivery: a peer cannot
+    /// make it build an index per made-up stream. The payload is copied into its own
+    /// buffer: a slice would keep the whole read buffer it came in alive for as long as
+    /// the frame waits.
+    pub fn insert(&mut self, mut frame: Frame, known: bool) {
         let seq = frame.seq().expect("sequenced");
-        if let Some((stream, offset)) = stream_position(&frame) {
-            self.waiting_at.entry(stream).or_default().insert(offset, seq);
+        if known {
+            if let Some((stream, offset)) = stream_position(&frame) {
+                self.waiting_at.entry(stream).or_default().insert(offset, seq);
+            }
+        }
+        if let Frame::Open { data, .. } | Frame::Data { data, .. } = &mut frame {
+            *data = Bytes::copy_from_slice(data);
         }
         self.payload += frame.payload_len() as u64;
         self.reorder.insert(seq, Arrived::Waiting(frame));
+    }
+
+    /// The memory the buffer accounts for: payload plus [`FRAME_COST`] per entry.
+    pub fn memory(&self) -> u64 {
+        self.payload + self.reorder.len() as u64 * FRAME_COST
     }
 
     /// Records that `frame` (just arrived) is delivered at once, out of order if need be.
@@ -173,7 +199,6 @@ impl Assembler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
 
     fn data(seq: u64, stream: StreamId, offset: u64, len: usize) -> Frame {
         Frame::Data {
@@ -189,10 +214,10 @@ mod tests {
     fn frames_leave_in_sequence_order_once_the_gap_fills() {
         let mut a = Assembler::default();
         let mut over = 0;
-        a.insert(data(10, 1, 10, 10));
+        a.insert(data(10, 1, 10, 10), true);
         assert!(a.pop_in_order(&mut over).is_none());
         assert_eq!(a.payload(), 10);
-        a.insert(data(0, 1, 0, 10));
+        a.insert(data(0, 1, 0, 10), true);
         assert_eq!(a.pop_in_order(&mut over).and_then(|f| f.seq()), Some(0));
         assert_eq!(a.pop_in_order(&mut over).and_then(|f| f.seq()), Some(10));
         assert_eq!((a.rcv_next(), a.payload(), over), (20, 0, 0));
@@ -204,11 +229,11 @@ mod tests {
         let mut a = Assembler::default();
         let mut over = 0;
         // Stream 2's frame at sequence 10 waits behind stream 1's missing 0..10.
-        a.insert(data(10, 2, 0, 5));
+        a.insert(data(10, 2, 0, 5), true);
         let f = a.take_for_stream(2, 0).expect("stream 2 continues at offset 0");
         assert_eq!(f.seq(), Some(10));
         assert_eq!((a.early_delivered(), a.payload(), a.waiting_frames()), (1, 0, 0));
-        a.insert(data(0, 1, 0, 10));
+        a.insert(data(0, 1, 0, 10), true);
         assert_eq!(a.pop_in_order(&mut over).and_then(|f| f.seq()), Some(0));
         assert!(a.pop_in_order(&mut over).is_none(), "the marker is passed over");
         assert_eq!(a.rcv_next(), 15);
@@ -218,8 +243,8 @@ mod tests {
     fn an_overlapping_frame_is_dropped_not_kept() {
         let mut a = Assembler::default();
         let mut over = 0;
-        a.insert(data(5, 1, 5, 10));
-        a.insert(data(0, 1, 0, 10));
+        a.insert(data(5, 1, 5, 10), true);
+        a.insert(data(0, 1, 0, 10), true);
         assert_eq!(a.pop_in_order(&mut over).and_then(|f| f.seq()), Some(0));
         assert_eq!(over, 10);
         assert!(!a.has_gap());
@@ -229,8 +254,67 @@ mod tests {
     #[test]
     fn the_window_bounds_what_may_wait() {
         let mut a = Assembler::default();
-        a.insert(data(10, 1, 10, 100));
-        assert!(a.fits(50, 150));
-        assert!(!a.fits(51, 150));
+        a.insert(data(10, 1, 10, 100), true);
+        assert!(a.fits(200, 50, 150, 1000));
+        assert!(!a.fits(200, 51, 150, 1000));
+    }
+
+    #[test]
+    fn a_frame_beyond_the_window_cannot_wait() {
+        let a = Assembler::default();
+        let horizon = 1000 + MAX_FRAMES as u64;
+        assert!(a.fits(horizon - 1, 0, 150, 1000));
+        assert!(!a.fits(horizon, 0, 150, 1000));
+        assert!(
+            !a.fits(u64::MAX, 0, 150, 1000),
+            "no overflow at the top of the sequence space"
+        );
+    }
+
+    #[test]
+    fn empty_frames_are_charged_and_counted() {
+        let mut a = Assembler::default();
+        for i in 0..MAX_FRAMES as u64 {
+            assert!(a.fits(10 + i, 0, 0, 1 << 20), "frame {i} fits");
+            a.insert(
+                Frame::Fin {
+                    seq: 10 + i,
+                    stream: i as StreamId,
+                    offset: 0,
+                },
+                false,
+            );
+        }
+        assert!(
+            !a.fits(10 + MAX_FRAMES as u64, 0, 0, 1 << 20),
+            "the frame count is bounded"
+        );
+        assert_eq!(a.memory(), MAX_FRAMES as u64 * FRAME_COST);
+        assert!(a.waiting_at.is_empty(), "no index for streams this side does not know");
+    }
+
+    #[test]
+    fn a_waiting_payload_does_not_keep_its_read_buffer() {
+        let mut a = Assembler::default();
+        let read_buffer = Bytes::from(vec![7u8; 64 * 1024]);
+        a.insert(
+            Frame::Data {
+                seq: 10,
+                stream: 1,
+                offset: 10,
+                ts: 0,
+                data: read_buffer.slice(100..110),
+            },
+            true,
+        );
+        let waiting = a.take_for_stream(1, 10).expect("indexed");
+        let Frame::Data { data, .. } = waiting else {
+            panic!("data")
+        };
+        assert_eq!(&data[..], &[7u8; 10]);
+        assert!(
+            read_buffer.is_unique(),
+            "the slice was copied: the read buffer has no other owner"
+        );
     }
 }

@@ -172,6 +172,9 @@ pub(crate) struct SendQueue {
     staged_order: VecDeque<StreamId>,
     staged_bytes: u64,
     staged_frames: usize,
+    /// Since when sent frames have waited for the peer's acknowledgement without any
+    /// progress (the last new cumulative ACK, or the first send after all was acked).
+    ack_clock: Option<Instant>,
     /// Sent on paths that died; to be sent again on any path, lowest first.
     retransmit: BTreeSet<u64>,
     /// Streams whose class is not bulk ([`TrafficClass::is_urgent`]), with the class.
@@ -515,7 +518,22 @@ impl SendQueue {
             }
         }
         self.retransmit = self.retransmit.split_off(&cum);
+        // Progress: the clock restarts while sent frames still wait (a frame sent later,
+        // after all were acknowledged, starts it again).
+        self.ack_clock = self.outgoing.values().next().filter(|o| o.sent).map(|_| now);
         Ok(())
+    }
+
+    /// Since when sent frames have waited for an acknowledgement that makes progress.
+    pub fn ack_waiting_since(&self) -> Option<Instant> {
+        self.ack_clock
+    }
+
+    /// The time no path was up does not count against the peer.
+    pub fn restart_ack_clock(&mut self, now: Instant) {
+        if let Some(t) = &mut self.ack_clock {
+            *t = now;
+        }
     }
 
     /// The peer reported the arrival of `seq`: no further copy is needed.
@@ -735,6 +753,7 @@ impl SendQueue {
         o.frame.set_ts(ts);
         o.on_paths |= 1 << path;
         o.last_sent = Some(now);
+        self.ack_clock.get_or_insert(now);
         &o.frame
     }
 

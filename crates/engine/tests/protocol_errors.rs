@@ -281,3 +281,163 @@ fn stream_bytes_out_of_place_are_refused() {
         Err(ProtocolError::StreamOffset(1))
     );
 }
+
+/// Everything `path` of `s` sends now, decoded (`poll_transmit` appends frames only).
+fn transmitted(s: &mut Session, path: usize, now: Instant) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    loop {
+        let mut out = Vec::new();
+        match s.poll_transmit(path, now, &mut out, 60 * 1024) {
+            mpflex_engine::PollTransmit::Sent(_) => {}
+            mpflex_engine::PollTransmit::Wait { .. } => return frames,
+        }
+        frames.extend(mpflex_wire::decode_all(Bytes::from(out)).expect("valid frames"));
+    }
+}
+
+/// A peer that grants unlimited credit and never acknowledges gets at most the send
+/// buffer's worth of this side's memory; its acknowledgement lets the stream go on.
+#[test]
+fn credit_from_the_peer_does_not_bound_what_this_side_keeps() {
+    let (mut s, now) = server();
+    s.handle_frame(0, open(0, 1, b""), now).unwrap();
+    s.handle_frame(0, Frame::MaxData { max: u64::MAX }, now).unwrap();
+    s.handle_frame(
+        0,
+        Frame::Window {
+            stream: 1,
+            max: u64::MAX,
+        },
+        now,
+    )
+    .unwrap();
+    while s.poll_event().is_some() {}
+    let budget = s.config().send_buffer;
+    let chunk = Bytes::from(vec![1u8; 256 * 1024]);
+    let mut taken = 0u64;
+    for _ in 0..4 * (budget / chunk.len() as u64) {
+        taken += s.stream_send(1, chunk.clone()) as u64;
+        transmitted(&mut s, 0, now);
+    }
+    let (held, _) = s.held_bytes();
+    assert!(taken >= budget * 9 / 10, "the buffer fills: {taken} of {budget}");
+    assert!(held <= budget, "held {held} > send_buffer {budget}");
+    assert!(
+        s.buffered_bytes() <= budget + 64 * 1024,
+        "account {}",
+        s.buffered_bytes()
+    );
+    assert_eq!(s.stream_send(1, chunk.clone()), 0, "nothing more is taken");
+    // The peer acknowledges what it got: the stream may send again.
+    s.handle_frame(0, Frame::Ack { cum: held }, now).ok();
+    let writable = std::iter::from_fn(|| s.poll_event()).any(|e| matches!(e, Event::StreamWritable(1)));
+    assert!(
+        writable || s.stream_send(1, chunk) > 0,
+        "room after the acknowledgement"
+    );
+}
+
+/// A peer that keeps its path alive (pings) but acknowledges nothing is given up after
+/// `ack_timeout`, with a Close to tell it why; time with no path up does not count.
+#[test]
+fn a_peer_that_never_acknowledges_is_given_up() {
+    let (mut s, t0) = server();
+    s.handle_frame(0, open(0, 1, b""), t0).unwrap();
+    s.stream_send(1, Bytes::from_static(b"response"));
+    assert!(transmitted(&mut s, 0, t0)
+        .iter()
+        .any(|f| matches!(f, Frame::Data { .. } | Frame::Open { .. })));
+    let timeout = s.config().ack_timeout;
+    let mut gave_up_at = None;
+    let step = std::time::Duration::from_millis(500);
+    let mut t = t0;
+    while t < t0 + timeout * 2 && gave_up_at.is_none() {
+        t += step;
+        s.handle_frame(0, Frame::Ping { id: 1 }, t).unwrap();
+        if s.poll_timeout().is_some_and(|d| d <= t) {
+            s.handle_timeout(t);
+        }
+        while let Some(e) = s.poll_event() {
+            if matches!(
+                e,
+                Event::GaveUp {
+                    code: mpflex_wire::CloseCode::NoProgress
+                }
+            ) {
+                gave_up_at = Some(t);
+            }
+        }
+    }
+    let at = gave_up_at.expect("given up");
+    assert!(at >= t0 + timeout && at <= t0 + timeout + step, "{:?}", at - t0);
+    assert!(transmitted(&mut s, 0, at).iter().any(|f| matches!(
+        f,
+        Frame::Close {
+            code: mpflex_wire::CloseCode::NoProgress
+        }
+    )));
+
+    // The same peer with its only path down for twice the timeout: not given up.
+    let (mut s, t0) = server();
+    s.handle_frame(0, open(0, 1, b""), t0).unwrap();
+    s.stream_send(1, Bytes::from_static(b"response"));
+    transmitted(&mut s, 0, t0);
+    s.path_down(0);
+    let later = t0 + timeout * 2;
+    assert!(s.poll_timeout().is_none_or(|d| d > t0), "no deadline while dark");
+    s.handle_timeout(later);
+    assert!(!std::iter::from_fn(|| s.poll_event()).any(|e| matches!(e, Event::GaveUp { .. })));
+}
+
+/// Pings answered faster than the path is written do not grow its control queue.
+#[test]
+fn pongs_waiting_to_be_sent_are_capped() {
+    let (mut s, now) = server();
+    for id in 0..10_000 {
+        s.handle_frame(0, Frame::Ping { id }, now).unwrap();
+    }
+    let pongs = transmitted(&mut s, 0, now)
+        .iter()
+        .filter(|f| matches!(f, Frame::Pong { .. }))
+        .count();
+    assert!((1..=4).contains(&pongs), "{pongs} pongs queued");
+}
+
+/// Empty sequenced frames far ahead of a gap are counted and bounded, and a frame
+/// beyond any window is refused outright.
+#[test]
+fn empty_frames_ahead_of_a_gap_are_bounded() {
+    let (mut s, now) = server();
+    let mut refused = None;
+    for i in 0..200_000u64 {
+        let r = s.handle_frame(
+            0,
+            Frame::Reset {
+                seq: 10 + i,
+                stream: 1_000 + i as u32,
+                code: mpflex_wire::ResetCode::App,
+            },
+            now,
+        );
+        if r.is_err() {
+            refused = Some(i);
+            break;
+        }
+    }
+    let n = refused.expect("the buffer refuses at some point");
+    assert!(n <= 1 << 16, "{n} empty frames kept");
+    assert!(s.buffered_bytes() <= (1 << 16) * 200, "account {}", s.buffered_bytes());
+    let (mut s, now) = server();
+    assert_eq!(
+        s.handle_frame(
+            0,
+            Frame::Fin {
+                seq: u64::MAX / 2,
+                stream: 1,
+                offset: 0
+            },
+            now
+        ),
+        Err(ProtocolError::SessionWindow)
+    );
+}

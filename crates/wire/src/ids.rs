@@ -176,6 +176,9 @@ wire_id! {
         /// (answering a join) The server refused the session or the path at its limits:
         /// the client key holds as many sessions, or descriptors, as the server allows.
         Limit = 2 => "limit",
+        /// The peer acknowledged nothing for too long while data waited for it (the
+        /// sender's `ack_timeout`): the memory it held is released.
+        NoProgress = 3 => "no-progress",
     }
 }
 
@@ -256,7 +259,7 @@ mod tests {
         for (c, (name, n)) in FlowCloseCode::ALL.iter().zip(flows) {
             assert_eq!((c.wire(), c.name()), (n, name));
         }
-        let closes = [("normal", 0), ("draining", 1), ("limit", 2)];
+        let closes = [("normal", 0), ("draining", 1), ("limit", 2), ("no-progress", 3)];
         assert_eq!(closes.len(), CloseCode::ALL.len());
         for (c, (name, n)) in CloseCode::ALL.iter().zip(closes) {
             assert_eq!((c.wire(), c.name()), (n, name));
@@ -272,7 +275,7 @@ mod tests {
         assert!(ResetCode::from_wire(0).is_err());
         assert!(ResetCode::from_wire(6).is_err());
         assert!(FlowCloseCode::from_wire(5).is_err());
-        assert!(CloseCode::from_wire(3).is_err());
+        assert!(CloseCode::from_wire(4).is_err());
     }
 
     /// Every accepted tier name, aliases included, parses to a tier that shows a name

@@ -79,6 +79,10 @@ pub enum Event {
     ProbePath(usize),
     /// The peer closed the session.
     Closed { code: CloseCode },
+    /// This side gave the session up and queued a `Close` with `code` to the peer
+    /// ([`CloseCode::NoProgress`]: the peer acknowledged nothing for
+    /// [`EngineConfig::ack_timeout`]); the session is to be torn down.
+    GaveUp { code: CloseCode },
     /// (server) The peer opened datagram flow `flow` towards `addr`: give it a socket, or
     /// close it ([`Session::close_flow`]).
     FlowOpened { flow: FlowId, addr: TargetAddr },
@@ -137,6 +141,8 @@ pub struct Session {
     next_stream: StreamId,
     /// Streams waiting for flow-control credit.
     blocked: HashSet<StreamId>,
+    /// This side closed the session for the peer's lack of acknowledgements.
+    gave_up: bool,
     /// Streams whose new receive window the peer must hear of.
     windows_needed: BTreeSet<StreamId>,
     flow: SessionFlow,
@@ -256,6 +262,7 @@ impl Session {
             streams: HashMap::new(),
             next_stream: 1,
             blocked: HashSet::new(),
+            gave_up: false,
             windows_needed: BTreeSet::new(),
             flow: SessionFlow::new(cfg.session_window),
             send: SendQueue::default(),
@@ -419,9 +426,16 @@ impl Session {
     /// stream does not jump the bound with its first megabyte.
     fn peek_capacity(&self, stream: StreamId) -> u64 {
         self.streams.get(&stream).map_or(0, |s| {
-            let room = s.send_room().min(self.flow.send_room());
+            let room = s.send_room().min(self.flow.send_room()).min(self.send_buffer_room());
             room.min(self.backlog_room().max(s.class.interactive_room(self.last_now)))
         })
+    }
+
+    /// What the session may still take from applications before it holds
+    /// [`EngineConfig::send_buffer`] bytes for the peer: the peer's credit is its word on
+    /// what it can take, and this side's memory is bounded by this side's setting.
+    fn send_buffer_room(&self) -> u64 {
+        self.cfg.send_buffer.saturating_sub(self.send.held_bytes())
     }
 
     /// Under queue control, what the session may still accept from applications: the
@@ -469,9 +483,10 @@ impl Session {
             .saturating_sub(ahead + self.send.urgent_bytes())
     }
 
-    /// Streams blocked only by the bound on bytes ahead of the paths may go on.
-    fn unblock_drained(&mut self) {
-        if self.blocked.is_empty() || self.cfg.queue_target.is_zero() || self.backlog_room() == 0 {
+    /// Streams blocked only by the bound on bytes ahead of the paths or by the send
+    /// buffer may go on.
+    pub(crate) fn unblock_drained(&mut self) {
+        if self.blocked.is_empty() || self.backlog_room() == 0 || self.send_buffer_room() == 0 {
             return;
         }
         let ready: Vec<StreamId> = self
@@ -686,6 +701,14 @@ impl Session {
     /// window; the process's memory follows them.
     pub fn held_bytes(&self) -> (u64, u64) {
         (self.send.held_bytes(), self.recv.payload() + self.flow.unread())
+    }
+
+    /// The session's memory account, bytes: what it holds for the peer until
+    /// acknowledged (at most [`EngineConfig::send_buffer`]), the reorder buffer with a
+    /// fixed charge per frame, and what applications have not read (within the session
+    /// window).
+    pub fn buffered_bytes(&self) -> u64 {
+        self.send.held_bytes() + self.recv.memory() + self.flow.unread()
     }
 
     /// Bytes accepted from applications and not yet handed to any path (encoded): what

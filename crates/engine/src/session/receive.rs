@@ -14,6 +14,9 @@ use crate::flow::Stream;
 use crate::reinject;
 use crate::StreamId;
 
+/// Most `Pong`s one path's control queue holds unsent.
+const MAX_QUEUED_PONGS: usize = 4;
+
 impl Session {
     /// A frame arrived on `path`.
     pub fn handle_frame(&mut self, path: usize, frame: Frame, now: Instant) -> Result<(), ProtocolError> {
@@ -26,14 +29,22 @@ impl Session {
             Frame::Hello { .. } => return Err(ProtocolError::Unexpected("Hello")),
             Frame::HelloAck { .. } => return Err(ProtocolError::Unexpected("HelloAck")),
             Frame::Ping { id } => {
-                self.paths.entry(path).ctrl.push_back(Frame::Pong { id });
-                self.wake_path(path);
+                // A peer that pings faster than it reads must not grow the control queue:
+                // beyond a few unsent answers, a ping goes unanswered (its sender measures
+                // nothing from a pong that waited behind others anyway).
+                let ctrl = &mut self.paths.entry(path).ctrl;
+                if ctrl.iter().filter(|f| matches!(f, Frame::Pong { .. })).count() < MAX_QUEUED_PONGS {
+                    ctrl.push_back(Frame::Pong { id });
+                    self.wake_path(path);
+                }
             }
             Frame::Pong { .. } => {}
             Frame::Close { code } => self.events.push_back(Event::Closed { code }),
             Frame::Ack { cum } => {
                 let paths = &mut self.paths;
-                self.send.on_ack(cum, now, |mask| paths.released(mask, now))?
+                self.send.on_ack(cum, now, |mask| paths.released(mask, now))?;
+                // Acknowledged bytes leave the send buffer: streams it held back go on.
+                self.unblock_drained();
             }
             Frame::Owd {
                 path: on,
@@ -214,7 +225,10 @@ impl Session {
         }
         // The sender respects our session window, so the reorder buffer stays below it;
         // a peer that does not is cut off instead of growing our memory.
-        if !self.recv.fits(payload, self.flow.receive_room()) {
+        if !self
+            .recv
+            .fits(seq, payload, self.flow.receive_room(), self.cfg.session_window)
+        {
             return Err(ProtocolError::SessionWindow);
         }
         // The path split counts bytes as they arrive, not as they are delivered in order;
@@ -240,10 +254,14 @@ impl Session {
                 touched.push(stream);
             }
             frame => {
-                if let Frame::Data { stream, .. } | Frame::Fin { stream, .. } = &frame {
-                    touched.push(*stream);
-                }
-                self.recv.insert(frame);
+                let known = match &frame {
+                    Frame::Data { stream, .. } | Frame::Fin { stream, .. } => {
+                        touched.push(*stream);
+                        self.streams.contains_key(stream)
+                    }
+                    _ => false,
+                };
+                self.recv.insert(frame, known);
             }
         }
         self.deliver_in_order(path, &mut touched)?;

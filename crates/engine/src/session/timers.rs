@@ -14,6 +14,7 @@ impl Session {
             self.dgrams.release_at(self.gap_wait()),
             self.energy_deadline(),
             self.paths.next_hint_release(),
+            self.ack_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -47,8 +48,41 @@ impl Session {
             .fold(0, |m, p| m | (1 << p.snap.id))
     }
 
+    /// When the peer's silence on acknowledgements ends the session, if it may: only
+    /// while a path is up (a dark spell is the paths' timeout's to judge, not the peer's).
+    fn ack_deadline(&self) -> Option<Instant> {
+        if self.gave_up || self.up_mask() == 0 {
+            return None;
+        }
+        self.send.ack_waiting_since().map(|t| t + self.cfg.ack_timeout)
+    }
+
+    /// A peer that acknowledges nothing while data waits for it and a path is up holds
+    /// this side's send buffer for nothing: the session is closed with
+    /// `CloseCode::NoProgress` (a peer that reads and never acknowledges would otherwise
+    /// pin [`crate::EngineConfig::send_buffer`] for the session's life).
+    fn check_ack_progress(&mut self, now: Instant) {
+        if self.up_mask() == 0 {
+            self.send.restart_ack_clock(now);
+            return;
+        }
+        if self.ack_deadline().is_some_and(|d| now >= d) {
+            self.gave_up = true;
+            tracing::warn!(
+                timeout_ms = self.cfg.ack_timeout.as_millis() as u64,
+                held = self.send.held_bytes(),
+                "the peer acknowledged nothing while data waited; closing the session"
+            );
+            self.close(mpflex_wire::CloseCode::NoProgress);
+            self.events.push_back(Event::GaveUp {
+                code: mpflex_wire::CloseCode::NoProgress,
+            });
+        }
+    }
+
     pub fn handle_timeout(&mut self, now: Instant) {
         self.last_now = self.last_now.max(now);
+        self.check_ack_progress(now);
         let mut ready = Vec::new();
         self.dgrams.release(now, self.gap_wait(), &mut ready);
         self.events
@@ -106,7 +140,11 @@ impl Session {
             self.paths.progress(i, now);
             return;
         }
-        let n = self.send.lost_on(i);
+        // Re-sending is for another path to carry: with none up, the frames would queue
+        // again behind themselves on a connection that delivers them anyway, and a peer
+        // that never reports would have its whole window sent again at every check.
+        let elsewhere = self.paths.iter().enumerate().any(|(j, p)| j != i && p.is_up());
+        let n = if elsewhere { self.send.lost_on(i) } else { 0 };
         self.paths.mark_suspect(i, now);
         self.paths.probed(i, now);
         self.events.push_back(Event::ProbePath(i));

@@ -23,6 +23,12 @@ pub struct Tuning {
     pub stream_window: u64,
     /// Session-wide flow-control window, bytes.
     pub session_window: u64,
+    /// Most bytes a session holds for its peer until acknowledged, whatever credit the
+    /// peer grants (docs/security.md).
+    pub send_buffer: u64,
+    /// A session whose peer acknowledges nothing for this long while data waits and a
+    /// path is up is closed, ms.
+    pub ack_timeout_ms: u64,
     /// Upper bound of unsent bytes kept in a path's kernel socket (late binding), bytes.
     pub notsent_lowat: u32,
     /// Most concurrent streams per session.
@@ -104,6 +110,8 @@ impl Default for Tuning {
             path_timeout_ms: ms(e.path_timeout),
             stream_window: e.stream_window,
             session_window: e.session_window,
+            send_buffer: e.send_buffer,
+            ack_timeout_ms: ms(e.ack_timeout),
             notsent_lowat: e.notsent_lowat,
             max_streams: e.max_streams,
             max_flows: e.max_flows,
@@ -139,6 +147,12 @@ impl Tuning {
         }
         if self.session_window < self.stream_window {
             bail!("tuning.session_window: must be at least tuning.stream_window");
+        }
+        if self.send_buffer < self.stream_window {
+            bail!("tuning.send_buffer: must be at least tuning.stream_window");
+        }
+        if self.ack_timeout_ms <= self.path_timeout_ms {
+            bail!("tuning.ack_timeout_ms: must exceed tuning.path_timeout_ms");
         }
         if self.notsent_lowat < 4096 {
             bail!("tuning.notsent_lowat: must be at least 4096 bytes");
@@ -178,6 +192,8 @@ impl Tuning {
         c.path_timeout = Duration::from_millis(self.path_timeout_ms);
         c.stream_window = self.stream_window;
         c.session_window = self.session_window;
+        c.send_buffer = self.send_buffer;
+        c.ack_timeout = Duration::from_millis(self.ack_timeout_ms);
         c.notsent_lowat = self.notsent_lowat;
         c.fresh_ssthresh = self.fresh_ssthresh;
         c.max_streams = self.max_streams;

@@ -322,6 +322,18 @@ impl SessionHandle {
                     info!(path = %sh.paths[p].name, "the client's link of this path is gone; dropping it");
                     sh.paths[p].kill.cancel();
                 }
+                Event::GaveUp { code } => {
+                    warn!(
+                        code = code.name(),
+                        "closing the session: the peer acknowledged nothing for tuning.ack_timeout_ms"
+                    );
+                    let closed = self.closed.clone();
+                    tokio::spawn(async move {
+                        // A moment for the writers to send the Close.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        closed.cancel();
+                    });
+                }
                 Event::Closed { code } => match &self.on_server_gone {
                     Some(gone) if code == CloseCode::Draining => {
                         info!("the server is going away (drained); moving the session to another server");
@@ -734,6 +746,7 @@ impl SessionHandle {
                 streams: sess.num_streams(),
                 buffered_frames: sess.buffered_frames(),
                 held: sess.held_bytes(),
+                buffered: sess.buffered_bytes(),
                 ahead: sess.ahead_bytes(),
                 early_delivered: sess.early_delivered(),
                 reorder_frames: sess.reorder_frames(),

@@ -104,6 +104,8 @@ pub struct SessionSnapshot {
     pub buffered_frames: usize,
     /// (send, receive) bytes held in memory ([`mpflex_engine::Session::held_bytes`]).
     pub held: (u64, u64),
+    /// The session's memory account ([`mpflex_engine::Session::buffered_bytes`]).
+    pub buffered: u64,
     /// Bytes accepted from applications and not yet handed to a path.
     pub ahead: u64,
     pub early_delivered: u64,
@@ -194,6 +196,7 @@ impl SessionSnapshot {
             "streams": self.streams,
             "buffered_frames": self.buffered_frames,
             "held_bytes": {"send": self.held.0, "receive": self.held.1},
+            "buffered_bytes": self.buffered,
             "ahead_bytes": self.ahead,
             "early_delivered": self.early_delivered,
             "reorder_frames": self.reorder_frames,

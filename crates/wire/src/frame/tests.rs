@@ -247,12 +247,12 @@ fn rejects_unknown_identities() {
             value: 9
         }
     );
-    let err = decode_all(Bytes::from_static(&[12, 0, 0, 0, 1, 3])).unwrap_err();
+    let err = decode_all(Bytes::from_static(&[12, 0, 0, 0, 1, 4])).unwrap_err();
     assert_eq!(
         err,
         WireError::UnknownId {
             what: "close code",
-            value: 3
+            value: 4
         }
     );
     let mut reset = encoded(&Frame::Reset {
