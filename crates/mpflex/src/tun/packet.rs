@@ -5,8 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
-    Icmpv4Packet, Icmpv6Packet, IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, TcpPacket,
-    UdpPacket, UdpRepr,
+    Icmpv4Packet, Icmpv6Packet, IpAddress, IpProtocol, IpRepr, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket, UdpRepr,
 };
 
 /// Hop limit of the packets the ingress writes (the usual default, RFC 1700).
@@ -166,44 +165,17 @@ pub fn echo_reply(from: IpAddr, to: IpAddr, id: u16, reply: &[u8], mtu: usize) -
 /// An IP packet from `from` to `to` (one family) with an empty payload of `len` bytes of
 /// protocol `proto`, and where the payload starts; `None` if it would not fit `mtu`.
 fn ip_packet(from: IpAddr, to: IpAddr, proto: IpProtocol, len: usize, mtu: usize) -> Option<(Vec<u8>, usize)> {
-    match (from, to) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let ip = Ipv4Repr {
-                src_addr: s,
-                dst_addr: d,
-                next_header: proto,
-                payload_len: len,
-                hop_limit: HOP_LIMIT,
-            };
-            let total = ip.buffer_len() + len;
-            if total > mtu {
-                return None;
-            }
-            let mut buf = vec![0u8; total];
-            ip.emit(
-                &mut Ipv4Packet::new_unchecked(&mut buf),
-                &ChecksumCapabilities::default(),
-            );
-            Some((buf, ip.buffer_len()))
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let ip = Ipv6Repr {
-                src_addr: s,
-                dst_addr: d,
-                next_header: proto,
-                payload_len: len,
-                hop_limit: HOP_LIMIT,
-            };
-            let total = ip.buffer_len() + len;
-            if total > mtu {
-                return None;
-            }
-            let mut buf = vec![0u8; total];
-            ip.emit(&mut Ipv6Packet::new_unchecked(&mut buf));
-            Some((buf, ip.buffer_len()))
-        }
-        _ => None,
+    if from.is_ipv4() != to.is_ipv4() {
+        return None;
     }
+    let ip = IpRepr::new(from.into(), to.into(), proto, len, HOP_LIMIT);
+    // `IpRepr::buffer_len` is the whole packet, header and payload.
+    if ip.buffer_len() > mtu {
+        return None;
+    }
+    let mut buf = vec![0u8; ip.buffer_len()];
+    ip.emit(&mut buf[..], &ChecksumCapabilities::default());
+    Some((buf, ip.header_len()))
 }
 
 /// An IP packet carrying UDP `data` from `from` to `to` (both of one family), or `None`
