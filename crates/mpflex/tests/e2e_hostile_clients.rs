@@ -30,19 +30,6 @@ const SILENT_PORT: u16 = 9_000;
 const SIZE: u64 = 50 << 20;
 const RATE_MBIT: u32 = 100;
 
-/// A key pair from `mpflex keygen`: (private, public).
-fn keygen() -> (String, String) {
-    let out = sh(&[BIN, "keygen"]);
-    let get = |k: &str| {
-        out.lines()
-            .find(|l| l.starts_with(k))
-            .and_then(|l| l.split('"').nth(1))
-            .unwrap()
-            .to_string()
-    };
-    (get("private_key"), get("public_key"))
-}
-
 /// Accepts connections on `port` in namespace `ns` and holds them, silent; the count of
 /// those accepted.
 fn silent_destination(ns: &str, port: u16) -> Arc<AtomicUsize> {

@@ -74,23 +74,9 @@ fn route_into_tun(lab: &Lab, addr: &str, v6: bool) {
     sh(&["ip", "-n", &lab.topo.client_ns, "route", "add", &host, "dev", TUN]);
 }
 
-/// `sh -c` in the client namespace; stdout, or a sentence saying how it failed.
+/// `bash -c` in the client namespace ([`run_in`]).
 fn client_sh(lab: &Lab, script: &str) -> String {
-    let out = Command::new("ip")
-        .args(["netns", "exec", &lab.topo.client_ns, "bash", "-c"])
-        .arg(format!("set -o pipefail; {script}"))
-        .output()
-        .unwrap();
-    if out.status.success() {
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    } else {
-        format!(
-            "failed ({}): {}; {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim(),
-            String::from_utf8_lossy(&out.stdout).trim()
-        )
-    }
+    run_in(&lab.topo.client_ns, script)
 }
 
 /// Routes one remote IPv4 and one IPv6 address into the TUN, with the origin on both

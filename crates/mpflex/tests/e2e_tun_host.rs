@@ -9,7 +9,6 @@
 //! would itself be routed into the TUN: the paths staying up shows the mark works.
 
 mod support;
-use std::process::Command;
 
 use support::*;
 
@@ -85,25 +84,6 @@ fn remotes(lab: &Lab) -> (String, String, std::process::Child) {
         "origin6.log",
     );
     (v4, v6, origin6)
-}
-
-/// `bash -c` in namespace `ns`; stdout, or a sentence saying how it failed.
-fn run_in(ns: &str, script: &str) -> String {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "bash", "-c"])
-        .arg(format!("set -o pipefail; {script}"))
-        .output()
-        .unwrap();
-    if out.status.success() {
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    } else {
-        format!(
-            "failed ({}): {}; {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim(),
-            String::from_utf8_lossy(&out.stdout).trim()
-        )
-    }
 }
 
 /// Downloads `n` bytes from the origin over each family from namespace `ns` (no proxy:

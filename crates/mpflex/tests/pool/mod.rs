@@ -39,18 +39,8 @@ pub struct KeyPair {
 }
 
 pub fn keygen() -> KeyPair {
-    let out = sh(&[BIN, "keygen"]);
-    let get = |k: &str| {
-        out.lines()
-            .find(|l| l.starts_with(k))
-            .and_then(|l| l.split('"').nth(1))
-            .unwrap()
-            .to_string()
-    };
-    KeyPair {
-        private: get("private_key"),
-        public: get("public_key"),
-    }
+    let (private, public) = crate::support::keygen();
+    KeyPair { private, public }
 }
 
 /// How a client's paths reach the pool.

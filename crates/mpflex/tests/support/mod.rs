@@ -405,19 +405,8 @@ impl Lab {
             &["python3", origin, "0.0.0.0", &ORIGIN_PORT.to_string()],
             "origin.log",
         ));
-        let keys = |_: ()| {
-            let out = sh(&[BIN, "keygen"]);
-            let get = |k: &str| {
-                out.lines()
-                    .find(|l| l.starts_with(k))
-                    .and_then(|l| l.split('"').nth(1))
-                    .unwrap()
-                    .to_string()
-            };
-            (get("private_key"), get("public_key"))
-        };
-        let (spriv, spub) = keys(());
-        let (cpriv, cpub) = keys(());
+        let (spriv, spub) = keygen();
+        let (cpriv, cpub) = keygen();
         std::fs::write(
             self.dir.join("server.toml"),
             format!(
@@ -820,5 +809,37 @@ impl Drop for Lab {
         } else {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+/// A key pair as `mpflex keygen` prints it: (private, public).
+pub fn keygen() -> (String, String) {
+    let out = sh(&[BIN, "keygen"]);
+    let get = |k: &str| {
+        out.lines()
+            .find(|l| l.starts_with(k))
+            .and_then(|l| l.split('"').nth(1))
+            .unwrap()
+            .to_string()
+    };
+    (get("private_key"), get("public_key"))
+}
+
+/// `bash -c` in namespace `ns` (with pipefail); stdout, or a sentence saying how it failed.
+pub fn run_in(ns: &str, script: &str) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "bash", "-c"])
+        .arg(format!("set -o pipefail; {script}"))
+        .output()
+        .unwrap();
+    if out.status.success() {
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    } else {
+        format!(
+            "failed ({}): {}; {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        )
     }
 }
