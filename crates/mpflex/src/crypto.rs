@@ -8,6 +8,7 @@
 //! nothing. A server that rejects a handshake closes the connection without a byte.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -250,20 +251,70 @@ fn nonce(n: u64) -> Nonce {
     Nonce::assume_unique_for_key(b)
 }
 
-/// Encrypts, in place, the record occupying `rec` (as laid out by
-/// [`mpflex_wire::record::begin`] and [`mpflex_wire::record::end`]) under record number
-/// `*nonce`, and advances the number.
-pub fn seal_record(t: &Transport, nonce_n: &mut u64, rec: &mut [u8]) -> Result<()> {
+/// Noise's REKEY(k) (spec §4.2, §11.3): the first 32 bytes of encrypting 32 zero bytes
+/// under `k` with the reserved nonce 2⁶⁴−1. One-way: the next key does not give back the
+/// one before it, so a key read from memory exposes no record sealed before the switch.
+fn next_key(k: &LessSafeKey) -> Result<LessSafeKey> {
+    let mut raw = zeroize::Zeroizing::new([0u8; 32]);
+    // The tag (ciphertext bytes 32..48) is not part of the key.
+    let _tag = k
+        .seal_in_place_separate_tag(nonce(u64::MAX), Aad::empty(), &mut raw[..])
+        .map_err(|_| anyhow::anyhow!("rekey failed"))?;
+    UnboundKey::new(&AES_256_GCM, &raw[..])
+        .map(LessSafeKey::new)
+        .map_err(|_| anyhow::anyhow!("bad record key"))
+}
+
+/// Record bytes sealed under one key before the sender moves to the next. AES-256-GCM's
+/// confidentiality margin holds for about 2³⁸ bytes under one key (RFC 8446 §5.5: 2²⁴·⁵
+/// records of 16 KiB); a gibibyte stays far below it, and rekeying is one block
+/// encryption and a key schedule, so even at 10 Gbit/s a switch a second costs nothing.
+pub const REKEY_AFTER_BYTES: u64 = 1 << 30;
+/// Time a key seals for before the sender moves to the next: WireGuard's REKEY_AFTER_TIME.
+/// Bounds what one key taken from a running process exposes to two minutes of traffic.
+pub const REKEY_AFTER_TIME: Duration = Duration::from_secs(120);
+/// Largest record number: 2⁶⁴−1 is the nonce REKEY reserves (Noise spec §5.1).
+const MAX_NONCE: u64 = u64::MAX - 1;
+
+/// When a path's sender moves to its next key (`tuning.rekey_after_bytes`,
+/// `tuning.rekey_after_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rekey {
+    pub after_bytes: u64,
+    pub after: Duration,
+}
+
+impl Default for Rekey {
+    fn default() -> Self {
+        Rekey {
+            after_bytes: REKEY_AFTER_BYTES,
+            after: REKEY_AFTER_TIME,
+        }
+    }
+}
+
+/// Seals one record in place under `key` and record number `*nonce_n`, and advances it.
+fn seal_in_place(key: &LessSafeKey, nonce_n: &mut u64, rec: &mut [u8]) -> Result<()> {
+    if *nonce_n > MAX_NONCE {
+        bail!("record numbers exhausted");
+    }
     let n = rec.len() - record::LEN_PREFIX;
     debug_assert!((TAG..=MAX_NOISE_MSG).contains(&n));
     let (body, tag) = rec[record::LEN_PREFIX..].split_at_mut(n - TAG);
-    let t = t
-        .send
+    let t = key
         .seal_in_place_separate_tag(nonce(*nonce_n), Aad::empty(), body)
         .map_err(|_| anyhow::anyhow!("record encryption failed"))?;
     tag.copy_from_slice(t.as_ref());
     *nonce_n += 1;
     Ok(())
+}
+
+/// Encrypts, in place, the record occupying `rec` (as laid out by
+/// [`mpflex_wire::record::begin`] and [`mpflex_wire::record::end`]) under record number
+/// `*nonce`, and advances the number. Under the handshake's key: for the join exchange,
+/// which a [`Sealer`] continues.
+pub fn seal_record(t: &Transport, nonce_n: &mut u64, rec: &mut [u8]) -> Result<()> {
+    seal_in_place(&t.send, nonce_n, rec)
 }
 
 /// Encrypts one record (`plaintext` ≤ [`MAX_PLAINTEXT`]) and appends `len | ciphertext`.
@@ -277,19 +328,97 @@ pub fn seal(t: &Transport, nonce: &mut u64, plaintext: &[u8], out: &mut Vec<u8>)
     seal_record(t, nonce, &mut out[start..end])
 }
 
+/// A path's sending side after the join: seals the writer's records and moves to the
+/// next key (Noise REKEY) once the current one has sealed [`Rekey::after_bytes`] or for
+/// [`Rekey::after`]. The switch is announced in band, without a round trip: a record with
+/// no plaintext (the key update; no other record is empty) sealed under the old key, and
+/// every record after it under the new one. The receiver derives the same key on opening
+/// it, so neither end waits.
+pub struct Sealer {
+    nonce: u64,
+    /// The current key once the first switch has happened; the handshake's before.
+    key: Option<LessSafeKey>,
+    sealed: u64,
+    since: Instant,
+    rekey: Rekey,
+    rekeys: u64,
+}
+
+impl Sealer {
+    /// Continues after `nonce` records were sealed under the handshake's key.
+    pub fn new(nonce: u64, rekey: Rekey, now: Instant) -> Self {
+        Sealer {
+            nonce,
+            key: None,
+            sealed: 0,
+            since: now,
+            rekey,
+            rekeys: 0,
+        }
+    }
+
+    /// Key switches so far.
+    pub fn rekeys(&self) -> u64 {
+        self.rekeys
+    }
+
+    /// Seals the records laid out at `records` in `wire`. A key switch falls due only
+    /// here, between batches: if one is due, the key update record goes in front of the
+    /// batch, which is sealed under the new key.
+    pub fn seal_batch(
+        &mut self,
+        t: &Transport,
+        wire: &mut Vec<u8>,
+        records: &[Range<usize>],
+        now: Instant,
+    ) -> Result<()> {
+        let mut shift = 0;
+        if self.sealed >= self.rekey.after_bytes || now.duration_since(self.since) >= self.rekey.after {
+            let mut update = Vec::with_capacity(mpflex_wire::RECORD_OVERHEAD);
+            let start = record::begin(&mut update);
+            record::end(&mut update, start);
+            let key = self.key.as_ref().unwrap_or(&t.send);
+            seal_in_place(key, &mut self.nonce, &mut update)?;
+            self.key = Some(next_key(key)?);
+            (self.sealed, self.since) = (0, now);
+            self.rekeys += 1;
+            shift = update.len();
+            wire.splice(0..0, update);
+        }
+        let key = self.key.as_ref().unwrap_or(&t.send);
+        for r in records {
+            if r.len() <= mpflex_wire::RECORD_OVERHEAD {
+                bail!("an empty record would read as a key update");
+            }
+            seal_in_place(key, &mut self.nonce, &mut wire[r.start + shift..r.end + shift])?;
+            self.sealed += r.len() as u64;
+        }
+        Ok(())
+    }
+}
+
 /// Splits complete records off the front of a receive buffer and decrypts them in place.
+/// A key update record (no plaintext) moves it to the next key: the records after it open
+/// under that key only, and one sealed under the old key fails authentication.
 pub struct Opener {
     nonce: u64,
+    /// The current key once the peer has switched; the handshake's before.
+    key: Option<LessSafeKey>,
+    rekeys: u64,
 }
 
 impl Opener {
     pub fn new() -> Self {
-        Opener { nonce: 0 }
+        Self::starting_at(0)
     }
 
     /// Continues after `nonce` records were already opened.
     pub fn starting_at(nonce: u64) -> Self {
-        Opener { nonce }
+        Opener {
+            nonce,
+            key: None,
+            rekeys: 0,
+        }
     }
 
     /// Records opened so far.
@@ -297,25 +426,40 @@ impl Opener {
         self.nonce
     }
 
+    /// Key switches so far.
+    pub fn rekeys(&self) -> u64 {
+        self.rekeys
+    }
+
     /// The next record's plaintext, if a whole record is buffered: split off the front of
-    /// `buf` and decrypted where it lies.
+    /// `buf` and decrypted where it lies. Key updates on the way are applied, not returned.
     pub fn open(&mut self, t: &Transport, buf: &mut BytesMut) -> Result<Option<BytesMut>> {
-        let Some(n) = record::peek_len(buf)? else {
-            return Ok(None);
-        };
-        if buf.len() < record::LEN_PREFIX + n {
-            return Ok(None);
+        loop {
+            let Some(n) = record::peek_len(buf)? else {
+                return Ok(None);
+            };
+            if buf.len() < record::LEN_PREFIX + n {
+                return Ok(None);
+            }
+            if self.nonce > MAX_NONCE {
+                bail!("record numbers exhausted");
+            }
+            buf.advance(record::LEN_PREFIX);
+            let mut rec = buf.split_to(n);
+            let (body, tag) = rec.split_at_mut(n - TAG);
+            let tag = Tag::try_from(&*tag).expect("16-byte tag");
+            let key = self.key.as_ref().unwrap_or(&t.recv);
+            key.open_in_place_separate_tag(nonce(self.nonce), Aad::empty(), tag, body, 0..)
+                .map_err(|_| anyhow::anyhow!("record failed authentication"))?;
+            self.nonce += 1;
+            if n == TAG {
+                self.key = Some(next_key(key)?);
+                self.rekeys += 1;
+                continue;
+            }
+            rec.truncate(n - TAG);
+            return Ok(Some(rec));
         }
-        buf.advance(record::LEN_PREFIX);
-        let mut rec = buf.split_to(n);
-        let (body, tag) = rec.split_at_mut(n - TAG);
-        let tag = Tag::try_from(&*tag).expect("16-byte tag");
-        t.recv
-            .open_in_place_separate_tag(nonce(self.nonce), Aad::empty(), tag, body, 0..)
-            .map_err(|_| anyhow::anyhow!("record failed authentication"))?;
-        self.nonce += 1;
-        rec.truncate(n - TAG);
-        Ok(Some(rec))
     }
 }
 
@@ -398,32 +542,7 @@ mod tests {
     /// record replayed or reordered does not open, and a reflected one neither.
     #[test]
     fn records_are_noise_transport_messages() {
-        let (cpriv, cpub) = generate_keypair();
-        let (spriv, spub) = generate_keypair();
-        let params = || NOISE_PARAMS.parse::<snow::params::NoiseParams>().unwrap();
-        let mut i = snow::Builder::new(params())
-            .local_private_key(&cpriv)
-            .remote_public_key(&spub)
-            .prologue(PROLOGUE)
-            .build_initiator()
-            .unwrap();
-        let mut r = snow::Builder::new(params())
-            .local_private_key(&spriv)
-            .prologue(PROLOGUE)
-            .build_responder()
-            .unwrap();
-        let (mut m, mut p) = (vec![0u8; 1024], vec![0u8; 1024]);
-        let n = i.write_message(&[], &mut m).unwrap();
-        r.read_message(&m[..n], &mut p).unwrap();
-        let n = r.write_message(&[], &mut m).unwrap();
-        i.read_message(&m[..n], &mut p).unwrap();
-        assert_eq!(r.get_remote_static().unwrap(), cpub);
-        // Split both ways: ours (raw keys) and snow's (for reference), from the same state.
-        let (mut i2, mut r2) = (i, r);
-        let ours_i = Transport::from_handshake_keys(&mut i2).unwrap();
-        let ours_r = Transport::from_handshake_keys(&mut r2).unwrap();
-        let snow_i = i2.into_stateless_transport_mode().unwrap();
-        let snow_r = r2.into_stateless_transport_mode().unwrap();
+        let (ours_i, ours_r, snow_i, snow_r) = noise_pair();
 
         let msg = vec![0x5au8; 40_000];
         // Ours -> snow, initiator to responder.
@@ -453,6 +572,170 @@ mod tests {
         let mut big = Vec::new();
         assert!(seal(&ours_i, &mut nonce, &vec![0u8; MAX_PLAINTEXT + 1], &mut big).is_err());
         let _ = snow_i;
+    }
+
+    /// Both ends of one IK handshake: our record keys and snow's transport states, split
+    /// from the same handshake (initiator, responder, snow's initiator, snow's responder).
+    fn noise_pair() -> (
+        Transport,
+        Transport,
+        snow::StatelessTransportState,
+        snow::StatelessTransportState,
+    ) {
+        let (cpriv, cpub) = generate_keypair();
+        let (spriv, spub) = generate_keypair();
+        let params = || NOISE_PARAMS.parse::<snow::params::NoiseParams>().unwrap();
+        let mut i = snow::Builder::new(params())
+            .local_private_key(&cpriv)
+            .remote_public_key(&spub)
+            .prologue(PROLOGUE)
+            .build_initiator()
+            .unwrap();
+        let mut r = snow::Builder::new(params())
+            .local_private_key(&spriv)
+            .prologue(PROLOGUE)
+            .build_responder()
+            .unwrap();
+        let (mut m, mut p) = (vec![0u8; 1024], vec![0u8; 1024]);
+        let n = i.write_message(&[], &mut m).unwrap();
+        r.read_message(&m[..n], &mut p).unwrap();
+        let n = r.write_message(&[], &mut m).unwrap();
+        i.read_message(&m[..n], &mut p).unwrap();
+        assert_eq!(r.get_remote_static().unwrap(), cpub);
+        let ours_i = Transport::from_handshake_keys(&mut i).unwrap();
+        let ours_r = Transport::from_handshake_keys(&mut r).unwrap();
+        (
+            ours_i,
+            ours_r,
+            i.into_stateless_transport_mode().unwrap(),
+            r.into_stateless_transport_mode().unwrap(),
+        )
+    }
+
+    /// Lays out one record per payload in a fresh wire buffer, as the engine does.
+    fn lay_out(payloads: &[&[u8]]) -> (Vec<u8>, Vec<Range<usize>>) {
+        let (mut wire, mut records) = (Vec::new(), Vec::new());
+        for p in payloads {
+            let start = record::begin(&mut wire);
+            wire.extend_from_slice(p);
+            records.push(start..record::end(&mut wire, start));
+        }
+        (wire, records)
+    }
+
+    /// A sender that switches keys at every batch, many times over, in both directions:
+    /// every record opens, in order, and both ends count the same switches. Our switch is
+    /// Noise's REKEY: snow, rekeyed at each key update record, opens the same stream.
+    #[test]
+    fn records_open_across_many_key_switches() {
+        let (ours_i, ours_r, _, mut snow_r) = noise_pair();
+        let every = Rekey {
+            after_bytes: 1,
+            after: Duration::from_secs(3600),
+        };
+        let now = Instant::now();
+        for (tx, rx) in [(&ours_i, &ours_r), (&ours_r, &ours_i)] {
+            let mut sealer = Sealer::new(1, every, now);
+            let mut opener = Opener::starting_at(1);
+            let mut buf = BytesMut::new();
+            for batch in 0..200u32 {
+                let a = batch.to_be_bytes();
+                let b = vec![batch as u8; 3000];
+                let (mut wire, records) = lay_out(&[&a, &b]);
+                sealer.seal_batch(tx, &mut wire, &records, now).unwrap();
+                buf.extend_from_slice(&wire);
+                assert_eq!(&opener.open(rx, &mut buf).unwrap().unwrap()[..], &a);
+                assert_eq!(&opener.open(rx, &mut buf).unwrap().unwrap()[..], &b[..]);
+                assert!(opener.open(rx, &mut buf).unwrap().is_none());
+            }
+            // The first batch goes under the handshake's key (nothing sealed yet).
+            assert_eq!((sealer.rekeys(), opener.rekeys()), (199, 199));
+            assert_eq!(opener.nonce(), 1 + 200 * 2 + 199);
+        }
+        // Snow reads ours: a key update record (empty) is followed by rekey_incoming.
+        let mut sealer = Sealer::new(0, every, now);
+        let mut out = vec![0u8; MAX_NOISE_MSG];
+        let mut n = 0;
+        for batch in 0..20u8 {
+            let (mut wire, records) = lay_out(&[&[batch; 100]]);
+            sealer.seal_batch(&ours_i, &mut wire, &records, now).unwrap();
+            let mut at = 0;
+            while at < wire.len() {
+                let len = u16::from_be_bytes([wire[at], wire[at + 1]]) as usize;
+                let k = snow_r.read_message(n, &wire[at + 2..at + 2 + len], &mut out).unwrap();
+                n += 1;
+                if k == 0 {
+                    snow_r.rekey_incoming();
+                } else {
+                    assert_eq!(&out[..k], &[batch; 100]);
+                }
+                at += 2 + len;
+            }
+        }
+        assert_eq!(n, 20 + 19);
+    }
+
+    /// Volume and time each bring the switch; below both, the key stays.
+    #[test]
+    fn a_key_switches_by_volume_and_by_time() {
+        let (ours_i, _, _, _) = noise_pair();
+        let t0 = Instant::now();
+        let rekey = Rekey {
+            after_bytes: 10_000,
+            after: Duration::from_secs(120),
+        };
+        let mut sealer = Sealer::new(0, rekey, t0);
+        let batch = |s: &mut Sealer, at: Instant| {
+            let (mut wire, records) = lay_out(&[&[7u8; 4000]]);
+            s.seal_batch(&ours_i, &mut wire, &records, at).unwrap();
+            wire.len()
+        };
+        assert_eq!(batch(&mut sealer, t0), 4018);
+        assert_eq!(batch(&mut sealer, t0), 4018);
+        assert_eq!(batch(&mut sealer, t0), 4018);
+        assert_eq!(sealer.rekeys(), 0);
+        // 12,054 bytes sealed: the next batch carries the key update in front.
+        assert_eq!(batch(&mut sealer, t0), 4018 + mpflex_wire::RECORD_OVERHEAD);
+        assert_eq!(sealer.rekeys(), 1);
+        assert_eq!(batch(&mut sealer, t0 + Duration::from_secs(119)), 4018);
+        assert_eq!(batch(&mut sealer, t0 + Duration::from_secs(120)), 4036);
+        assert_eq!(sealer.rekeys(), 2);
+    }
+
+    /// Once the peer has switched, a record sealed under the key before the switch does not
+    /// open (nor one under a key the peer never announced), and a forged key update (not
+    /// sealed under the current key) is refused.
+    #[test]
+    fn a_record_under_the_old_key_is_refused_after_the_switch() {
+        let (ours_i, ours_r, _, _) = noise_pair();
+        let now = Instant::now();
+        let every = Rekey {
+            after_bytes: 1,
+            after: Duration::from_secs(3600),
+        };
+        // Sent under the handshake's key at record number 1, kept for replaying later.
+        let mut sealer = Sealer::new(0, every, now);
+        let (mut first, records) = lay_out(&[b"one"]);
+        sealer.seal_batch(&ours_i, &mut first, &records, now).unwrap();
+        let (mut second, records) = lay_out(&[b"two"]);
+        sealer.seal_batch(&ours_i, &mut second, &records, now).unwrap();
+        assert_eq!(sealer.rekeys(), 1);
+        let mut opener = Opener::new();
+        let mut buf = BytesMut::from(&first[..]);
+        assert_eq!(&opener.open(&ours_r, &mut buf).unwrap().unwrap()[..], b"one");
+        buf.extend_from_slice(&second);
+        assert_eq!(&opener.open(&ours_r, &mut buf).unwrap().unwrap()[..], b"two");
+        // The old key at the right record number: what an attacker holding it could forge.
+        let mut old = Vec::new();
+        seal(&ours_i, &mut 3, b"three", &mut old).unwrap();
+        assert!(opener.open(&ours_r, &mut BytesMut::from(&old[..])).is_err());
+
+        // A key update sealed under a key the receiver does not hold is not applied.
+        let mut opener = Opener::new();
+        let mut forged = Vec::new();
+        seal(&ours_r, &mut 0, b"", &mut forged).unwrap();
+        assert!(opener.open(&ours_r, &mut BytesMut::from(&forged[..])).is_err());
+        assert_eq!(opener.rekeys(), 0);
     }
 
     /// A duplex stream pre-loaded with `input`, whose output is discarded.

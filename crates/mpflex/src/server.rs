@@ -328,6 +328,7 @@ impl Server {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut h = SessionHandle::new(sess, Vec::new(), Some(tx));
         h.pacing = self.cfg.tuning.pacing;
+        h.rekey = self.cfg.tuning.rekey();
         h.classes = self.classes.clone();
         h.allowed_schedulers = self.cfg.allowed_scheduler_kinds().expect("validated").map(Arc::new);
         let (ftx, frx) = mpsc::unbounded_channel();

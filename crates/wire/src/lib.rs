@@ -35,8 +35,9 @@ pub use route::{Route, RouteError, MAGIC as ROUTE_MAGIC, ROUTE_LEN, ROUTE_VERSIO
 /// flow's datagrams in a row under one header). 9: a datagram flow to port 0 carries ICMP
 /// echo messages (requests out, replies back). 10: the server sends a stream's first
 /// `Window` once its destination is connected (and none before), so a client may hold
-/// the application's connection until then.
-pub const VERSION: u8 = 10;
+/// the application's connection until then. 11: a record with no plaintext is a key
+/// update: the records after it are sealed under the next key (Noise REKEY).
+pub const VERSION: u8 = 11;
 /// Largest payload of a `Datagram`: the largest UDP payload over IPv4 (65535 − 20-byte IP
 /// header − 8-byte UDP header; RFC 768, RFC 791).
 pub const MAX_DATAGRAM: usize = 65_507;

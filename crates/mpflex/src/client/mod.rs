@@ -58,6 +58,7 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
     let mut h = SessionHandle::new(sess, Vec::new(), None);
     h.congestion = cfg.tuning.congestion.clone();
     h.pacing = cfg.tuning.pacing;
+    h.rekey = cfg.tuning.rekey();
     h.classes = std::sync::Arc::new(cfg.class_rules()?);
     *h.policy.write().expect("policy lock") = std::sync::Arc::new(cfg.policy()?);
     h.default_scheduler = scheduler;

@@ -29,6 +29,11 @@ pub struct Tuning {
     /// A session whose peer acknowledges nothing for this long while data waits and a
     /// path is up is closed, ms.
     pub ack_timeout_ms: u64,
+    /// A path's sender moves to its next record key (Noise REKEY) after sealing this many
+    /// bytes under one key (docs/security.md).
+    pub rekey_after_bytes: u64,
+    /// ... or after using one key this long, ms.
+    pub rekey_after_ms: u64,
     /// Upper bound of unsent bytes kept in a path's kernel socket (late binding), bytes.
     pub notsent_lowat: u32,
     /// Most concurrent streams per session.
@@ -112,6 +117,8 @@ impl Default for Tuning {
             session_window: e.session_window,
             send_buffer: e.send_buffer,
             ack_timeout_ms: ms(e.ack_timeout),
+            rekey_after_bytes: crate::crypto::REKEY_AFTER_BYTES,
+            rekey_after_ms: ms(crate::crypto::REKEY_AFTER_TIME),
             notsent_lowat: e.notsent_lowat,
             max_streams: e.max_streams,
             max_flows: e.max_flows,
@@ -154,6 +161,12 @@ impl Tuning {
         if self.ack_timeout_ms <= self.path_timeout_ms {
             bail!("tuning.ack_timeout_ms: must exceed tuning.path_timeout_ms");
         }
+        if self.rekey_after_bytes < 65536 || self.rekey_after_bytes > 1 << 36 {
+            bail!("tuning.rekey_after_bytes: must be between 65536 and 2^36 (AES-GCM's margin under one key)");
+        }
+        if self.rekey_after_ms == 0 {
+            bail!("tuning.rekey_after_ms: must be > 0");
+        }
         if self.notsent_lowat < 4096 {
             bail!("tuning.notsent_lowat: must be at least 4096 bytes");
         }
@@ -183,6 +196,14 @@ impl Tuning {
             tracing::info!(on, "set net.ipv4.tcp_slow_start_after_idle");
         }
         Ok(())
+    }
+
+    /// When path connections move to their next record key.
+    pub fn rekey(&self) -> crate::crypto::Rekey {
+        crate::crypto::Rekey {
+            after_bytes: self.rekey_after_bytes,
+            after: Duration::from_millis(self.rekey_after_ms),
+        }
     }
 
     pub fn engine(&self, role: Role) -> EngineConfig {

@@ -10,26 +10,20 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
 use bytes::Bytes;
-use mpflex_engine::{Event, FlowId, PathSocket, SchedulerKind, Session, StreamId, Tier};
+use mpflex_engine::{Event, FlowId, SchedulerKind, Session, StreamId, Tier};
 use mpflex_wire::{CloseCode, FlowCloseCode, ResetCode, TargetAddr};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::classes::ClassRules;
-use crate::crypto::Transport;
 use crate::links::table::Unusable;
-use crate::pathconn::Joined;
 use crate::status::snapshot::{PathView, SessionSnapshot, StreamView, WaitingView};
-use crate::tcpinfo::{idle_restart_applies, SsthreshReset};
 
 mod path;
 mod stream;
 
-use path::{path_reader, path_writer};
 pub use stream::{run_halves, run_stream, AppConn, AppRead, AppWrite};
 
 /// Wake-ups for the two tasks of a stream, and where it goes.
@@ -79,6 +73,8 @@ pub struct PathSlot {
     /// (client) The WiFi signal last read on its interface, dBm ([`crate::links::wifi`]);
     /// `None` unless the path runs over WiFi.
     pub wifi_signal: Option<i32>,
+    /// Record key switches on its connections: (sent, received) (docs/security.md).
+    pub rekeys: (u64, u64),
 }
 
 impl PathSlot {
@@ -93,6 +89,7 @@ impl PathSlot {
             link: None,
             tier: Tier::Primary,
             wifi_signal: None,
+            rekeys: (0, 0),
         }
     }
 }
@@ -192,6 +189,8 @@ pub struct SessionHandle {
     pub congestion: Option<String>,
     /// Whether path connections use the kernel's TCP pacing.
     pub pacing: bool,
+    /// When path connections move to their next record key (`tuning.rekey_after_*`).
+    pub rekey: crate::crypto::Rekey,
     /// Class overrides (`[[classes]]`), applied as streams open.
     pub classes: Arc<ClassRules>,
     /// (client) The policy rules, swapped whole on a reload.
@@ -230,6 +229,7 @@ impl SessionHandle {
             closed: CancellationToken::new(),
             congestion: None,
             pacing: true,
+            rekey: Default::default(),
             classes: Arc::new(ClassRules::default()),
             policy: Arc::default(),
             default_scheduler: SchedulerKind::MinRtt,
@@ -567,46 +567,6 @@ impl SessionHandle {
         self.with(|sh| sh.waiting = waiting)
     }
 
-    /// Runs one connection of path `p`, joined as `joined` says, until it fails or is
-    /// replaced. Returns why it ended.
-    pub async fn run_path(&self, p: usize, sock: TcpStream, transport: Transport, joined: Joined) -> Result<()> {
-        let Joined { nonces, leftover } = joined;
-        let kill = CancellationToken::new();
-        // What the session's writer of this path needs to know of its socket.
-        let idle_restart = idle_restart_applies(&sock);
-        let ssthresh = SsthreshReset::new(&sock, idle_restart);
-        let socket = PathSocket {
-            idle_restart,
-            ssthresh_reset: ssthresh.available(),
-        };
-        let (wake, generation) = self.with(|sh| {
-            // A newer connection for the same path replaces the old one.
-            sh.paths[p].kill.cancel();
-            sh.paths[p].kill = kill.clone();
-            sh.paths[p].generation += 1;
-            sh.sess.path_up_with(p, socket, Instant::now());
-            (sh.paths[p].wake.clone(), sh.paths[p].generation)
-        });
-        self.paths_changed.notify_one();
-        let sock = Arc::new(sock);
-        let t = Arc::new(transport);
-        let res = tokio::select! {
-            r = path_reader(self.clone(), p, sock.clone(), t.clone(), nonces.1, leftover) => r,
-            r = path_writer(self.clone(), p, sock.clone(), t, wake, nonces.0, ssthresh) => r,
-            _ = kill.cancelled() => Err(anyhow::anyhow!("path dropped")),
-            _ = self.closed.cancelled() => Ok(()),
-        };
-        self.with(|sh| {
-            // Only the current connection may take the path down, not one it replaced.
-            if sh.paths[p].generation == generation {
-                sh.sess.path_down(p);
-            }
-        });
-        self.paths_changed.notify_one();
-        kill.cancel();
-        res
-    }
-
     /// Queues a session Close on every path and gives writers a moment to send it.
     pub async fn close(&self, code: CloseCode) {
         self.with(|sh| sh.sess.close(code));
@@ -704,6 +664,7 @@ impl SessionHandle {
                         energy_standby: sess.path_energy_standby(p),
                         cap: sh.caps.iter().find(|c| c.slot == p).map(|c| c.view(sess)),
                         wifi_signal_dbm: sh.paths[p].wifi_signal,
+                        rekeys: sh.paths[p].rekeys,
                         link_weak: sess.path_hinted_weak(p),
                     }
                 })

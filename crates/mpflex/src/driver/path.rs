@@ -8,17 +8,20 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use bytes::BytesMut;
-use mpflex_engine::WriterStep;
+use mpflex_engine::{PathSocket, WriterStep};
 use mpflex_wire::decode_all;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::SessionHandle;
-use crate::crypto::{seal_record, Opener, Transport};
-use crate::pathconn::PACING_CAP;
-use crate::tcpinfo::{cc_bandwidth, set_max_pacing_rate, set_notsent_lowat, set_quickack, tcp_info, SsthreshReset};
+use crate::crypto::{Opener, Sealer, Transport};
+use crate::pathconn::{Joined, PACING_CAP};
+use crate::tcpinfo::{
+    cc_bandwidth, idle_restart_applies, set_max_pacing_rate, set_notsent_lowat, set_quickack, tcp_info, SsthreshReset,
+};
 
 /// An idle writer of a session that carries streams or flows reads its socket's
 /// statistics at least this often, so the schedulers decide on fresh ones when data comes.
@@ -35,6 +38,48 @@ const IDLE_REFRESH: Duration = Duration::from_millis(200);
 const READ_ROOM_MIN: usize = 16 * 1024;
 const READ_ROOM_MAX: usize = 256 * 1024;
 
+impl SessionHandle {
+    /// Runs one connection of path `p`, joined as `joined` says, until it fails or is
+    /// replaced. Returns why it ended.
+    pub async fn run_path(&self, p: usize, sock: TcpStream, transport: Transport, joined: Joined) -> Result<()> {
+        let Joined { nonces, leftover } = joined;
+        let kill = CancellationToken::new();
+        // What the session's writer of this path needs to know of its socket.
+        let idle_restart = idle_restart_applies(&sock);
+        let ssthresh = SsthreshReset::new(&sock, idle_restart);
+        let socket = PathSocket {
+            idle_restart,
+            ssthresh_reset: ssthresh.available(),
+        };
+        let (wake, generation) = self.with(|sh| {
+            // A newer connection for the same path replaces the old one.
+            sh.paths[p].kill.cancel();
+            sh.paths[p].kill = kill.clone();
+            sh.paths[p].generation += 1;
+            sh.sess.path_up_with(p, socket, Instant::now());
+            (sh.paths[p].wake.clone(), sh.paths[p].generation)
+        });
+        self.paths_changed.notify_one();
+        let sock = Arc::new(sock);
+        let t = Arc::new(transport);
+        let res = tokio::select! {
+            r = path_reader(self.clone(), p, sock.clone(), t.clone(), nonces.1, leftover) => r,
+            r = path_writer(self.clone(), p, sock.clone(), t, wake, nonces.0, ssthresh) => r,
+            _ = kill.cancelled() => Err(anyhow::anyhow!("path dropped")),
+            _ = self.closed.cancelled() => Ok(()),
+        };
+        self.with(|sh| {
+            // Only the current connection may take the path down, not one it replaced.
+            if sh.paths[p].generation == generation {
+                sh.sess.path_down(p);
+            }
+        });
+        self.paths_changed.notify_one();
+        kill.cancel();
+        res
+    }
+}
+
 pub(super) async fn path_reader(
     h: SessionHandle,
     p: usize,
@@ -44,6 +89,8 @@ pub(super) async fn path_reader(
     mut buf: BytesMut,
 ) -> Result<()> {
     let mut opener = Opener::starting_at(nonce);
+    // Key switches already added to the path's count.
+    let mut counted = 0;
     let mut frames = Vec::new();
     let mut room = READ_ROOM_MIN;
     let config = h.with(|sh| sh.sess.config().clone());
@@ -80,7 +127,10 @@ pub(super) async fn path_reader(
             continue;
         }
         let now = Instant::now();
+        let switched = opener.rekeys() - counted;
+        counted = opener.rekeys();
         let res = h.with(|sh| {
+            sh.paths[p].rekeys.1 += switched;
             for f in frames.drain(..) {
                 sh.sess.handle_frame(p, f, now)?;
             }
@@ -107,9 +157,10 @@ pub(super) async fn path_writer(
     sock: Arc<TcpStream>,
     t: Arc<Transport>,
     wake: Arc<Notify>,
-    mut nonce: u64,
+    nonce: u64,
     mut ssthresh: SsthreshReset,
 ) -> Result<()> {
+    let mut sealer = Sealer::new(nonce, h.rekey, Instant::now());
     // Records are encoded straight into the wire buffer and sealed there in place.
     let mut records: Vec<Range<usize>> = Vec::new();
     // Grows to what the path's writes take (up to about a megabyte on a busy path) and
@@ -167,8 +218,10 @@ pub(super) async fn path_writer(
                 None => wake.notified().await,
             },
             WriterStep::Write { reset_ssthresh } => {
-                for r in &records {
-                    seal_record(&t, &mut nonce, &mut wire[r.clone()])?;
+                let before = sealer.rekeys();
+                sealer.seal_batch(&t, &mut wire, &records, Instant::now())?;
+                if sealer.rekeys() > before {
+                    h.with(|sh| sh.paths[p].rekeys.0 += sealer.rekeys() - before);
                 }
                 if reset_ssthresh && !ssthresh.reset(&*sock) {
                     h.with(|sh| sh.sess.ssthresh_reset_failed(p));

@@ -5,6 +5,7 @@ use crate::tcpinfo::{set_linger_zero, tcp_info};
 use mpflex_engine::{EngineConfig, Role};
 use std::io;
 use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
 
 /// A path whose peer resets the connection while the kernel still holds unsent bytes
 /// must end promptly: such a socket polls writable forever while its unsent count stays

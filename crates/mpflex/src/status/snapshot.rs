@@ -44,6 +44,8 @@ pub struct PathView {
     pub cap: Option<CapView>,
     /// (client) The WiFi signal last read on its interface, dBm (a path over WiFi).
     pub wifi_signal_dbm: Option<i32>,
+    /// Record key switches on its connections: (sent, received).
+    pub rekeys: (u64, u64),
     /// (client) Its link hinted weak (the WiFi signal): degraded while another path can
     /// carry.
     pub link_weak: bool,
@@ -320,6 +322,8 @@ fn path_json(p: &PathView) -> serde_json::Value {
         "datagrams_sent": c.datagrams_sent,
         "cap": p.cap,
         "wifi_signal_dbm": p.wifi_signal_dbm,
+        "rekeys_sent": p.rekeys.0,
+        "rekeys_received": p.rekeys.1,
         "link_weak": p.link_weak,
         "owd_us": p.owd_us.map(|(o, _)| o),
         "owd_dev_us": p.owd_us.map(|(_, d)| d),

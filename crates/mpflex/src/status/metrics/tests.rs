@@ -45,6 +45,7 @@ pub(crate) fn sample_session() -> SessionView {
             at_cap: "backup",
         }),
         wifi_signal_dbm: (id == 0).then_some(-67),
+        rekeys: (0, 0),
         link_weak: false,
     };
     SessionView {
