@@ -3,10 +3,16 @@
 #   (a) curl fetching SIZE_MB from a local origin directly over TCP,
 #   (b) the same through mpflex client + server over 2 encrypted paths (SOCKS5; the paths
 #       are two TCP connections over lo, from source addresses 127.0.0.1 and 127.0.0.2),
-# interleaved REPS times; prints the median throughputs, the ratio b/a, the CPU seconds
-# per GB that mpflex client + server spent, how the bytes were split over the paths, and
-# the time to first byte of a 10 KB object over the established session vs over a fresh
-# direct TCP connection.
+#   (c) as root: the same through the TUN ingress of the same client and session (curl in
+#       a namespace whose default route is the client's TUN device, docs/tun.md),
+# interleaved REPS times; prints the median throughputs, the ratios b/a and c/b, the CPU
+# seconds per GB that mpflex client + server spent for (b) and (c), how the bytes were
+# split over the paths, and the time to first byte of a 10 KB object over the established
+# session vs over a fresh direct TCP connection.
+#
+# As root the whole run happens in a network namespace of its own (its loopback is the
+# paths' and the origin's; the origin is also at 198.18.0.1 there, the address (c) fetches
+# from), so nothing of the host's network is touched; TUN=0 leaves (c) out.
 #
 # The origin (same for (a) and (b)) is a small Python server that answers each GET with
 # sendfile(2) from a file in /dev/shm: zero-copy, so it is not what limits (a).
@@ -14,14 +20,29 @@
 # checked byte for byte.
 #
 # Environment: SIZE_MB (512), REPS (5), TTFB_REPS (20), SCHEDULER (roundrobin),
-# MPFLEX_BIN (a prebuilt binary; otherwise `cargo build --release`, honouring
-# CARGO_TARGET_DIR).
+# TUN (1 as root, else 0), TUN_MTU (the client's default), MPFLEX_BIN (a prebuilt binary;
+# otherwise `cargo build --release`, honouring CARGO_TARGET_DIR).
 set -euo pipefail
 SIZE_MB=${SIZE_MB:-512}
 REPS=${REPS:-5}
 TTFB_REPS=${TTFB_REPS:-20}
 SCHEDULER=${SCHEDULER:-roundrobin}
 root=$(cd "$(dirname "$0")/.." && pwd)
+[ "$(id -u)" = 0 ] && TUN=${TUN:-1} || TUN=0
+
+if [ "$TUN" = 1 ] && [ -z "${BENCH_TUN_NS:-}" ]; then
+  # Re-run inside a namespace of our own ("mpfl-" names: the test suite's cleanup knows
+  # them); the applications' namespace for (c) beside it.
+  if [ -z "${MPFLEX_BIN:-}" ]; then
+    cargo build --release -q -p mpflex --manifest-path "$root/Cargo.toml"
+    MPFLEX_BIN=${CARGO_TARGET_DIR:-$root/target}/release/mpflex
+  fi
+  ns=mpfl-bench-$$ apps=mpfl-benchc-$$
+  ip netns add "$ns"; ip netns add "$apps"
+  trap 'ip netns del "$ns" 2>/dev/null; ip netns del "$apps" 2>/dev/null' EXIT
+  ip netns exec "$ns" env BENCH_TUN_NS="$apps" MPFLEX_BIN="$MPFLEX_BIN" bash "$0"
+  exit $?
+fi
 work=$(mktemp -d /tmp/mpflex-bench.XXXXXX)
 data=$(mktemp -d /dev/shm/mpflex-bench.XXXXXX)
 pids=()
@@ -55,6 +76,13 @@ public_key = "$(key "$work/c.key" public_key)"
 [acl]
 allow_loopback = true
 TOML
+TUN_DEV=mpflb$$
+TUN_ADDR=198.18.0.1
+if [ "$TUN" = 1 ]; then
+  ip link set lo up
+  ip addr add "$TUN_ADDR/32" dev lo
+  printf 'allow_private = true\nallow_own = ["%s/32"]\n' "$TUN_ADDR" >>"$work/server.toml"
+fi
 cat >"$work/client.toml" <<TOML
 private_key = "$(key "$work/c.key" private_key)"
 server_public_key = "$(key "$work/s.key" public_key)"
@@ -70,10 +98,14 @@ name = "b"
 server = "127.0.0.1:$PP"
 source = "127.0.0.2"
 TOML
+if [ "$TUN" = 1 ]; then
+  printf '[tun]\nname = "%s"\nipv6 = ""\n' "$TUN_DEV" >>"$work/client.toml"
+  [ -n "${TUN_MTU:-}" ] && printf 'mtu = %s\n' "$TUN_MTU" >>"$work/client.toml"
+fi
 
 cat >"$work/origin.py" <<'PY'
 import os, socket, sys, threading
-root, port = sys.argv[1], int(sys.argv[2])
+root, port, bind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 def serve(c):
     try:
         req = b""
@@ -99,7 +131,7 @@ def serve(c):
         c.close()
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", port))
+s.bind((bind, port))
 s.listen(1024)
 while True:
     c, _ = s.accept()
@@ -107,7 +139,8 @@ while True:
 PY
 head -c $((SIZE_MB << 20)) /dev/urandom >"$data/blob"
 head -c 10240 /dev/urandom >"$data/small"
-python3 "$work/origin.py" "$data" "$ORIGIN" >"$work/origin.log" 2>&1 & pids+=($!)
+[ "$TUN" = 1 ] && BIND=0.0.0.0 || BIND=127.0.0.1
+python3 "$work/origin.py" "$data" "$ORIGIN" "$BIND" >"$work/origin.log" 2>&1 & pids+=($!)
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$ORIGIN/small" && break; sleep 0.1; done
 RUST_LOG=warn $B server --config "$work/server.toml" >"$work/server.log" 2>&1 & spid=$!; pids+=($spid)
 for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PP") 2>/dev/null && break; sleep 0.1; done
@@ -118,12 +151,23 @@ paths_up() {
 }
 for _ in $(seq 100); do [ "$(paths_up)" = 2 ] && break; sleep 0.1; done
 [ "$(paths_up)" = 2 ] || die "the client's 2 paths did not come up"
+if [ "$TUN" = 1 ]; then
+  # The client made its device here; the applications of (c) get it, as their default
+  # route (a device keeps its descriptor and MTU across namespaces, not its addresses).
+  ip link set "$TUN_DEV" netns "$BENCH_TUN_NS" || die "no TUN device $TUN_DEV"
+  ip -n "$BENCH_TUN_NS" link set lo up
+  ip -n "$BENCH_TUN_NS" addr add 10.233.0.1/30 dev "$TUN_DEV"
+  ip -n "$BENCH_TUN_NS" link set "$TUN_DEV" up
+  ip -n "$BENCH_TUN_NS" route add default dev "$TUN_DEV"
+fi
 
 want=$((SIZE_MB << 20))
-# fetch <curl args...>: prints the speed; fails unless the whole object arrived.
+# fetch [--tun] <curl args...>: prints the speed; fails unless the whole object arrived.
+# --tun: curl runs in the namespace routed into the TUN.
 fetch() {
-  local out code size speed
-  out=$(curl -s -o /dev/null -w '%{http_code} %{size_download} %{speed_download}' "$@") || die "curl $* failed"
+  local pre=() out code size speed
+  [ "$1" = --tun ] && { pre=(ip netns exec "$BENCH_TUN_NS"); shift; }
+  out=$("${pre[@]}" curl -s -o /dev/null -w '%{http_code} %{size_download} %{speed_download}' "$@") || die "curl $* failed"
   read -r code size speed <<<"$out"
   [ "$code" = 200 ] && [ "$size" = "$want" ] || die "curl $*: HTTP $code, $size of $want bytes"
   echo "$speed"
@@ -132,15 +176,25 @@ via=(--socks5-hostname "127.0.0.1:$SOCKS")
 # One checked transfer through mpflex (not timed).
 [ "$(curl -s "${via[@]}" "http://127.0.0.1:$ORIGIN/blob" | sha256sum)" = "$(sha256sum <"$data/blob")" ] ||
   die "a transfer through mpflex arrived corrupted"
+tun_url=http://$TUN_ADDR:$ORIGIN/blob
+if [ "$TUN" = 1 ]; then
+  [ "$(ip netns exec "$BENCH_TUN_NS" curl -s "$tun_url" | sha256sum)" = "$(sha256sum <"$data/blob")" ] ||
+    die "a transfer through the TUN arrived corrupted"
+fi
 
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
-direct=(); through=(); ctick=0; stick=0
+direct=(); through=(); tun=(); ctick=0; stick=0; tctick=0; tstick=0
 for _ in $(seq "$REPS"); do
   direct+=("$(fetch "http://127.0.0.1:$ORIGIN/blob")")
   c0=$(cpu $cpid); s0=$(cpu $spid)
   through+=("$(fetch "${via[@]}" "http://127.0.0.1:$ORIGIN/blob")")
   ctick=$((ctick + $(cpu $cpid) - c0)); stick=$((stick + $(cpu $spid) - s0))
+  if [ "$TUN" = 1 ]; then
+    c0=$(cpu $cpid); s0=$(cpu $spid)
+    tun+=("$(fetch --tun "$tun_url")")
+    tctick=$((tctick + $(cpu $cpid) - c0)); tstick=$((tstick + $(cpu $spid) - s0))
+  fi
 done
 split=$($B status --json --addr "127.0.0.1:$CST" |
   python3 -c 'import json,sys; print(" ".join(str(p["bytes_received"]) for p in json.load(sys.stdin)["paths"]))')
@@ -151,7 +205,7 @@ for _ in $(seq "$TTFB_REPS"); do
   ttfb_via+=("$(curl -s -o /dev/null -w '%{time_starttransfer}' "${via[@]}" "http://127.0.0.1:$ORIGIN/small")")
 done
 python3 - "$SIZE_MB" "$REPS" "$hz" "$ctick" "$stick" "${direct[*]}" "${through[*]}" \
-  "${ttfb_direct[*]}" "${ttfb_via[*]}" "$SCHEDULER" "$split" "$(nproc)" <<'PY'
+  "${ttfb_direct[*]}" "${ttfb_via[*]}" "$SCHEDULER" "$split" "$(nproc)" "${tun[*]}" "$tctick" "$tstick" <<'PY'
 import statistics as st, sys
 size_mb, reps, hz, ct, stk = (int(x) for x in sys.argv[1:6])
 d = [float(x) for x in sys.argv[6].split()]; v = [float(x) for x in sys.argv[7].split()]
@@ -166,6 +220,13 @@ print(f"(a) direct TCP      : {gbit(md):6.2f} Gbit/s (median; min {gbit(min(d)):
 print(f"(b) through mpflex  : {gbit(mv):6.2f} Gbit/s (median; min {gbit(min(v)):.2f}, max {gbit(max(v)):.2f})")
 print(f"ratio b/a           : {mv / md:.3f}")
 print(f"CPU, client+server  : {(ct + stk) / hz / gb:.2f} s per GB (client {ct / hz / gb:.2f}, server {stk / hz / gb:.2f})")
+if sys.argv[13]:
+    t = [float(x) for x in sys.argv[13].split()]; tct, tst = int(sys.argv[14]), int(sys.argv[15])
+    mt = st.median(t)
+    print(f"(c) through the TUN : {gbit(mt):6.2f} Gbit/s (median; min {gbit(min(t)):.2f}, max {gbit(max(t)):.2f})")
+    print(f"ratio c/b (TUN/SOCKS5): {mt / mv:.3f}")
+    print(f"CPU, TUN, client+server: {(tct + tst) / hz / gb:.2f} s per GB (client {tct / hz / gb:.2f}, server {tst / hz / gb:.2f})")
+    print(f"CPU per GB, TUN/SOCKS5: {(tct + tst) / max(ct + stk, 1):.2f} (client alone {tct / max(ct, 1):.2f})")
 tot = sum(split) or 1
 print("bytes per path      : " + ", ".join(f"{b / tot:.0%}" for b in split) + " (client, received)")
 print(f"TTFB 10 KB, direct fresh TCP  : median {st.median(td):.2f} ms (p90 {p90(td):.2f})")

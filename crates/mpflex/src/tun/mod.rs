@@ -76,8 +76,14 @@ fn default_ipv6() -> String {
     "fd00:6d70:666c::1/126".into()
 }
 
+/// The largest an IP packet can be (RFC 791, RFC 8200 without jumbograms). The device's
+/// MTU bounds only what the host hands it in one packet: a TCP connection ends in the
+/// ingress's stack, so the links' MTU never applies to it, and a host that sends
+/// 64 KiB segments into the device makes one system call and one pass of the stack where
+/// 1,500-byte ones make 45. Datagram flows carry up to `MAX_DATAGRAM` bytes whatever the
+/// links' MTU.
 fn default_mtu() -> u16 {
-    1500
+    u16::MAX
 }
 
 /// The smallest MTU IPv6 allows a link (RFC 8200 §5), and so ours.

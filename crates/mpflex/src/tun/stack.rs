@@ -37,10 +37,17 @@ use super::udp::Flows;
 use super::TunCounters;
 use crate::driver::SessionHandle;
 
-/// Each connection's receive buffer (the window the application's kernel sees) and send
-/// buffer, bytes. Both are allocated with the socket.
-const TCP_RX: usize = 128 * 1024;
-const TCP_TX: usize = 128 * 1024;
+/// The sizes a connection's receive buffer (the window the application's kernel sees)
+/// and send buffer may have, each, largest first: a socket gets the largest that keeps
+/// all sockets' buffers within [`BUFFER_BUDGET`], the smallest once that is spent.
+/// smoltcp's buffers are fixed rings allocated with the socket, so the budget is what
+/// bounds the stack's memory with thousands of connections open, and a burst of them
+/// cannot starve the host.
+const BUFFER_SIZES: [usize; 4] = [256 * 1024, 64 * 1024, 16 * 1024, 4 * 1024];
+/// All sockets' buffers together (beyond it each new socket gets the smallest size).
+const BUFFER_BUDGET: usize = 64 << 20;
+/// Packet buffers kept for reuse between rounds.
+const SPARE_PACKETS: usize = 256;
 /// Most connections the stack holds at once; a SYN beyond is dropped and counted.
 pub const MAX_CONNS: usize = 16_384;
 /// A connection whose peer acknowledges nothing it was sent for this long is aborted
@@ -54,11 +61,17 @@ const READ_BATCH: usize = 64;
 struct Queues {
     rx: VecDeque<Vec<u8>>,
     tx: Vec<Vec<u8>>,
+    /// Buffers of packets written to the device, for smoltcp's next ones: a 64 KiB
+    /// segment then costs no allocation and no zeroing.
+    spare: Vec<Vec<u8>>,
     mtu: usize,
 }
 
 struct Rx(Vec<u8>);
-struct Tx<'a>(&'a mut Vec<Vec<u8>>);
+struct Tx<'a> {
+    tx: &'a mut Vec<Vec<u8>>,
+    spare: &'a mut Vec<Vec<u8>>,
+}
 
 impl RxToken for Rx {
     fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
@@ -68,9 +81,11 @@ impl RxToken for Rx {
 
 impl TxToken for Tx<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        let mut b = vec![0u8; len];
+        let mut b = self.spare.pop().unwrap_or_default();
+        // smoltcp writes every byte of the packet; only a buffer's growth is zeroed.
+        b.resize(len, 0);
         let r = f(&mut b);
-        self.0.push(b);
+        self.tx.push(b);
         r
     }
 }
@@ -81,11 +96,18 @@ impl Device for Queues {
 
     fn receive(&mut self, _: SmolInstant) -> Option<(Rx, Tx<'_>)> {
         let p = self.rx.pop_front()?;
-        Some((Rx(p), Tx(&mut self.tx)))
+        let tx = Tx {
+            tx: &mut self.tx,
+            spare: &mut self.spare,
+        };
+        Some((Rx(p), tx))
     }
 
     fn transmit(&mut self, _: SmolInstant) -> Option<Tx<'_>> {
-        Some(Tx(&mut self.tx))
+        Some(Tx {
+            tx: &mut self.tx,
+            spare: &mut self.spare,
+        })
     }
 
     fn capabilities(&self) -> DeviceCapabilities {
@@ -108,6 +130,8 @@ struct Inner {
     held: HashMap<(SocketAddr, SocketAddr), Vec<u8>>,
     /// A refusal has been logged (the first only: a flood must not flood the log).
     refusal_logged: bool,
+    /// Bytes of all sockets' buffers ([`BUFFER_BUDGET`]).
+    buffered: usize,
     counters: TunCounters,
 }
 
@@ -140,6 +164,7 @@ impl Stack {
                 released: Vec::new(),
                 held: HashMap::new(),
                 refusal_logged: false,
+                buffered: 0,
                 counters: TunCounters::default(),
             }),
             poked: Notify::new(),
@@ -208,11 +233,15 @@ impl Stack {
 
     /// Hands TCP packets to smoltcp, a socket first for each new connection's SYN (or,
     /// with `hold`, the SYN held for [`Stack::accept_held`]), then lets it answer; what
-    /// it sends goes to `out`. Returns the connections accepted now, those whose SYN is
+    /// it sends goes to `out` (whose buffers, written by now, are kept for reuse first).
+    /// Returns the connections accepted now, those whose SYN is
     /// held now, and when smoltcp next wants to run.
     fn step(&self, tcp: &mut Vec<Vec<u8>>, out: &mut Vec<Vec<u8>>, hold: bool) -> Stepped {
         let mut g = self.inner.lock().expect("tun stack lock");
         let g = &mut *g;
+        let room = SPARE_PACKETS.saturating_sub(g.dev.spare.len());
+        g.dev.spare.extend(out.drain(..).take(room));
+        out.clear();
         let mut accepted = Vec::new();
         let mut held = Vec::new();
         for p in tcp.drain(..) {
@@ -251,6 +280,7 @@ impl Stack {
             let h = g.released[i];
             let s = g.sockets.get::<tcp::Socket>(h);
             if matches!(s.state(), State::Closed | State::TimeWait) {
+                g.buffered -= s.recv_capacity() + s.send_capacity();
                 g.released.swap_remove(i);
                 g.sockets.remove(h);
                 g.conns.retain(|_, v| *v != h);
@@ -278,9 +308,10 @@ struct Stepped {
 impl Inner {
     /// A socket listening on exactly `dst` for the connection (app, dst), counted.
     fn add_socket(&mut self, app: SocketAddr, dst: SocketAddr) -> Option<SocketHandle> {
+        let size = buffer_size(self.buffered);
         let mut s = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; TCP_RX]),
-            tcp::SocketBuffer::new(vec![0; TCP_TX]),
+            tcp::SocketBuffer::new(vec![0; size]),
+            tcp::SocketBuffer::new(vec![0; size]),
         );
         s.set_nagle_enabled(false);
         s.set_timeout(Some(SOCKET_TIMEOUT.into()));
@@ -290,10 +321,21 @@ impl Inner {
         })
         .ok()?;
         let h = self.sockets.add(s);
+        self.buffered += 2 * size;
         self.conns.insert((app, dst), h);
         self.counters.tcp_accepted += 1;
         Some(h)
     }
+}
+
+/// The size of each of a new socket's two buffers when all sockets' take `buffered`
+/// bytes ([`BUFFER_SIZES`]).
+fn buffer_size(buffered: usize) -> usize {
+    let smallest = BUFFER_SIZES[BUFFER_SIZES.len() - 1];
+    BUFFER_SIZES
+        .into_iter()
+        .find(|s| buffered + 2 * s <= BUFFER_BUDGET)
+        .unwrap_or(smallest)
 }
 
 /// Reads the device, runs the stack and the datagram flows, until `stop` or the session
@@ -332,8 +374,8 @@ pub async fn run(h: SessionHandle, dev: tun_rs::AsyncDevice, stack: Arc<Stack>, 
         // bytes (a TLS server name) to choose its paths.
         let hold = !h.policy.read().expect("policy lock").uses_hosts();
         let Stepped { accepted, held, delay } = stack.step(&mut tcp, &mut out, hold);
-        for p in out.drain(..) {
-            if let Err(e) = dev.send(&p).await {
+        for p in &out {
+            if let Err(e) = dev.send(p).await {
                 debug!("TUN: packet not written: {e}");
             }
         }
@@ -447,5 +489,23 @@ impl Logged {
         if !seen {
             warn!("TUN: dropped a {what}; more like it are dropped and counted without a log line");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sockets_get_smaller_buffers_as_the_budget_is_spent() {
+        assert_eq!(buffer_size(0), 256 * 1024);
+        assert_eq!(buffer_size(BUFFER_BUDGET - 2 * 256 * 1024), 256 * 1024);
+        assert_eq!(buffer_size(BUFFER_BUDGET - 2 * 64 * 1024), 64 * 1024);
+        assert_eq!(buffer_size(BUFFER_BUDGET - 1), 4 * 1024);
+        assert_eq!(
+            buffer_size(10 * BUFFER_BUDGET),
+            4 * 1024,
+            "beyond the budget: the smallest"
+        );
     }
 }
