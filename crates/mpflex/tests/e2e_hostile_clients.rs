@@ -8,10 +8,8 @@
 //! descriptors for the server.
 
 mod support;
-use std::io::Read;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use support::hostile::*;
@@ -30,22 +28,6 @@ const SILENT_PORT: u16 = 9_000;
 const SIZE: u64 = 50 << 20;
 const RATE_MBIT: u32 = 100;
 
-/// Accepts connections on `port` in namespace `ns` and holds them, silent; the count of
-/// those accepted.
-fn silent_destination(ns: &str, port: u16) -> Arc<AtomicUsize> {
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let n = accepted.clone();
-    let l = in_ns(ns, move || TcpListener::bind(("0.0.0.0", port)).unwrap());
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for s in l.incoming().flatten() {
-            n.fetch_add(1, Ordering::Relaxed);
-            held.push(s);
-        }
-    });
-    accepted
-}
-
 /// The best of `runs` downloads of [`SIZE`] by the honest client, each checked; seconds.
 fn download_time(lab: &Lab, runs: usize) -> f64 {
     let want = lab.expected_sha256(SIZE);
@@ -56,30 +38,6 @@ fn download_time(lab: &Lab, runs: usize) -> f64 {
             t.elapsed().as_secs_f64()
         })
         .fold(f64::MAX, f64::min)
-}
-
-/// Streams still open among `socks` (neither reset nor closed by the far end).
-fn open_count(socks: &[TcpStream]) -> usize {
-    socks
-        .iter()
-        .filter(|s| {
-            let (mut b, mut r) = ([0u8; 16], *s);
-            matches!(r.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
-        })
-        .count()
-}
-
-/// Opens `n` streams through the SOCKS5 listener `proxy` to `dest`; those the proxy
-/// accepted, non-blocking.
-fn hold_streams(proxy: SocketAddr, dest: &str, n: usize) -> Vec<TcpStream> {
-    let mut held = Vec::new();
-    for _ in 0..n {
-        if let Ok(s) = socks_connect(proxy, dest, SILENT_PORT) {
-            s.set_nonblocking(true).unwrap();
-            held.push(s);
-        }
-    }
-    held
 }
 
 #[test]
@@ -161,7 +119,7 @@ fn one_hostile_key_cannot_take_what_other_clients_need() {
         .iter()
         .map(|p| {
             let (p, dest) = (*p, dest.clone());
-            spawn_in_ns(&cns, move || hold_streams(p, &dest, STREAMS_EACH))
+            spawn_in_ns(&cns, move || hold_streams(p, &dest, SILENT_PORT, STREAMS_EACH))
         })
         .collect();
     let held: Vec<Vec<TcpStream>> = holders.into_iter().map(|h| h.join().unwrap()).collect();
@@ -209,7 +167,7 @@ fn one_hostile_key_cannot_take_what_other_clients_need() {
     // and downloads at no less than 0.8 of its rate without the attack.
     let honest = in_ns(&cns, {
         let dest = dest.clone();
-        move || hold_streams(SocketAddr::from(([127, 0, 0, 1], SOCKS_PORT)), &dest, 50)
+        move || hold_streams(SocketAddr::from(([127, 0, 0, 1], SOCKS_PORT)), &dest, SILENT_PORT, 50)
     });
     let attacked = download_time(&lab, 2);
     assert_eq!(open_count(&honest), 50, "the honest client's streams were refused");

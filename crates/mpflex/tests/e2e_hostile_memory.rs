@@ -7,16 +7,12 @@
 //! server downloads 50 MB with the right hash meanwhile, at its usual speed.
 
 mod support;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
-use mpflex_wire::{Frame, TargetAddr};
 use support::hostile::*;
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Streams the attacker opens, each asking the origin for 50 MB: ten times the send buffer.
 const STREAMS: u32 = 20;
@@ -24,83 +20,6 @@ const EACH: u64 = 50_000_000;
 /// The server's `tuning.ack_timeout_ms` here: shorter than the shipped 30 s so the test
 /// sees the session given up within its run (the bound on memory does not depend on it).
 const ACK_TIMEOUT_MS: u64 = 8_000;
-
-struct Attack {
-    /// Bytes the server sent the attacker.
-    read: Arc<AtomicU64>,
-    /// When the server closed the attacker's connection (since the attack started).
-    closed_after: Option<Duration>,
-}
-
-/// The attacker: joins with a valid key, asks for everything, acknowledges nothing.
-async fn attack(server: SocketAddr, keys: ([u8; 32], [u8; 32]), read: Arc<AtomicU64>, stop: Arc<AtomicBool>) -> Attack {
-    let t0 = Instant::now();
-    let mut s = tokio::net::TcpStream::connect(server).await.expect("connect");
-    let t = mpflex::crypto::client_handshake(&mut s, &mpflex_wire::Route::Any.encode(), &keys.0, &keys.1)
-        .await
-        .expect("handshake with a valid key");
-    let (_, joined) = mpflex::pathconn::join_as_client(&mut s, &t, rand::random(), 0)
-        .await
-        .expect("join");
-    let mut nonce = joined.nonces.0;
-    let mut frames = vec![Frame::MaxData { max: u64::MAX }];
-    let mut seq = 0;
-    for i in 0..STREAMS {
-        let stream = 2 * i + 1;
-        let req = Bytes::from(format!("GET /bytes/{EACH} HTTP/1.0\r\n\r\n"));
-        let span = req.len() as u64;
-        frames.push(Frame::Open {
-            seq,
-            stream,
-            ts: 0,
-            paths: u64::MAX,
-            scheduler: 0,
-            energy: 0,
-            addr: TargetAddr::Ip(SocketAddr::from(([127, 0, 0, 1], ORIGIN_PORT))),
-            data: req,
-        });
-        frames.push(Frame::Window { stream, max: u64::MAX });
-        seq += span;
-    }
-    let seal = |frames: &[Frame], nonce: &mut u64| {
-        let mut plain = Vec::new();
-        for f in frames {
-            f.encode(&mut plain);
-        }
-        let mut wire = Vec::new();
-        mpflex::crypto::seal(&t, nonce, &plain, &mut wire).unwrap();
-        wire
-    };
-    let (mut rd, mut wr) = s.into_split();
-    wr.write_all(&seal(&frames, &mut nonce)).await.unwrap();
-    let mut buf = BytesMut::with_capacity(1 << 20);
-    let mut ping = tokio::time::interval(Duration::from_millis(500));
-    let mut id = 0;
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Attack {
-                read,
-                closed_after: None,
-            };
-        }
-        tokio::select! {
-            r = rd.read_buf(&mut buf) => match r {
-                Ok(0) | Err(_) => return Attack { read, closed_after: Some(t0.elapsed()) },
-                Ok(n) => {
-                    read.fetch_add(n as u64, Ordering::Relaxed);
-                    buf.clear();
-                }
-            },
-            _ = ping.tick() => {
-                id += 1;
-                let w = seal(&[Frame::Ping { id }], &mut nonce);
-                if wr.write_all(&w).await.is_err() {
-                    return Attack { read, closed_after: Some(t0.elapsed()) };
-                }
-            }
-        }
-    }
-}
 
 /// Seconds curl takes to download 50 MB through the honest client, and whether the hash
 /// was right.
@@ -144,7 +63,7 @@ fn a_peer_that_never_acknowledges_holds_at_most_the_send_buffer() {
                 .enable_all()
                 .build()
                 .unwrap()
-                .block_on(attack(server, keys, read, stop))
+                .block_on(never_acknowledge(server, keys, STREAMS, EACH, read, stop))
         })
     };
 
