@@ -132,10 +132,14 @@ impl Session {
     pub(super) fn restate_control(&mut self) {
         self.feedback.ack_now();
         self.flow.update_needed = true;
+        let initial = self.cfg.stream_window;
         for (&id, s) in &self.streams {
             // A stream whose destination is still being dialled gets no Window: its first
-            // one says the dial succeeded ([`Session::stream_connected`]).
-            if !s.rx_fin && s.connected {
+            // one says the dial succeeded ([`Session::stream_connected`]). One whose
+            // reader has opened its window beyond the initial one has sent a Window
+            // already (an engine user that never calls `stream_connected`), and a lost
+            // one would stall it.
+            if !s.rx_fin && (s.connected || s.rx_max > initial) {
                 self.windows_needed.insert(id);
             }
         }

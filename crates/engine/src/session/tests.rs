@@ -412,3 +412,34 @@ fn an_unknown_scheduler_number_is_a_protocol_error() {
     );
     assert_eq!(server.num_streams(), 0, "no stream was opened");
 }
+
+/// Control restated after a path change covers every stream whose reader opened its
+/// window, though the server side never marked it connected (an engine user without a
+/// dial to report), and still no stream whose destination is being dialled.
+#[test]
+fn a_read_streams_window_is_restated_without_a_connected_mark() {
+    let mut pair = Pair::with("roundrobin", &[(10, 100_000)], whole_writes);
+    let window = pair.server.cfg.stream_window;
+    let read = pair.open(b"x");
+    let waiting = pair.open(b"y");
+    for _ in 0..2000 {
+        // The client sends as much as its window for the stream lets it.
+        pair.client.stream_send(read, Bytes::from(vec![7u8; 64 * 1024]));
+        pair.step();
+        if pair.server_rx.get(&read).map_or(0, Vec::len) as u64 > window {
+            break;
+        }
+    }
+    let got = pair.server_rx.get(&read).map_or(0, Vec::len);
+    assert!(got as u64 > window, "the upload arrived: {got} of {}", window + 1);
+    let s = &pair.server.streams[&read];
+    assert!(!s.connected && s.rx_max > window, "read past its first window");
+    assert!(!pair.server.streams[&waiting].connected);
+    pair.server.windows_needed.clear();
+    pair.server.restate_control();
+    assert!(pair.server.windows_needed.contains(&read));
+    assert!(
+        !pair.server.windows_needed.contains(&waiting),
+        "a stream never read nor connected gets no Window"
+    );
+}
