@@ -1,0 +1,190 @@
+//! The soak (`scripts/soak.sh`; ignored by `cargo test`): a lab client and server under
+//! [`STREAMS`] streams opening and closing continuously for `MPFLEX_SOAK_SECS` (an hour by
+//! default), each uploading and downloading a random amount checked byte by byte, while
+//! a random path's connection is killed every 10 to 30 s (it reconnects by itself). The
+//! server's and the client's RSS are sampled 60 times over the run (each minute of an
+//! hour): the mean of the last ten samples stays within 5 % of that of samples 10 to 20,
+//! and not one byte is lost or altered.
+
+mod support;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use support::*;
+
+/// Streams open at once, each closed after its exchange and opened again.
+const STREAMS: usize = 1_000;
+/// The soak's own origin, in the server namespace.
+const PORT: u16 = 9_100;
+const MAX_DOWN: u32 = 256 << 10;
+const MAX_UP: u32 = 64 << 10;
+
+/// The byte at `i` of the stream seeded `seed`.
+fn pattern(seed: u64, i: usize) -> u8 {
+    (seed as usize).wrapping_add(i.wrapping_mul(31)) as u8 ^ (i >> 8) as u8
+}
+
+/// Reads `n` bytes, checking them against the pattern of `seed`; false if any differs.
+fn read_checked(s: &mut TcpStream, seed: u64, n: usize) -> std::io::Result<bool> {
+    let (mut buf, mut at, mut ok) = (vec![0u8; 16 << 10], 0, true);
+    while at < n {
+        let k = s.read(&mut buf[..(n - at).min(16 << 10)])?;
+        if k == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        ok &= buf[..k].iter().enumerate().all(|(j, &b)| b == pattern(seed, at + j));
+        at += k;
+    }
+    Ok(ok)
+}
+
+fn write_pattern(s: &mut TcpStream, seed: u64, n: usize) -> std::io::Result<()> {
+    let body: Vec<u8> = (0..n).map(|i| pattern(seed, i)).collect();
+    s.write_all(&body)
+}
+
+/// The origin: per connection, reads `down: u32, up: u32, seed: u64` and `up` bytes,
+/// answers 1 if they were intact (0 if not), then `down` bytes.
+fn origin(l: TcpListener) {
+    for s in l.incoming().flatten() {
+        std::thread::spawn(move || {
+            let mut s = s;
+            let mut h = [0u8; 16];
+            if s.read_exact(&mut h).is_err() {
+                return;
+            }
+            let down = u32::from_be_bytes(h[..4].try_into().unwrap()) as usize;
+            let up = u32::from_be_bytes(h[4..8].try_into().unwrap()) as usize;
+            let seed = u64::from_be_bytes(h[8..].try_into().unwrap());
+            let Ok(ok) = read_checked(&mut s, seed, up) else { return };
+            let _ = s
+                .write_all(&[ok as u8])
+                .and_then(|_| write_pattern(&mut s, !seed, down));
+        });
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    exchanges: AtomicU64,
+    bytes: AtomicU64,
+    /// Exchanges that failed (an error, a reset) or arrived altered.
+    failed: AtomicU64,
+}
+
+/// One stream slot: opens a stream, exchanges, closes it, again, until `stop`.
+fn slot(proxy: SocketAddr, dest: String, tally: Arc<Tally>, stop: Arc<AtomicBool>) {
+    let mut rng = rand::thread_rng();
+    while !stop.load(Ordering::Relaxed) {
+        let (down, up, seed) = (rng.gen_range(1..=MAX_DOWN), rng.gen_range(0..=MAX_UP), rng.gen::<u64>());
+        let r = (|| -> std::io::Result<bool> {
+            let mut s = socks_connect(proxy, &dest, PORT)?;
+            s.set_read_timeout(Some(Duration::from_secs(60)))?;
+            let mut h = down.to_be_bytes().to_vec();
+            h.extend_from_slice(&up.to_be_bytes());
+            h.extend_from_slice(&seed.to_be_bytes());
+            s.write_all(&h)?;
+            write_pattern(&mut s, seed, up as usize)?;
+            let mut ok = [0u8];
+            s.read_exact(&mut ok)?;
+            Ok(ok[0] == 1 && read_checked(&mut s, !seed, down as usize)?)
+        })();
+        match r {
+            Ok(true) => {
+                tally.exchanges.fetch_add(1, Ordering::Relaxed);
+                tally.bytes.fetch_add(u64::from(down + up), Ordering::Relaxed);
+            }
+            Ok(false) | Err(_) if stop.load(Ordering::Relaxed) => {}
+            Ok(false) | Err(_) => {
+                tally.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn mean(v: &[u64]) -> f64 {
+    v.iter().sum::<u64>() as f64 / v.len().max(1) as f64
+}
+
+#[test]
+#[ignore = "an hour long: scripts/soak.sh"]
+fn soak_streams_and_path_kills_keep_memory_flat_and_every_byte() {
+    if !ready("soak_streams_and_path_kills_keep_memory_flat_and_every_byte") {
+        return;
+    }
+    let secs: u64 = std::env::var("MPFLEX_SOAK_SECS").map_or(3600, |s| s.parse().expect("MPFLEX_SOAK_SECS"));
+    let streams: usize =
+        std::env::var("MPFLEX_SOAK_STREAMS").map_or(STREAMS, |s| s.parse().expect("MPFLEX_SOAK_STREAMS"));
+    support::hostile::raise_nofile();
+    let lab = Lab::new(Options::default());
+    let (sns, cns) = (lab.topo.server_ns.clone(), lab.topo.client_ns.clone());
+    let l = in_ns(&sns, || TcpListener::bind(("0.0.0.0", PORT)).unwrap());
+    std::thread::spawn(move || origin(l));
+    let pids = [lab.server.as_ref().unwrap().id(), lab.client.as_ref().unwrap().id()];
+
+    let (tally, stop) = (Arc::new(Tally::default()), Arc::new(AtomicBool::new(false)));
+    let slots: Vec<_> = (0..streams)
+        .map(|_| {
+            let (proxy, dest, tally, stop) = (lab.socks(), lab.server_addr(0), tally.clone(), stop.clone());
+            spawn_in_ns(&cns, move || slot(proxy, dest, tally, stop))
+        })
+        .collect();
+
+    let t0 = Instant::now();
+    let every = Duration::from_secs(secs) / 60;
+    let (mut rss, mut kills) = (Vec::new(), 0);
+    let mut next_kill = t0 + Duration::from_secs(rand::thread_rng().gen_range(10..=30));
+    while rss.len() < 60 {
+        let due = t0 + every * (rss.len() as u32 + 1);
+        while Instant::now() < due {
+            if Instant::now() >= next_kill {
+                let p = rand::thread_rng().gen_range(0..2);
+                let how = if rand::random() { Kill::Reset } else { Kill::ServerReset };
+                kills += lab.kill_path(p, how) as u32;
+                next_kill = Instant::now() + Duration::from_secs(rand::thread_rng().gen_range(10..=30));
+            }
+            std::thread::sleep(Duration::from_millis(200).min(due.saturating_duration_since(Instant::now())));
+        }
+        let sample = pids.map(rss_kib_of);
+        eprintln!(
+            "{:>5} s: server {} KiB, client {} KiB; {} exchanges, {:.1} MB, {} failed, {kills} paths killed",
+            t0.elapsed().as_secs(),
+            sample[0],
+            sample[1],
+            tally.exchanges.load(Ordering::Relaxed),
+            tally.bytes.load(Ordering::Relaxed) as f64 / 1e6,
+            tally.failed.load(Ordering::Relaxed)
+        );
+        rss.push(sample);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for s in slots {
+        s.join().unwrap();
+    }
+    let (exchanges, failed) = (
+        tally.exchanges.load(Ordering::Relaxed),
+        tally.failed.load(Ordering::Relaxed),
+    );
+    for (i, who) in ["server", "client"].iter().enumerate() {
+        let series: Vec<u64> = rss.iter().map(|s| s[i]).collect();
+        let (early, late) = (mean(&series[10..20]), mean(&series[50..60]));
+        eprintln!(
+            "{who} RSS: samples 10–20 {:.1} MB, last 10 {:.1} MB ({:+.1} %)",
+            early / 1024.0,
+            late / 1024.0,
+            (late / early - 1.0) * 100.0
+        );
+        assert!((late / early - 1.0).abs() <= 0.05, "{who} RSS not flat: {series:?}");
+    }
+    eprintln!("{exchanges} exchanges, {failed} failed, {kills} path connections killed");
+    assert!(
+        exchanges > streams as u64,
+        "the soak moved little: {exchanges} exchanges"
+    );
+    assert!(kills > 0, "no path was killed");
+    assert_eq!(failed, 0, "exchanges failed or arrived altered");
+}
