@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use mpflex_wire::{decode_all, DatagramRun, Frame, MAX_DATAGRAM, MAX_RECORD};
+use mpflex_wire::{decode_all, DatagramRun, FlowCloseCode, Frame, MAX_DATAGRAM, MAX_RECORD};
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 8 {
@@ -24,7 +24,10 @@ fuzz_target!(|data: &[u8]| {
             copied,
             data: payload.clone(),
         },
-        Frame::FlowClose { flow, code },
+        Frame::FlowClose {
+            flow,
+            code: FlowCloseCode::ALL[usize::from(code) % FlowCloseCode::ALL.len()],
+        },
     ];
     let mut out = Vec::new();
     for f in &frames {
@@ -40,13 +43,30 @@ fuzz_target!(|data: &[u8]| {
     let mut out = Vec::new();
     let mut run = None;
     for (i, p) in pieces.iter().enumerate() {
-        run = Some(DatagramRun::push(run, &mut out, flow, seq.wrapping_add(i as u16), copied, p));
+        run = Some(DatagramRun::push(
+            run,
+            &mut out,
+            flow,
+            seq.wrapping_add(i as u16),
+            copied,
+            p,
+        ));
     }
     let mut got = Vec::new();
     for f in decode_all(Bytes::from(out)).expect("a run decodes") {
         match f {
-            Frame::Datagram { flow: f, seq: s, copied: c, data } => got.push((f, s, c, data)),
-            Frame::Datagrams { flow: f, seq: s, copied: c, data } => {
+            Frame::Datagram {
+                flow: f,
+                seq: s,
+                copied: c,
+                data,
+            } => got.push((f, s, c, data)),
+            Frame::Datagrams {
+                flow: f,
+                seq: s,
+                copied: c,
+                data,
+            } => {
                 for (i, d) in data.into_iter().enumerate() {
                     got.push((f, s.wrapping_add(i as u16), c, d));
                 }
