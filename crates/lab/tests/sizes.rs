@@ -2,10 +2,6 @@
 //! over 650), and no function over 100 lines in the engine, the schedulers, the wire
 //! codec or the driver (tests excepted). A file or function past its floor is one doing
 //! more than one job: the failure names it, to be split by responsibility.
-//!
-//! [`OVER_TODAY`] names what was past its floor when the floors came in, each to be split
-//! in turn: it may only shrink, and the test fails when a name on it is within its floor
-//! again (take it off) or when anything else goes past one.
 
 use std::path::{Path, PathBuf};
 
@@ -20,36 +16,11 @@ const FN_ROOTS: &[&str] = &[
     "crates/mpflex/src/driver",
 ];
 
-/// Files (path from the workspace root) and functions (`path fn name`) past their floor
-/// when the floors came in. Each is to be split by responsibility; none may be added.
-const OVER_TODAY: &[&str] = &[
-    "crates/engine/src/send.rs",
-    "crates/engine/src/session/mod.rs",
-    "crates/engine/src/session/transmit.rs",
-    "crates/engine/src/harness/socket.rs fn advance",
-    "crates/sched/src/ecf/mod.rs fn decide",
-    "crates/mpflex/src/driver/mod.rs fn dispatch",
-];
-
-/// Checks what is over its floor against [`OVER_TODAY`]: nothing else may be, and
-/// everything on it still must be (or it comes off the list).
-fn check_over(what: &str, over: &[(String, String)], listed: impl Fn(&str) -> bool) {
-    let new: Vec<&String> = over
-        .iter()
-        .filter(|(k, _)| !OVER_TODAY.contains(&k.as_str()))
-        .map(|(_, d)| d)
-        .collect();
+/// Fails naming everything over its floor.
+fn check_over(what: &str, over: &[String]) {
     assert!(
-        new.is_empty(),
-        "{what} over their floor; split them by responsibility: {new:#?}"
-    );
-    let fixed: Vec<&&str> = OVER_TODAY
-        .iter()
-        .filter(|k| listed(k) && !over.iter().any(|(o, _)| o == *k))
-        .collect();
-    assert!(
-        fixed.is_empty(),
-        "within the floor now: take these off OVER_TODAY: {fixed:#?}"
+        over.is_empty(),
+        "{what} over their floor; split them by responsibility: {over:#?}"
     );
 }
 
@@ -218,11 +189,11 @@ fn no_source_file_is_over_its_floor() {
             MAX_FILE
         };
         if lines > max {
-            let at = f.strip_prefix(&root).unwrap().display().to_string();
-            over.push((at.clone(), format!("{at} ({lines} > {max})")));
+            let at = f.strip_prefix(&root).unwrap().display();
+            over.push(format!("{at} ({lines} > {max})"));
         }
     }
-    check_over("files", &over, |k| !k.contains(" fn "));
+    check_over("files", &over);
 }
 
 #[test]
@@ -236,15 +207,12 @@ fn no_function_in_the_core_is_over_a_hundred_lines() {
             for (name, line, len) in functions(&std::fs::read_to_string(f).unwrap()) {
                 if len > MAX_FN {
                     let at = f.strip_prefix(&root).unwrap().display();
-                    over.push((
-                        format!("{at} fn {name}"),
-                        format!("{at}:{line} fn {name} ({len} lines)"),
-                    ));
+                    over.push(format!("{at}:{line} fn {name} ({len} lines)"));
                 }
             }
         }
     }
-    check_over("functions", &over, |k| k.contains(" fn "));
+    check_over("functions", &over);
 }
 
 /// The scanner sees a function's whole body, braces in strings, characters and

@@ -9,6 +9,7 @@
 //! scheduling, reinjection and path failure run exactly as in the real data plane, but
 //! deterministically, in milliseconds, without sockets or root.
 
+mod path_spec;
 mod socket;
 
 use std::collections::HashMap;
@@ -19,7 +20,8 @@ use bytes::Bytes;
 use mpflex_sched::Scheduler;
 use mpflex_wire::{decode_all, record};
 
-pub use socket::{PathSpec, SimSocket, MSS};
+pub use path_spec::PathSpec;
+pub use socket::{SimSocket, MSS};
 
 use crate::writer::{PathWriter, WriterStep};
 use crate::{EngineConfig, Event, FlowId, RecvResult, Role, Session, StreamId};

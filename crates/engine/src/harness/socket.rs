@@ -6,74 +6,11 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use mpflex_wire::record;
 
+use super::path_spec::PathSpec;
 use crate::kernel::{TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
 
 /// Segment size of the simulated sockets.
 pub const MSS: u32 = 1448;
-
-/// One path's properties (the same in both directions).
-#[derive(Debug, Clone, Copy)]
-pub struct PathSpec {
-    /// One-way delay.
-    pub delay: Duration,
-    /// Bottleneck rate, bytes per millisecond.
-    pub rate: usize,
-    /// Congestion window, segments (a fixed window, unless `buffer` is set).
-    /// `None`: the path's bandwidth-delay product plus ten segments, what a well-behaved
-    /// congestion control settles at.
-    pub cwnd: Option<u32>,
-    /// A droptail bottleneck buffer holding this much of the link's rate, and a
-    /// congestion control in place of the fixed window: slow start from the initial
-    /// window (growing only while the window limits the sender, as Linux's
-    /// `tcp_is_cwnd_limited`), a drop when a segment finds the buffer full, detected a
-    /// round trip later, cutting the window to 0.7 of itself (CUBIC's β), then one
-    /// segment per round trip (Reno's growth; CUBIC's curve is not modelled), and the
-    /// window's restart after an idle spell longer than the RTO (RFC 2861, Linux's
-    /// `tcp_cwnd_restart` with `tcp_slow_start_after_idle` on). For tests
-    /// of what slow start and a deep buffer do to the engine (a long LTE path's start-up);
-    /// `None`: the fixed window and an unbounded queue.
-    pub buffer: Option<Duration>,
-    /// The fluid model the multipath papers analyse instead of a TCP socket: no window
-    /// and no queue anywhere but the link's serialisation, the path ready whenever less
-    /// than 2 ms of bytes wait to be serialised, and fixed statistics (RTT twice the
-    /// delay, the link's rate). For tests that hold an algorithm to a bound derived in
-    /// that model (DEMS's balanced completion); everything else runs on the socket.
-    pub ideal: bool,
-    /// Probability that a segment is lost on the link (drawn per segment from a
-    /// generator seeded by the path's delay and rate, so a run is repeatable). A lost
-    /// segment is retransmitted an RTT later (SACK's fast retransmit: the segments
-    /// behind it arrive and are acknowledged, and wait for it at the receiver).
-    pub loss: f64,
-    /// With `buffer`: the kernel paces the segments (as with `SO_MAX_PACING_RATE` set,
-    /// which mpflex's path sockets have by default): at twice the window per smoothed RTT
-    /// while the window is under half the threshold, at 1.2 times it after
-    /// (`tcp_update_pacing_rate`'s slow-start and congestion-avoidance ratios). Unpaced,
-    /// each ACK's growth leaves at once and slow start's bursts queue about half a window
-    /// at the bottleneck every round trip.
-    pub pacing: bool,
-}
-
-impl PathSpec {
-    /// The same path in the fluid model (see [`PathSpec::ideal`]).
-    pub fn ideal(self) -> Self {
-        PathSpec { ideal: true, ..self }
-    }
-}
-
-impl From<(u64, usize)> for PathSpec {
-    /// `(one-way delay in ms, bytes per ms)`.
-    fn from((delay_ms, rate): (u64, usize)) -> Self {
-        PathSpec {
-            delay: Duration::from_millis(delay_ms),
-            rate,
-            cwnd: None,
-            buffer: None,
-            ideal: false,
-            loss: 0.0,
-            pacing: false,
-        }
-    }
-}
 
 /// A segment on the link (or its acknowledgement on the way back).
 #[derive(Debug)]
@@ -333,28 +270,45 @@ impl SimSocket {
         if self.spec.ideal {
             self.last_send = now;
         }
-        if !self.dark {
-            // Every segment that reached the receiver sends an ACK back (a duplicate, while
-            // one before it is missing).
-            for s in self.flight.iter().filter(|s| s.acked <= now && !s.dropped) {
-                self.last_ack = self.last_ack.max(s.acked);
-            }
+        self.take_acks(now);
+        self.cut_window_on_drop(now);
+        self.send_segments(now);
+        self.deliver_in_order(now);
+        self.lift_records();
+    }
+
+    /// Every segment that reached the receiver sends an ACK back (a duplicate, while one
+    /// before it is missing); the acknowledged front of the flight leaves it. A dark link
+    /// brings no ACK back.
+    fn take_acks(&mut self, now: Instant) {
+        if self.dark {
+            return;
         }
-        while !self.dark && self.flight.front().is_some_and(|s| s.acked <= now && !s.dropped) {
+        for s in self.flight.iter().filter(|s| s.acked <= now && !s.dropped) {
+            self.last_ack = self.last_ack.max(s.acked);
+        }
+        while self.flight.front().is_some_and(|s| s.acked <= now && !s.dropped) {
             let s = self.flight.pop_front().expect("front");
             if !self.spec.ideal {
                 self.ack(s, now);
             }
         }
+    }
+
+    /// The duplicate ACKs of the segments behind a drop are back: the window is cut once
+    /// (CUBIC's β), and holds through the recovery's round trip.
+    fn cut_window_on_drop(&mut self, now: Instant) {
         if self.drop_detected.is_some_and(|t| t <= now) {
-            // The duplicate ACKs of the segments behind the drop are back: the window is
-            // cut once, and holds through the recovery's round trip.
             self.drop_detected = None;
             self.ssthresh = (self.cwnd * 7 / 10).max(2);
             self.cwnd = self.ssthresh;
             self.cwnd_cnt = 0;
             self.recovery_until = Some(now + self.srtt);
         }
+    }
+
+    /// Sends segments of the unsent bytes while the window (and the pacer) allows.
+    fn send_segments(&mut self, now: Instant) {
         while (self.flight.len() as u32) < self.window() && !self.unsent.is_empty() {
             let len = self.unsent.len().min(MSS as usize);
             if self.spec.pacing && self.spec.buffer.is_some() {
@@ -374,34 +328,7 @@ impl SimSocket {
                 self.first_tx_mstamp = now;
                 self.delivered_mstamp = now;
             }
-            let own = Duration::from_nanos(len as u64 * 1_000_000 / self.spec.rate.max(1) as u64);
-            let waiting = self.busy_until.saturating_duration_since(now);
-            let (arrives, resent) = if self.spec.buffer.is_some_and(|b| waiting + own > b) {
-                // The buffer is full: dropped, resent once the ACKs of the segments behind
-                // it show the gap (a round trip), when it meets the queue again.
-                self.drops += 1;
-                self.total_retrans += 1;
-                self.segs_out += 2;
-                let detected = now + 2 * self.spec.delay + waiting;
-                if self.drop_detected.is_none() && self.recovery_until.is_none_or(|t| detected >= t) {
-                    self.drop_detected = Some(detected);
-                    self.recovery_until = Some(detected + self.srtt);
-                }
-                (detected + waiting + own + self.spec.delay, true)
-            } else {
-                let start = self.busy_until.max(now);
-                self.busy_until = start + own;
-                let mut arrives = self.busy_until + self.spec.delay;
-                self.segs_out += 1;
-                let lost = self.draw_loss();
-                if lost {
-                    // Retransmitted once the ACKs of the segments behind it are back: an RTT.
-                    arrives += 2 * self.spec.delay + Duration::from_millis(1);
-                    self.total_retrans += 1;
-                    self.segs_out += 1;
-                }
-                (arrives, lost)
-            };
+            let (arrives, resent) = self.cross_link(now, len);
             self.last_send = now;
             self.flight.push_back(Segment {
                 arrives,
@@ -417,8 +344,43 @@ impl SimSocket {
                 dropped: false,
             });
         }
-        // In order: a segment still on its way holds those behind it back (TCP's receive
-        // queue), though they arrived.
+    }
+
+    /// A segment of `len` bytes sent at `now` meets the bottleneck: when it arrives, and
+    /// whether it had to be retransmitted on the way (dropped at a full buffer, or lost).
+    fn cross_link(&mut self, now: Instant, len: usize) -> (Instant, bool) {
+        let own = Duration::from_nanos(len as u64 * 1_000_000 / self.spec.rate.max(1) as u64);
+        let waiting = self.busy_until.saturating_duration_since(now);
+        if self.spec.buffer.is_some_and(|b| waiting + own > b) {
+            // The buffer is full: dropped, resent once the ACKs of the segments behind
+            // it show the gap (a round trip), when it meets the queue again.
+            self.drops += 1;
+            self.total_retrans += 1;
+            self.segs_out += 2;
+            let detected = now + 2 * self.spec.delay + waiting;
+            if self.drop_detected.is_none() && self.recovery_until.is_none_or(|t| detected >= t) {
+                self.drop_detected = Some(detected);
+                self.recovery_until = Some(detected + self.srtt);
+            }
+            return (detected + waiting + own + self.spec.delay, true);
+        }
+        let start = self.busy_until.max(now);
+        self.busy_until = start + own;
+        let mut arrives = self.busy_until + self.spec.delay;
+        self.segs_out += 1;
+        let lost = self.draw_loss();
+        if lost {
+            // Retransmitted once the ACKs of the segments behind it are back: an RTT.
+            arrives += 2 * self.spec.delay + Duration::from_millis(1);
+            self.total_retrans += 1;
+            self.segs_out += 1;
+        }
+        (arrives, lost)
+    }
+
+    /// In order: a segment still on its way holds those behind it back (TCP's receive
+    /// queue), though they arrived. A dark link drops what reaches it.
+    fn deliver_in_order(&mut self, now: Instant) {
         for s in &mut self.flight {
             if s.arrives > now || s.dropped {
                 break;
@@ -436,7 +398,10 @@ impl SimSocket {
                 s.dropped = true;
             }
         }
-        // Whole records go up.
+    }
+
+    /// Whole records go up.
+    fn lift_records(&mut self) {
         while self.rx.len() >= record::LEN_PREFIX {
             let len = u16::from_be_bytes([self.rx[0], self.rx[1]]) as usize;
             if self.rx.len() < record::LEN_PREFIX + len {

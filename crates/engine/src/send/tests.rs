@@ -1,4 +1,6 @@
 use super::*;
+use bytes::Bytes;
+use mpflex_wire::TargetAddr;
 use std::net::SocketAddr;
 
 fn addr() -> TargetAddr {

@@ -1,9 +1,36 @@
-//! Whether applications keep the session backlogged, and whether queue control and the
-//! bound on bytes ahead of the paths are engaged.
+//! Whether applications keep the session backlogged, whether queue control and the
+//! bound on bytes ahead of the paths are engaged, and that bound.
 
 use std::time::Instant;
 
-use super::{Session, BACKLOG_GAP, ENGAGE_HOLD, SUSTAINED_BACKLOG, SUSTAINED_GAP};
+use super::Session;
+
+/// The least each carrying path counts for in the bound on bytes ahead of the paths
+/// (before it has a rate estimate, and on slow paths).
+pub const MIN_AHEAD: u64 = 16 * 1024;
+
+/// The bound on bytes ahead of the paths while backpressure is not engaged: what the
+/// paths carry in this time (see [`Session::backlog_room`]).
+pub const AHEAD_HORIZON: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long applications must keep the session backlogged before the bound on bytes
+/// ahead of the paths applies with no interactive traffic to protect (see
+/// [`Session::backpressure_engaged`]).
+pub const SUSTAINED_BACKLOG: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A backlog that empties for less than this goes on (an application's next write
+/// follows its last one's acceptance by a moment).
+const BACKLOG_GAP: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Once a backlog has been sustained, it ends only after this long without one: a
+/// sender whose writes stall for a moment (a busy machine, a proxy that reads late) must
+/// not drop back to the looser [`AHEAD_HORIZON`] bound and let a second of bytes in
+/// ahead of the paths.
+/// As long as it takes to engage, so the bound has symmetric hysteresis.
+const SUSTAINED_GAP: std::time::Duration = SUSTAINED_BACKLOG;
+
+/// How long queue control stays engaged after the last interactive bytes.
+pub const ENGAGE_HOLD: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Session {
     /// Whether queue control holds bulk bytes back now: only while an interactive stream
@@ -116,5 +143,50 @@ impl Session {
             self.backlog_since = Some(now);
         }
         self.backlog_seen = Some(now);
+    }
+
+    /// Under queue control, what the session may still accept from applications: the
+    /// bytes it holds ahead of the paths (never handed to a socket) stay within what the
+    /// paths carry in the queue target, plus a frame per path. Bytes beyond that would
+    /// only wait in the session — a request would wait behind them as it would in a
+    /// bloated queue, and the application's own rate control would see a rate the paths
+    /// do not have (an upload through the proxy reporting twice what arrives). Each path
+    /// counts at least [`MIN_AHEAD`] until it has a rate estimate, and a path queue
+    /// control holds at most its limit per round trip
+    /// ([`crate::paths::PathEntry::ahead_rate`]). That bound holds while
+    /// [`Session::backpressure_engaged`]; otherwise a looser one, [`AHEAD_HORIZON`] of
+    /// the paths' rate.
+    pub(super) fn backlog_room(&self) -> u64 {
+        let target = self.cfg.queue_target;
+        if target.is_zero() {
+            return u64::MAX;
+        }
+        let frame = self.max_frame_len() as u64;
+        if !self.backpressure_engaged(self.last_now) {
+            // Otherwise a second of the paths' rate: a transfer's first write is not let
+            // past the paths by a whole stream window (4 MB: three seconds of a 10 Mbit/s
+            // upload that an `iperf3` sender counted as sent), while a chunk that the
+            // paths carry within a second is still whole in the session for a two-ended
+            // scheduler. Not before every carrying path has a rate.
+            let carrying = || self.paths.iter().filter(|p| p.carries());
+            if carrying().next().is_none() || carrying().any(|p| p.snap.delivery_rate == 0) {
+                return u64::MAX;
+            }
+            let bound: u64 = carrying()
+                .map(|p| ((p.snap.delivery_rate as f64 * AHEAD_HORIZON.as_secs_f64()) as u64).max(MIN_AHEAD) + frame)
+                .sum();
+            let (ahead, _) = self.send.backlog();
+            return bound.saturating_sub(ahead + self.send.urgent_bytes());
+        }
+        let bound: u64 = self
+            .paths
+            .iter()
+            .filter(|p| p.carries())
+            .map(|p| ((p.ahead_rate() as f64 * target.as_secs_f64()) as u64).max(MIN_AHEAD) + frame)
+            .sum();
+        let (ahead, _) = self.send.backlog();
+        bound
+            .max(MIN_AHEAD + frame)
+            .saturating_sub(ahead + self.send.urgent_bytes())
     }
 }

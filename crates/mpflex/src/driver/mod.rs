@@ -11,16 +11,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use mpflex_engine::{Event, FlowId, SchedulerKind, Session, StreamId, Tier};
+use mpflex_engine::{FlowId, SchedulerKind, Session, StreamId, Tier};
 use mpflex_wire::{CloseCode, FlowCloseCode, ResetCode, TargetAddr};
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::debug;
 
 use crate::classes::ClassRules;
 use crate::links::table::Unusable;
 use crate::status::snapshot::{PathView, SessionSnapshot, StreamView, WaitingView};
 
+mod events;
 mod path;
 mod stream;
 
@@ -61,7 +62,7 @@ pub struct PathSlot {
     pub kill: CancellationToken,
     /// Counts connections of this path, so a replaced one does not take the path down.
     pub generation: u64,
-    /// Signalled when the engine asks for the path to be probed ([`Event::ProbePath`]).
+    /// Signalled when the engine asks for the path to be probed ([`mpflex_engine::Event::ProbePath`]).
     pub probe: Arc<Notify>,
     /// (client) The interface the path is bound to, if any.
     pub device: Option<String>,
@@ -246,153 +247,6 @@ impl SessionHandle {
         let r = f(&mut sh);
         self.dispatch(&mut sh);
         r
-    }
-
-    fn dispatch(&self, sh: &mut Shared) {
-        let mut wake_paths = false;
-        while let Some(ev) = sh.sess.poll_event() {
-            match ev {
-                Event::WakePaths => wake_paths = true,
-                Event::WakePath(p) => {
-                    if let Some(slot) = sh.paths.get(p) {
-                        slot.wake.notify_one();
-                    }
-                }
-                Event::StreamReadable(id) => {
-                    if let Some(s) = sh.streams.get(&id) {
-                        s.readable.notify_one();
-                    }
-                }
-                Event::StreamWritable(id) => {
-                    if let Some(s) = sh.streams.get(&id) {
-                        s.writable.notify_one();
-                    }
-                }
-                Event::StreamReset { stream, code } => {
-                    debug!(stream, %code, "stream reset by peer");
-                    if let Some(s) = sh.streams.remove(&stream) {
-                        sh.streams_refused += u64::from(code == ResetCode::Refused);
-                        stream::say_refused(stream, code, s.target.as_ref());
-                        s.readable.notify_one();
-                        s.writable.notify_one();
-                    }
-                }
-                Event::StreamOpened {
-                    stream,
-                    addr,
-                    scheduler,
-                } => {
-                    if let Some(class) = self.classes.class_of(&addr) {
-                        sh.sess.set_stream_class(stream, Some(class));
-                    }
-                    // The client's choice of scheduler governs the stream's downloads
-                    // too, within the schedulers this server allows.
-                    let mut signals = StreamSignals::to(addr.clone());
-                    if let Some(kind) = scheduler {
-                        if self.allowed_schedulers.as_ref().is_none_or(|a| a.contains(&kind)) {
-                            sh.sess.set_stream_scheduler(stream, Some(kind));
-                        } else {
-                            let name = kind.name();
-                            debug!(
-                                stream,
-                                name, "the client asked for a scheduler allowed_schedulers leaves out"
-                            );
-                            signals.peer_scheduler = Some(kind);
-                        }
-                    }
-                    let signals = Arc::new(signals);
-                    sh.streams.insert(stream, signals.clone());
-                    let sent = self
-                        .opens
-                        .as_ref()
-                        .is_some_and(|tx| tx.send(Opened { stream, addr, signals }).is_ok());
-                    if !sent {
-                        sh.sess.stream_reset(stream, ResetCode::Refused);
-                    }
-                }
-                Event::ProbePath(p) => {
-                    debug!(path = %sh.paths[p].name, "path silent while holding data; probing it");
-                    sh.paths[p].probe.notify_one();
-                }
-                Event::PathTimedOut(p) => {
-                    warn!(path = %sh.paths[p].name, "path silent for too long; dropping it");
-                    sh.paths[p].kill.cancel();
-                }
-                Event::PathGone(p) => {
-                    info!(path = %sh.paths[p].name, "the client's link of this path is gone; dropping it");
-                    sh.paths[p].kill.cancel();
-                }
-                Event::GaveUp { code } => {
-                    warn!(
-                        code = code.name(),
-                        "closing the session: the peer acknowledged nothing for tuning.ack_timeout_ms"
-                    );
-                    let closed = self.closed.clone();
-                    tokio::spawn(async move {
-                        // A moment for the writers to send the Close.
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        closed.cancel();
-                    });
-                }
-                Event::Closed { code } => match &self.on_server_gone {
-                    Some(gone) if code == CloseCode::Draining => {
-                        info!("the server is going away (drained); moving the session to another server");
-                        for slot in &sh.paths {
-                            slot.kill.cancel();
-                        }
-                        for p in 0..sh.sess.num_paths() {
-                            sh.sess.path_down(p);
-                        }
-                        gone();
-                    }
-                    _ => {
-                        info!(%code, "peer closed the session");
-                        self.closed.cancel();
-                    }
-                },
-                Event::FlowOpened { flow, addr } => {
-                    let (tx, rx) = mpsc::channel(FLOW_BACKLOG);
-                    let sent = self.flow_opens.as_ref().is_some_and(|o| {
-                        o.send(FlowOpened {
-                            flow,
-                            addr: addr.clone(),
-                            rx,
-                        })
-                        .is_ok()
-                    });
-                    if sent {
-                        sh.flows.insert(flow, FlowSink { tx, target: addr });
-                    } else {
-                        sh.sess.close_flow(flow, FlowCloseCode::Unreachable);
-                    }
-                }
-                Event::FlowClosed { flow, code } => {
-                    if let Some(sink) = sh.flows.remove(&flow) {
-                        stream::say_flow_closed(flow, code, &sink.target);
-                        let _ = sink.tx.try_send((flow, FlowMsg::Closed(code)));
-                    }
-                }
-                Event::Datagram { flow, data } => {
-                    let full = match sh.flows.get(&flow) {
-                        Some(sink) => sink.tx.try_send((flow, FlowMsg::Datagram(data))).is_err(),
-                        None => false,
-                    };
-                    if full {
-                        sh.udp.dropped_backlog += 1;
-                        debug!(flow, "datagram dropped: the flow's socket is behind");
-                    }
-                }
-            }
-        }
-        if wake_paths {
-            for p in &sh.paths {
-                p.wake.notify_one();
-            }
-        }
-        let next = sh.sess.poll_timeout();
-        if next.is_some() && (sh.timer_deadline.is_none() || next < sh.timer_deadline) {
-            self.timer.notify_one();
-        }
     }
 
     /// Opens a stream (client side) with no policy facts beyond its destination; see

@@ -417,19 +417,7 @@ impl Scheduler for Ecf {
         let me = &paths[path];
         if queue.bytes == 0 {
             self.end_burst();
-            // Asked only with `reinject`: the queue is empty and frames are unacknowledged.
-            // The fastest path re-sends the oldest frames other paths hold (each once);
-            // the others wait for new bytes.
-            let (f, _) = self.by_arrival(path, paths, queue, allow_backup);
-            if me.usable(allow_backup) && f == Some(path) {
-                return Decision::Reinject {
-                    end: End::Head,
-                    max_bytes: budget,
-                    max_age: None,
-                    sooner_only: self.cfg.reinject_sooner,
-                };
-            }
-            return Decision::Wait { until: None };
+            return self.reinject_tail(path, paths, queue, budget, allow_backup);
         }
         let (f, faster) = if self.cfg.frame_time {
             self.by_arrival(path, paths, queue, allow_backup)
@@ -459,28 +447,49 @@ impl Scheduler for Ecf {
             self.wait_since = None;
             return send_within_window(now, me, End::Head, budget);
         }
-        let fp = &paths[f];
-        // x_f is strictly faster and not available (else `faster_available`): ECF proper,
-        // in integer bytes × nanoseconds like upstream, so boundaries are exact.
-        let cw_f = self.fast_window(f, fp);
-        let cw_s = self.window_bytes(path, me);
-        let k = queue.bytes as u128;
-        let (mut k_f, mut k_s) = (k + fp.notsent as u128, k + me.notsent as u128);
-        if self.cfg.floor_backlog {
-            k_f = k_f.max(cw_f);
-            k_s = k_s.max(cw_s);
+        self.slow_or_wait(now, path, f, paths, queue, budget)
+    }
+}
+
+impl Ecf {
+    /// Asked only with `reinject`: the queue is empty and frames are unacknowledged. The
+    /// fastest path re-sends the oldest frames other paths hold (each once); the others
+    /// wait for new bytes.
+    fn reinject_tail(
+        &self,
+        path: usize,
+        paths: &[PathSnapshot],
+        queue: &QueueView,
+        budget: usize,
+        allow_backup: bool,
+    ) -> Decision {
+        let (f, _) = self.by_arrival(path, paths, queue, allow_backup);
+        if paths[path].usable(allow_backup) && f == Some(path) {
+            return Decision::Reinject {
+                end: End::Head,
+                max_bytes: budget,
+                max_age: None,
+                sooner_only: self.cfg.reinject_sooner,
+            };
         }
-        let rtt_f = self.rtt(fp).as_nanos();
-        // x_s is handed whole frames: what a frame holds beyond one segment crosses x_s at
-        // its rate, on top of its RTT.
-        let rtt_s = self.arrival(path, me, queue);
-        let delta = self.delta(fp, me);
-        let d = delta.as_nanos();
-        let beta = if self.waiting {
-            self.cfg.beta_permille as u128
-        } else {
-            0
-        };
+        Decision::Wait { until: None }
+    }
+
+    /// ECF proper, x_s = `path` against x_f = `f` (strictly faster and not available,
+    /// else `faster_available`): x_s sends when waiting for x_f is slower (test 1) or x_s
+    /// would finish k sooner (test 2); otherwise it waits for x_f, at most
+    /// `(1 + β)·(RTT_s + δ)` from the wait's start.
+    fn slow_or_wait(
+        &mut self,
+        now: Instant,
+        path: usize,
+        f: usize,
+        paths: &[PathSnapshot],
+        queue: &QueueView,
+        budget: usize,
+    ) -> Decision {
+        let (fp, me) = (&paths[f], &paths[path]);
+        let race = self.race(path, f, paths, queue);
         // What x_s is handed: the room in the window it sends with now. Not the window
         // remembered across an idle reset: that one is for comparing completion times;
         // bytes beyond the kernel's real window wait a whole RTT_s in the socket.
@@ -496,47 +505,104 @@ impl Scheduler for Ecf {
                 Decision::head(slow_chunk)
             }
         };
-
-        // Windows a write gets now: below the tests' windows after an idle restart, when
-        // the path slow-starts back (see `drain_time`).
-        let w0_f = self.start_window(fp, cw_f);
-        let w0_s = self.start_window(me, cw_s);
-
-        // (1)/(3): multiplied through by 1000·CWND_f in steady state (exact, like upstream).
-        let wait_is_slower = if w0_f >= cw_f {
-            1000 * (cw_f + k_f) * rtt_f >= (1000 + beta) * cw_f * (rtt_s + d)
+        let beta = if self.waiting {
+            self.cfg.beta_permille as u128
         } else {
-            1000 * (rtt_f + drain_time(k_f, w0_f, cw_f, rtt_f)) >= (1000 + beta) * (rtt_s + d)
+            0
         };
-        if wait_is_slower {
+        if race.wait_is_slower(beta) {
             self.waiting = false;
             return slow(self);
         }
-        // (2): x_s's time for k against x_f's, at least 2·RTT_f ("x_f takes at least
-        // 2RTT_f"); with `fast_completion` the estimate of (1)/(3) when that is longer.
-        let fast_time = if self.cfg.fast_completion {
-            (rtt_f + drain_time(k_f, w0_f, cw_f, rtt_f)).max(2 * rtt_f)
-        } else {
-            2 * rtt_f
-        };
-        let slow_is_faster = if w0_s >= cw_s {
-            k_s * rtt_s < cw_s * (fast_time + d)
-        } else {
-            drain_time(k_s, w0_s, cw_s, rtt_s) < fast_time + d
-        };
-        if slow_is_faster {
+        if race.slow_is_faster(self.cfg.fast_completion) {
             // Using x_s is faster after all; `waiting` stays as it is (Algorithm 2).
             return slow(self);
         }
         self.waiting = true;
         let since = *self.wait_since.get_or_insert(now);
-        let cap = (Duration::from_nanos(rtt_s as u64) + delta) * (1000 + self.cfg.beta_permille) / 1000;
+        let cap = (Duration::from_nanos(race.rtt_s as u64) + race.delta) * (1000 + self.cfg.beta_permille) / 1000;
         if now.saturating_duration_since(since) >= cap {
             // x_f has not come back in the time x_s would have needed: stop trusting it.
             return slow(self);
         }
         let until = (now + self.rtt(fp).max(Duration::from_millis(1))).min(since + cap);
         Decision::Wait { until: Some(until) }
+    }
+
+    /// The terms of ECF's two tests for x_s = `path` and x_f = `f`, in integer bytes ×
+    /// nanoseconds like upstream, so boundaries are exact.
+    fn race(&self, path: usize, f: usize, paths: &[PathSnapshot], queue: &QueueView) -> Race {
+        let (fp, me) = (&paths[f], &paths[path]);
+        let cw_f = self.fast_window(f, fp);
+        let cw_s = self.window_bytes(path, me);
+        let k = queue.bytes as u128;
+        let (mut k_f, mut k_s) = (k + fp.notsent as u128, k + me.notsent as u128);
+        if self.cfg.floor_backlog {
+            k_f = k_f.max(cw_f);
+            k_s = k_s.max(cw_s);
+        }
+        let delta = self.delta(fp, me);
+        Race {
+            cw_f,
+            cw_s,
+            k_f,
+            k_s,
+            // Windows a write gets now: below the tests' windows after an idle restart,
+            // when the path slow-starts back (see `drain_time`).
+            w0_f: self.start_window(fp, cw_f),
+            w0_s: self.start_window(me, cw_s),
+            rtt_f: self.rtt(fp).as_nanos(),
+            // x_s is handed whole frames: what a frame holds beyond one segment crosses
+            // x_s at its rate, on top of its RTT.
+            rtt_s: self.arrival(path, me, queue),
+            d: delta.as_nanos(),
+            delta,
+        }
+    }
+}
+
+/// The terms of ECF's tests: windows (cw), backlogs (k, each path's own unsent bytes
+/// added), start windows (w0), RTTs in nanoseconds, and δ.
+struct Race {
+    cw_f: u128,
+    cw_s: u128,
+    k_f: u128,
+    k_s: u128,
+    w0_f: u128,
+    w0_s: u128,
+    rtt_f: u128,
+    rtt_s: u128,
+    d: u128,
+    delta: Duration,
+}
+
+impl Race {
+    /// Tests (1)/(3): waiting for x_f and draining k on it takes at least one round of
+    /// x_s, `(1 + waiting·β)·(RTT_s + δ)`; multiplied through by 1000·CWND_f in steady
+    /// state (exact, like upstream), in slow-start rounds after an idle restart.
+    fn wait_is_slower(&self, beta: u128) -> bool {
+        let (cw_f, k_f, w0_f, rtt_f) = (self.cw_f, self.k_f, self.w0_f, self.rtt_f);
+        if w0_f >= cw_f {
+            1000 * (cw_f + k_f) * rtt_f >= (1000 + beta) * cw_f * (self.rtt_s + self.d)
+        } else {
+            1000 * (rtt_f + drain_time(k_f, w0_f, cw_f, rtt_f)) >= (1000 + beta) * (self.rtt_s + self.d)
+        }
+    }
+
+    /// Test (2): x_s's time for k against x_f's, at least 2·RTT_f ("x_f takes at least
+    /// 2RTT_f"); with `fast_completion` the estimate of (1)/(3) when that is longer.
+    fn slow_is_faster(&self, fast_completion: bool) -> bool {
+        let rtt_f = self.rtt_f;
+        let fast_time = if fast_completion {
+            (rtt_f + drain_time(self.k_f, self.w0_f, self.cw_f, rtt_f)).max(2 * rtt_f)
+        } else {
+            2 * rtt_f
+        };
+        if self.w0_s >= self.cw_s {
+            self.k_s * self.rtt_s < self.cw_s * (fast_time + self.d)
+        } else {
+            drain_time(self.k_s, self.w0_s, self.cw_s, self.rtt_s) < fast_time + self.d
+        }
     }
 }
 
