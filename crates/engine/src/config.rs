@@ -89,6 +89,14 @@ pub struct EngineConfig {
     /// default: its loss and RTT indicators read the queues and drops of a bulk upload as
     /// failure, and it shortened no handover gap (docs/paths.md).
     pub proactive: bool,
+    /// Suspect a silent path (see [`crate::supervisor`]): what a path holding data that
+    /// shows no sign of life for max(3 × its minimum RTT, 150 ms) holds is copied to the
+    /// others (from two thirds of that silence), it takes nothing new, and it is probed
+    /// with fresh connections. Off, a silent path keeps its frames until `path_timeout`
+    /// declares it dead: the reactive handling of a plain TCP application, which waits
+    /// for its socket to fail (WearMan's baseline H1, Guo ch. VI), kept for measuring
+    /// against.
+    pub suspicion: bool,
     /// The least time a path hinted weak by its link layer stays degraded after the last
     /// weak hint ([`crate::Session::set_link_hint`]): a hint that clears sooner takes
     /// effect only then, so a source that alternates cannot make the path ping-pong.
@@ -146,6 +154,7 @@ impl EngineConfig {
             queue_control_sustained: true,
             hedge_interactive: true,
             proactive: false,
+            suspicion: true,
             link_hint_hold: Duration::from_secs(3),
             datagram_queue: 1024,
             max_flows: 16384,

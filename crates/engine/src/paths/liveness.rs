@@ -106,8 +106,9 @@ impl Paths {
             .iter()
             .filter(|p| p.is_up() && !p.quiet())
             .flat_map(|p| {
-                let stuck = (!p.suspect() && p.holding()).then(|| p.last_life() + self.suspect_after(p, p.last_life()));
-                let hedge = (!p.suspect()).then(|| self.hedge_at(p)).flatten();
+                let watch = cfg.suspicion && !p.suspect();
+                let stuck = (watch && p.holding()).then(|| p.last_life() + self.suspect_after(p, p.last_life()));
+                let hedge = watch.then(|| self.hedge_at(p)).flatten();
                 [
                     Some(p.last_send + Self::keepalive_every(p, cfg, load)),
                     Some(Self::dead_at(p, cfg, load)),
@@ -120,7 +121,8 @@ impl Paths {
             .min()
     }
 
-    /// Checks `path`'s liveness at `now`.
+    /// Checks `path`'s liveness at `now`. Without suspicion
+    /// ([`EngineConfig::suspicion`]) only the path timeout ends a silent path.
     pub fn check(&self, path: usize, now: Instant, cfg: &EngineConfig, load: Load) -> PathCheck {
         let p = &self.entries[path];
         if !p.is_up() || p.quiet() {
@@ -133,6 +135,9 @@ impl Paths {
             if p.suspicion.next_probe.is_some_and(|t| t <= now) {
                 return PathCheck::Probe;
             }
+            return PathCheck::Fine;
+        }
+        if !cfg.suspicion {
             return PathCheck::Fine;
         }
         let silent = now.saturating_duration_since(p.last_life());

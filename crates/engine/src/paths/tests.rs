@@ -155,6 +155,31 @@ fn a_path_holding_data_without_progress_is_stuck_before_it_times_out() {
     assert!(ps.get(0).unwrap().carries());
 }
 
+#[test]
+fn without_suspicion_a_silent_path_keeps_its_frames_until_it_times_out() {
+    let t0 = Instant::now();
+    let cfg = EngineConfig {
+        suspicion: false,
+        ..cfg()
+    };
+    let mut ps = Paths::new(&cfg);
+    ps.up(0, t0);
+    ps.entry(0).snap.srtt = Duration::from_millis(50);
+    ps.booked(0, t0, None);
+    let keepalive = t0 + cfg.keepalive;
+    assert_eq!(
+        ps.next_timeout(&cfg, busy(t0)),
+        Some(keepalive),
+        "no hedge, no suspicion"
+    );
+    for ms in [80, 155, 1000, 4999] {
+        let at = t0 + Duration::from_millis(ms);
+        assert_eq!(ps.check(0, at, &cfg, busy(t0)), PathCheck::Fine, "silent {ms} ms");
+    }
+    assert!(ps.get(0).unwrap().carries());
+    assert_eq!(ps.check(0, t0 + cfg.path_timeout, &cfg, busy(t0)), PathCheck::TimedOut);
+}
+
 fn reading(unacked: u32, last_ack_ms: u32, acked: u64) -> TcpInfo {
     TcpInfo {
         unacked,

@@ -96,6 +96,11 @@ pub struct Tuning {
     /// path before it fails. `false` (the default; docs/paths.md has the measurements):
     /// paths leave only when they fall silent or die.
     pub proactive: bool,
+    /// Suspect a path that falls silent while holding data: copy what it holds to the
+    /// others and probe it (docs/paths.md). `false`: a silent path keeps its frames until
+    /// `path_timeout_ms` declares it dead, as a plain TCP application waits for its socket
+    /// to fail; for measuring against (the lab's reactive baseline), not for use.
+    pub suspicion: bool,
     /// The energy-aware mode's κ: bytes a burst moves over WiFi before cellular may carry
     /// (eMPTCP's 1 MB; docs/energy.md).
     pub energy_kappa_bytes: u64,
@@ -131,6 +136,7 @@ impl Default for Tuning {
             queue_control_sustained: e.queue_control_sustained,
             hedge_interactive: e.hedge_interactive,
             proactive: e.proactive,
+            suspicion: e.suspicion,
             energy_kappa_bytes: mpflex_engine::emptcp::KAPPA,
             energy_tau_ms: mpflex_engine::emptcp::TAU_US / 1000,
         }
@@ -224,6 +230,7 @@ impl Tuning {
         c.queue_control_sustained = self.queue_control_sustained;
         c.hedge_interactive = self.hedge_interactive;
         c.proactive = self.proactive;
+        c.suspicion = self.suspicion;
         c
     }
 }
