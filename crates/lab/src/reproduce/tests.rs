@@ -429,8 +429,8 @@ fn handover(system: &str, rep: usize, gap: f64) -> Record {
     .unwrap()
 }
 
-/// WearMan: the median longest gap with the proactive logic against without, 85 % shorter
-/// within the noise.
+/// WearMan against mpflex's reactive default: the median longest gap with the proactive
+/// logic against without, 85 % shorter.
 #[test]
 fn the_handover_claim_is_a_range_on_the_longest_gap() {
     let on = "mpflex:minrtt+proactive=true";
@@ -442,7 +442,7 @@ fn the_handover_claim_is_a_range_on_the_longest_gap() {
             handover("mptcp", 0, 900.0),
         ];
         recs.extend(ours.iter().enumerate().map(|(i, g)| handover(on, i, *g)));
-        judge(claim("wearman"), &recs)
+        judge(claim("wearman-default"), &recs)
     };
     // Medians 10 against 90 ms: −89 %.
     let f = judged([5.0, 15.0, 10.0]);
@@ -465,6 +465,39 @@ fn the_handover_claim_is_a_range_on_the_longest_gap() {
     assert_eq!(judged([36.0, 36.0, 36.0]).verdict, Verdict::Partly);
     assert_eq!(judged([88.0, 88.4, 87.0]).verdict, Verdict::Refuted);
     assert_eq!(judged([150.0, 160.0, 140.0]).verdict, Verdict::Refuted);
+}
+
+/// WearMan against H1: the leading indicator alone on the reactive baseline that waits for
+/// the path timeout, judged on those two systems only (not on mpflex's default handling).
+#[test]
+fn the_thesis_handover_claim_is_against_h1() {
+    let c = claim("wearman");
+    assert_eq!(c.baseline_system, catalog::H1);
+    assert_eq!(c.system, format!("{}+proactive=true", catalog::H1));
+    let systems = run_of(c.run).systems;
+    for s in [c.system, c.baseline_system, claim("wearman-default").system] {
+        assert!(systems.split(',').any(|x| x == s), "{s} runs in {systems}");
+    }
+    let mut recs = vec![
+        handover(c.baseline_system, 0, 5300.0),
+        handover(c.baseline_system, 1, 5500.0),
+        handover("mpflex:minrtt", 0, 90.0),
+        handover("mpflex:minrtt+proactive=true", 0, 90.0),
+        handover("mptcp", 0, 900.0),
+    ];
+    recs.push(handover(c.system, 0, 700.0));
+    recs.push(handover(c.system, 1, 900.0));
+    // Medians 800 against 5400 ms: −85.2 %.
+    let f = judge(c, &recs);
+    assert_eq!(f.verdict, Verdict::Reproduced, "{f:?}");
+    assert!(
+        f.vs_baseline.starts_with("gap 800 vs 5400 ms (−85 %)"),
+        "{}",
+        f.vs_baseline
+    );
+    recs.retain(|r| r.system != c.system);
+    recs.push(handover(c.system, 0, 1000.0));
+    assert_eq!(judge(c, &recs).verdict, Verdict::Partly, "−81 %");
 }
 
 /// eMPTCP: energy reduced by the paper's figure, paid for with no more time than the paper's.
