@@ -61,7 +61,8 @@ enum Cmd {
     /// docs/results.md (between its reproduce markers).
     Reproduce {
         /// A claim (dems, dems-grid, dems-finish, ecf, ecf-video, mpflex-file,
-        /// mpflex-shortflows, txdelay, qcut, wearman, emptcp, emptcp-small) or all.
+        /// mpflex-shortflows, txdelay, qcut, wearman, wearman-default, emptcp, emptcp-small)
+        /// or all.
         claim: String,
         /// A reduced set (fewer profiles, sizes, repetitions; shorter uploads, a smaller
         /// on-off download): about 20 minutes.
@@ -90,6 +91,26 @@ enum Cmd {
         /// refused. The full run takes hours: stop it (Ctrl-C) and resume later.
         #[arg(long)]
         resume: bool,
+    },
+    /// Run the energy-aware mode's floors (docs/energy.md: 16 MB on wifi-good,
+    /// wifi-good-lte-bad and wifi-bad against kernel MPTCP and TCP over WiFi) on this build,
+    /// judge them, and write their table into docs/energy.md (between its floors markers).
+    Floors {
+        /// 3 repetitions instead of 10.
+        #[arg(long)]
+        quick: bool,
+        /// Where the results file goes (written anew); default lab-results/floors.
+        #[arg(long, default_value = "lab-results/floors")]
+        out_dir: std::path::PathBuf,
+        /// The Markdown file whose floors section is rewritten.
+        #[arg(long, default_value = "docs/energy.md")]
+        doc: std::path::PathBuf,
+        /// The mpflex binary (default: next to this one).
+        #[arg(long)]
+        mpflex: Option<std::path::PathBuf>,
+        /// Do not run: judge the results file already in --out-dir and write the doc.
+        #[arg(long)]
+        report_only: bool,
     },
     /// (internal) Serve chunk requests.
     #[command(hide = true)]
@@ -295,6 +316,23 @@ fn real_main() -> Result<()> {
             };
             let md = reproduce::reproduce(&claims, &claim, &opts, &stop)?;
             print!("{md}");
+            Ok(())
+        }
+        Cmd::Floors {
+            quick,
+            out_dir,
+            doc,
+            mpflex,
+            report_only,
+        } => {
+            let opts = mpflex_lab::floors::Options {
+                quick,
+                out_dir,
+                doc: Some(doc),
+                mpflex_bin: mpflex.unwrap_or_else(|| std::env::current_exe().unwrap().with_file_name("mpflex")),
+                report_only,
+            };
+            print!("{}", mpflex_lab::floors::floors(&opts, &stop)?);
             Ok(())
         }
         _ => unreachable!("handled above"),

@@ -255,7 +255,12 @@ pub fn results_file(opts: &Options, run: &Run) -> PathBuf {
 
 /// The `run` configuration of `run`, on its first profile, and all its profiles.
 fn config(run: &Run, opts: &Options) -> Result<(RunConfig, Vec<profile::Profile>)> {
-    let q = opts.quick;
+    config_of(run, opts.quick, &results_file(opts, run), &opts.mpflex_bin)
+}
+
+/// The `run` configuration of `run` writing to `out`, on its first profile, and all its
+/// profiles.
+pub fn config_of(run: &Run, q: bool, out: &Path, mpflex_bin: &Path) -> Result<(RunConfig, Vec<profile::Profile>)> {
     let profiles = profile::expand(pick(q, run.profiles))?;
     let first = profiles[0].clone();
     let workload = Workload::parse(run.workload).context("a known workload")?;
@@ -287,8 +292,8 @@ fn config(run: &Run, opts: &Options) -> Result<(RunConfig, Vec<profile::Profile>
         ccs: vec!["cubic".into()],
         reps: pick(q, run.reps),
         oracle_step: 0.05,
-        out: results_file(opts, run),
-        mpflex_bin: opts.mpflex_bin.clone(),
+        out: out.to_path_buf(),
+        mpflex_bin: mpflex_bin.to_path_buf(),
         builds: Vec::new(),
         idle_restart: true,
         keep_mpflex: false,

@@ -315,6 +315,10 @@ fn energy_profiles() {
     assert_eq!(g.paths[1].down.delay, Duration::from_micros(32_500));
     let b = Profile::resolve("wifi-bad").unwrap();
     assert!((b.down_capacity_mbit() - 9.8).abs() < 1e-9);
+    let gb = Profile::resolve("wifi-good-lte-bad").unwrap();
+    assert_eq!(gb.name, "wifi-good-lte-bad");
+    assert!((gb.down_capacity_mbit() - 25.0).abs() < 1e-9);
+    assert_eq!(gb.paths[1].up, g.paths[1].up, "only LTE's downlink is worse");
     let o = Profile::resolve("wifi-onoff").unwrap();
     assert_eq!(o.name, "wifi-onoff");
     let Rate::Trace(t) = &o.paths[0].down.rate else {
