@@ -19,8 +19,13 @@
 # Every transfer's length and HTTP status are checked, and one transfer through mpflex is
 # checked byte for byte.
 #
+# Each run appends one JSON record (the figures above, every transfer's rate and TTFB,
+# the commit of the source tree: `git describe --always --dirty`, the machine's cores
+# and load) to RECORD: the docs' loopback figures come from these records.
+#
 # Environment: SIZE_MB (512), REPS (5), TTFB_REPS (20), SCHEDULER (roundrobin),
-# TUN (1 as root, else 0), TUN_MTU (the client's default), MPFLEX_BIN (a prebuilt binary;
+# TUN (1 as root, else 0), TUN_MTU (the client's default), RECORD
+# (lab-results/bench-loopback.jsonl; empty: no record), MPFLEX_BIN (a prebuilt binary;
 # otherwise `cargo build --release`, honouring CARGO_TARGET_DIR).
 set -euo pipefail
 SIZE_MB=${SIZE_MB:-512}
@@ -28,6 +33,8 @@ REPS=${REPS:-5}
 TTFB_REPS=${TTFB_REPS:-20}
 SCHEDULER=${SCHEDULER:-roundrobin}
 root=$(cd "$(dirname "$0")/.." && pwd)
+RECORD=${RECORD-$root/lab-results/bench-loopback.jsonl}
+commit=$(git -C "$root" describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
 [ "$(id -u)" = 0 ] && TUN=${TUN:-1} || TUN=0
 
 if [ "$TUN" = 1 ] && [ -z "${BENCH_TUN_NS:-}" ]; then
@@ -205,8 +212,9 @@ for _ in $(seq "$TTFB_REPS"); do
   ttfb_via+=("$(curl -s -o /dev/null -w '%{time_starttransfer}' "${via[@]}" "http://127.0.0.1:$ORIGIN/small")")
 done
 python3 - "$SIZE_MB" "$REPS" "$hz" "$ctick" "$stick" "${direct[*]}" "${through[*]}" \
-  "${ttfb_direct[*]}" "${ttfb_via[*]}" "$SCHEDULER" "$split" "$(nproc)" "${tun[*]}" "$tctick" "$tstick" <<'PY'
-import statistics as st, sys
+  "${ttfb_direct[*]}" "${ttfb_via[*]}" "$SCHEDULER" "$split" "$(nproc)" "${tun[*]}" "$tctick" "$tstick" \
+  "$RECORD" "$commit" "$($B --version 2>/dev/null || echo mpflex)" <<'PY'
+import json, os, statistics as st, sys
 size_mb, reps, hz, ct, stk = (int(x) for x in sys.argv[1:6])
 d = [float(x) for x in sys.argv[6].split()]; v = [float(x) for x in sys.argv[7].split()]
 td = sorted(float(x) * 1000 for x in sys.argv[8].split()); tv = sorted(float(x) * 1000 for x in sys.argv[9].split())
@@ -231,4 +239,20 @@ tot = sum(split) or 1
 print("bytes per path      : " + ", ".join(f"{b / tot:.0%}" for b in split) + " (client, received)")
 print(f"TTFB 10 KB, direct fresh TCP  : median {st.median(td):.2f} ms (p90 {p90(td):.2f})")
 print(f"TTFB 10 KB, mpflex session    : median {st.median(tv):.2f} ms (p90 {p90(tv):.2f})")
+record, commit, version = sys.argv[16], sys.argv[17], sys.argv[18]
+if record:
+    rec = {
+        "bench": "loopback", "commit": commit, "mpflex": version, "size_mb": size_mb, "reps": reps,
+        "scheduler": sys.argv[10], "cores": int(sys.argv[12]), "loadavg": [float(x) for x in os.getloadavg()],
+        "direct_gbit": [round(gbit(x), 3) for x in d], "mpflex_gbit": [round(gbit(x), 3) for x in v],
+        "ratio": round(mv / md, 4), "cpu_s_per_gb": round((ct + stk) / hz / gb, 3),
+        "cpu_s_per_gb_client": round(ct / hz / gb, 3), "cpu_s_per_gb_server": round(stk / hz / gb, 3),
+        "path_bytes": split, "ttfb_direct_ms": [round(x, 3) for x in td], "ttfb_mpflex_ms": [round(x, 3) for x in tv],
+    }
+    if sys.argv[13]:
+        rec["tun_gbit"] = [round(gbit(x), 3) for x in t]
+        rec["tun_cpu_s_per_gb"] = round((tct + tst) / hz / gb, 3)
+    with open(record, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+    print(f"record appended to {record}")
 PY

@@ -181,6 +181,50 @@ fn the_index_lists_every_lab_result_and_nothing_else() {
     );
 }
 
+/// Every record in `lab-results/` says which commit measured it (`commit`), but for the
+/// files written before the lab recorded one (`records_without_commit.txt`, which may only
+/// shrink): a figure must name its build.
+#[test]
+fn every_record_carries_its_commit() {
+    let root = root();
+    let legacy: BTreeSet<String> = include_str!("records_without_commit.txt")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(String::from)
+        .collect();
+    let mut without = Vec::new();
+    let mut unparsed = Vec::new();
+    for f in data(&root).into_iter().filter(|f| f.ends_with(".jsonl")) {
+        let text = std::fs::read_to_string(root.join("lab-results").join(&f)).unwrap();
+        let mut lacking = 0;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            match serde_json::from_str::<serde_json::Value>(line) {
+                Ok(v) if v["commit"].as_str().is_some_and(|c| !c.is_empty()) => {}
+                Ok(_) => lacking += 1,
+                Err(e) => unparsed.push(format!("{f}: {e}")),
+            }
+        }
+        if lacking > 0 && !legacy.contains(&f) {
+            without.push(format!("{f} ({lacking} records)"));
+        }
+    }
+    assert!(
+        unparsed.is_empty(),
+        "records that are not JSON:\n  {}",
+        unparsed.join("\n  ")
+    );
+    assert!(
+        without.is_empty(),
+        "records without a commit (write them with the lab or a bench that records one):\n  {}",
+        without.join("\n  ")
+    );
+    let gone: Vec<&String> = legacy
+        .iter()
+        .filter(|f| !root.join("lab-results").join(f).exists())
+        .collect();
+    assert!(gone.is_empty(), "remove from records_without_commit.txt: {gone:?}");
+}
+
 #[test]
 fn citations_are_read_as_written() {
     let text = "data (`lab-results/a-{x,y}.jsonl`), lab-results/b.jsonl. and lab-results/c-*.jsonl, \

@@ -1,8 +1,10 @@
 //! Measurements of the balancer setup (docs/balancer.md, "Measured"): benchmarks, not
-//! unit tests, so they are ignored by default and print what they measured:
+//! unit tests, so they are ignored by default; they print what they measured and, with
+//! `MPFLEX_RECORD=1`, append it to `lab-results/balancer-*.jsonl`, where the doc's
+//! figures come from:
 //!
 //! ```sh
-//! cargo test --release -p mpflex --test e2e_balancer_floors -- --ignored --nocapture --test-threads 1
+//! MPFLEX_RECORD=1 cargo test --release -p mpflex --test e2e_balancer_floors -- --ignored --nocapture --test-threads 1
 //! ```
 
 mod pool;
@@ -18,6 +20,9 @@ const RATE_MBIT: u32 = 200;
 
 /// The same downloads through the balancer and straight to the same server, alternated
 /// in one run over the same rate-limited links; prints each and the ratio of the medians.
+/// `MPFLEX_BALANCER_BUFFERS=no-sysctl` or `none` leaves out the balancer host's buffer
+/// settings (the sysctl, or it and HAProxy's `tune.rcvbuf.server`), to measure what they
+/// buy; unset, `tuned`, as deployed.
 #[test]
 #[ignore = "benchmark: run with --ignored --nocapture"]
 fn throughput_through_the_balancer_against_direct() {
@@ -27,7 +32,13 @@ fn throughput_through_the_balancer_against_direct() {
     }
     const BYTES: u64 = 100 << 20;
     const ROUNDS: usize = 5;
-    let mut pool = Pool::new(RATE_MBIT, "");
+    let buffers = match std::env::var("MPFLEX_BALANCER_BUFFERS").as_deref() {
+        Err(_) | Ok("tuned") => Buffers::Tuned,
+        Ok("no-sysctl") => Buffers::NoSysctl,
+        Ok("none") => Buffers::None,
+        Ok(other) => panic!("MPFLEX_BALANCER_BUFFERS={other}: tuned, no-sysctl or none"),
+    };
+    let mut pool = Pool::with_buffers(RATE_MBIT, "", buffers);
     let t = pool.client_toml(Via::Balancer, 1401, 9401);
     pool.spawn_client("balanced", &t);
     let id = pool.wait_placed(9401, Duration::from_secs(10));
@@ -54,10 +65,26 @@ fn throughput_through_the_balancer_against_direct() {
     };
     let (mv, md) = (median(&mut via), median(&mut direct));
     println!(
-        "download {} MB, 2 links of {RATE_MBIT} Mbit/s, server {id}: through the balancer {via:.0?} Mbit/s, \
-         direct {direct:.0?} Mbit/s; medians {mv:.0} / {md:.0} = {:.3}",
+        "download {} MB, 2 links of {RATE_MBIT} Mbit/s, server {id}, buffers {}: through the balancer \
+         {via:.0?} Mbit/s, direct {direct:.0?} Mbit/s; medians {mv:.0} / {md:.0} = {:.3}",
         BYTES >> 20,
+        buffers.name(),
         mv / md
+    );
+    support::record(
+        "balancer-throughput.jsonl",
+        test,
+        serde_json::json!({
+            "buffers": buffers.name(),
+            "link_mbit": RATE_MBIT,
+            "links": 2,
+            "mb": BYTES >> 20,
+            "balancer_mbit": via,
+            "direct_mbit": direct,
+            "median_balancer_mbit": mv,
+            "median_direct_mbit": md,
+            "ratio": mv / md,
+        }),
     );
 }
 
@@ -131,6 +158,24 @@ fn one_server_holding_2000_idle_sessions() {
         rss_before as f64 / 1024.0,
         window.as_secs(),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    );
+    let env: serde_json::Map<String, serde_json::Value> = ["MPFLEX_KEEPALIVE_MS", "MPFLEX_IDLE_KEEPALIVE_MS"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v.into())))
+        .collect();
+    support::record(
+        "balancer-idle-2000.jsonl",
+        test,
+        serde_json::json!({
+            "env": env,
+            "window_s": window.as_secs(),
+            "sessions": sessions_held,
+            "paths": 2,
+            "setup_s": (setup.as_secs_f64() * 10.0).round() / 10.0,
+            "rss_mb": rss / 1024,
+            "rss_before_mb": rss_before / 1024,
+            "cpu_pct_core": (cpu * 100.0).round() / 100.0,
+        }),
     );
     // MPFLEX_HOLD_SECS keeps the sessions up longer, for a profiler.
     if let Some(secs) = std::env::var("MPFLEX_HOLD_SECS").ok().and_then(|s| s.parse().ok()) {

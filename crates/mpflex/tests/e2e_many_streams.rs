@@ -1,5 +1,6 @@
 //! A thousand application connections at once through one session: all complete
-//! byte-exact, and neither process's memory grows without bound.
+//! byte-exact, and neither process's memory grows without bound. With `MPFLEX_RECORD=1`
+//! the memory it measured is appended to `lab-results/many-streams.jsonl`.
 
 mod support;
 use std::io::{Read, Write};
@@ -87,6 +88,19 @@ fn thousand_concurrent_streams() {
         "{STREAMS} streams x {SIZE} bytes in {took:?} ({open_streams} streams open in the client once all \
          were requested); RSS KiB (client, server): before {rss_before:?}, \
          peak {peak:?}, after {rss_after:?}"
+    );
+    support::record(
+        "many-streams.jsonl",
+        "thousand_concurrent_streams",
+        serde_json::json!({
+            "streams": STREAMS,
+            "bytes_each": SIZE,
+            "took_s": took.as_secs_f64(),
+            "open_streams": open_streams,
+            "rss_kib_before": [rss_before.0, rss_before.1],
+            "rss_kib_peak": [peak[0], peak[1]],
+            "rss_kib_after": [rss_after.0, rss_after.1],
+        }),
     );
     assert!(rss_before.0 > 0 && peak[0] > 0, "could not read the client's RSS");
     for (who, before, peak, after) in [

@@ -43,6 +43,29 @@ pub fn keygen() -> KeyPair {
     KeyPair { private, public }
 }
 
+/// The balancer host's buffer settings (docs/balancer.md): HAProxy's `tune.rcvbuf.server`
+/// and the `net.ipv4.tcp_notsent_lowat` sysctl, as deployed, or without them to measure
+/// what they buy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buffers {
+    /// Both, as deploy/haproxy/ and docs/balancer.md set them.
+    Tuned,
+    /// `tune.rcvbuf.server` only.
+    NoSysctl,
+    /// Neither.
+    None,
+}
+
+impl Buffers {
+    pub fn name(self) -> &'static str {
+        match self {
+            Buffers::Tuned => "tuned",
+            Buffers::NoSysctl => "no-sysctl",
+            Buffers::None => "none",
+        }
+    }
+}
+
 /// How a client's paths reach the pool.
 #[derive(Clone, Copy)]
 pub enum Via {
@@ -71,6 +94,11 @@ impl Pool {
     /// lines added to every server's configuration (top level), `{port}` replaced by the
     /// server's port and `{addr0}` by the server namespace's address on the first link.
     pub fn new(rate_mbit: u32, server_toml: &str) -> Pool {
+        Pool::with_buffers(rate_mbit, server_toml, Buffers::Tuned)
+    }
+
+    /// [`Pool::new`] with the balancer host's buffer settings `buffers`.
+    pub fn with_buffers(rate_mbit: u32, server_toml: &str, buffers: Buffers) -> Pool {
         let layout = Layout {
             kind: "bal",
             paths: 2,
@@ -122,15 +150,17 @@ impl Pool {
         }
         // The balancer host's setting (docs/balancer.md): HAProxy's sockets towards the
         // clients hold little unsent data, so the servers' late binding sees the links.
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            &pool.topo.server_ns,
-            "sysctl",
-            "-qw",
-            "net.ipv4.tcp_notsent_lowat=131072",
-        ]);
+        if buffers == Buffers::Tuned {
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                &pool.topo.server_ns,
+                "sysctl",
+                "-qw",
+                "net.ipv4.tcp_notsent_lowat=131072",
+            ]);
+        }
         let origin = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/origin.py");
         pool.origin = Some(pool.spawn(
             &pool.topo.server_ns.clone(),
@@ -163,7 +193,7 @@ impl Pool {
             pool.servers.push(None);
             pool.start_server(id);
         }
-        pool.start_haproxy();
+        pool.start_haproxy(buffers);
         pool.wait_port(ORIGIN_PORT);
         pool
     }
@@ -192,12 +222,25 @@ impl Pool {
     }
 
     /// Starts HAProxy with the repository's configuration, its addresses from the
-    /// environment, as that configuration expects.
-    fn start_haproxy(&mut self) {
-        let cfg = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/haproxy/haproxy.cfg");
+    /// environment, as that configuration expects; with [`Buffers::None`], without its
+    /// `tune.rcvbuf.server`.
+    fn start_haproxy(&mut self, buffers: Buffers) {
+        let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/haproxy/haproxy.cfg");
+        let cfg = if buffers == Buffers::None {
+            let text = std::fs::read_to_string(repo).unwrap();
+            assert!(text.contains("tune.rcvbuf.server"), "{repo} sets tune.rcvbuf.server");
+            let kept: Vec<&str> = text.lines().filter(|l| !l.contains("tune.rcvbuf.server")).collect();
+            let copy = self.dir.join("haproxy.cfg");
+            std::fs::write(&copy, kept.join("\n") + "\n").unwrap();
+            copy
+        } else {
+            PathBuf::from(repo)
+        };
         let log = File::create(self.dir.join("haproxy.log")).unwrap();
         let mut cmd = mpflex_netns::command(&self.topo.server_ns, "haproxy");
-        cmd.args(["-db", "-f", cfg])
+        cmd.arg("-db")
+            .arg("-f")
+            .arg(&cfg)
             .env("MPFLEX_BIND", format!(":{BALANCER_PORT}"))
             .env(
                 "MPFLEX_MAP",

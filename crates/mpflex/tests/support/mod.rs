@@ -13,6 +13,10 @@ use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+mod record;
+#[allow(unused_imports)]
+pub use record::record;
+
 // Each test binary compiles this module and uses a part of it.
 #[allow(unused_imports)]
 pub use mpflex_netns::{in_ns, spawn_in_ns, Layout, Topology};
