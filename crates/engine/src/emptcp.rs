@@ -120,6 +120,30 @@ struct Burst {
     bytes: [u64; 2],
 }
 
+impl Burst {
+    fn new(start: u64) -> Self {
+        Burst {
+            start,
+            wifi_bytes: 0,
+            bytes: [0, 0],
+        }
+    }
+}
+
+/// Where the controller stands, one transition function each way: no burst
+/// ([`EnergyAware::end_burst`]), a burst WiFi carries alone
+/// ([`EnergyAware::start_burst`], [`EnergyAware::stand_by`]), or a burst both carry
+/// ([`EnergyAware::wake_cellular`]). Cellular carries only inside a burst.
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// No payload for [`BURST_GAP_US`]: the next burst starts WiFi first.
+    Idle,
+    /// A burst WiFi carries alone: not yet due (κ, τ), idle, or the EIB says WiFi alone.
+    Standby(Burst),
+    /// A burst both links carry.
+    Both(Burst),
+}
+
 /// Whether cellular carries, and why it changed last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -135,8 +159,7 @@ pub enum Decision {
 pub struct EnergyAware {
     cfg: EnergyAwareConfig,
     profile: EnergyProfile,
-    state: Decision,
-    burst: Option<Burst>,
+    phase: Phase,
     last_payload: Option<u64>,
     sample_start: Option<u64>,
     /// This sample's bytes, per interface kind (WiFi, cellular).
@@ -159,8 +182,7 @@ impl EnergyAware {
         EnergyAware {
             cfg,
             profile,
-            state: Decision::Standby,
-            burst: None,
+            phase: Phase::Idle,
             last_payload: None,
             sample_start: None,
             sample: [Sample::default(); 2],
@@ -170,7 +192,52 @@ impl EnergyAware {
     }
 
     pub fn state(&self) -> Decision {
-        self.state
+        match self.phase {
+            Phase::Both(_) => Decision::Both,
+            Phase::Idle | Phase::Standby(_) => Decision::Standby,
+        }
+    }
+
+    /// The burst under way, if any.
+    fn burst(&self) -> Option<Burst> {
+        match self.phase {
+            Phase::Idle => None,
+            Phase::Standby(b) | Phase::Both(b) => Some(b),
+        }
+    }
+
+    /// Payload with no burst under way: a burst starts, WiFi first (idle → standby).
+    fn start_burst(&mut self, t_us: u64) -> &mut Burst {
+        if let Phase::Idle = self.phase {
+            self.phase = Phase::Standby(Burst::new(t_us));
+        }
+        match &mut self.phase {
+            Phase::Standby(b) | Phase::Both(b) => b,
+            Phase::Idle => unreachable!("a burst was just started"),
+        }
+    }
+
+    /// The burst is due and the EIB says both links cost less per byte: cellular is
+    /// woken (standby → both).
+    fn wake_cellular(&mut self) {
+        if let Phase::Standby(b) = self.phase {
+            self.phase = Phase::Both(b);
+            self.wakes += 1;
+        }
+    }
+
+    /// The EIB says WiFi alone costs less again, past the hysteresis: cellular stands by
+    /// for the rest of the burst (both → standby).
+    fn stand_by(&mut self) {
+        if let Phase::Both(b) = self.phase {
+            self.phase = Phase::Standby(b);
+        }
+    }
+
+    /// No payload for [`BURST_GAP_US`]: the burst is over and cellular stands by (any
+    /// phase → idle).
+    fn end_burst(&mut self) {
+        self.phase = Phase::Idle;
     }
 
     /// Predicted throughput of WiFi and cellular, Mbit/s (cellular's prior if never
@@ -194,11 +261,7 @@ impl EnergyAware {
         {
             self.end_burst();
         }
-        let b = self.burst.get_or_insert(Burst {
-            start: t_us,
-            wifi_bytes: 0,
-            bytes: [0, 0],
-        });
+        let b = self.start_burst(t_us);
         b.bytes[dir as usize] += bytes;
         if kind == LinkKind::Wifi {
             b.wifi_bytes += bytes;
@@ -241,19 +304,19 @@ impl EnergyAware {
         let since_payload = self.last_payload.map_or(u64::MAX, |t| t_us.saturating_sub(t));
         if since_payload >= BURST_GAP_US {
             self.end_burst();
-            return self.state;
+            return self.state();
         }
         // Payload arrives a frame at a time (up to 16 KB: 160 ms at 0.8 Mbit/s), so the
         // gaps a busy link leaves between arrivals count as activity too.
         let idle = since_payload > rtt_us.max(MAX_GAP_US);
-        let Some(burst) = self.burst else {
-            return self.state;
+        let Some(burst) = self.burst() else {
+            return self.state();
         };
         let (Some(b_w), b_c) = self.predicted() else {
-            return self.state;
+            return self.state();
         };
         if self.predict[0].samples() < MIN_SAMPLES {
-            return self.state;
+            return self.state();
         }
         let dir = if burst.bytes[1] > burst.bytes[0] {
             Dir::Up
@@ -262,20 +325,16 @@ impl EnergyAware {
         };
         let due = burst.wifi_bytes >= self.cfg.kappa || t_us.saturating_sub(burst.start) >= self.cfg.tau_us;
         // Standing by, cellular wakes only when due and not idle.
-        if self.state == Decision::Standby && (!due || idle) {
-            return self.state;
+        let state = self.state();
+        if state == Decision::Standby && (!due || idle) {
+            return state;
         }
-        let next = self.decide(self.state, dir, b_w, b_c);
-        if next == Decision::Both && self.state == Decision::Standby {
-            self.wakes += 1;
+        match (state, self.decide(state, dir, b_w, b_c)) {
+            (Decision::Standby, Decision::Both) => self.wake_cellular(),
+            (Decision::Both, Decision::Standby) => self.stand_by(),
+            _ => {}
         }
-        self.state = next;
-        self.state
-    }
-
-    fn end_burst(&mut self) {
-        self.burst = None;
-        self.state = Decision::Standby;
+        self.state()
     }
 
     /// The EIB's word with the hysteresis, from `state`, at predicted WiFi `b_w` and
@@ -308,7 +367,7 @@ impl EnergyAware {
     /// When [`EnergyAware::tick`] next has something to decide: the end of the sampling
     /// interval, or the burst's τ and end.
     pub fn next_tick(&self) -> Option<u64> {
-        let burst = self.burst?;
+        let burst = self.burst()?;
         let start = self.sample_start?;
         Some((start + SAMPLE_US).min(burst.start + self.cfg.tau_us).max(start))
     }

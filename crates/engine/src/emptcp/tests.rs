@@ -176,3 +176,53 @@ fn holt_forecasts() {
     let f = h.forecast().unwrap();
     assert!(f > 38.0 && f < 41.0, "{f}");
 }
+
+/// Idle → standby: the first payload starts a burst, WiFi first, counted from its time.
+#[test]
+fn payload_starts_a_burst_on_standby() {
+    let mut e = new();
+    assert!(matches!(e.phase, Phase::Idle));
+    e.payload(LinkKind::Wifi, Dir::Down, 5_000, 1000);
+    assert!(matches!(e.phase, Phase::Standby(b) if b.start == 5_000 && b.wifi_bytes == 1000));
+    assert_eq!(e.state(), Decision::Standby);
+    // More payload in the same burst keeps its start.
+    e.payload(LinkKind::Cellular, Dir::Up, 9_000, 500);
+    assert!(matches!(e.phase, Phase::Standby(b) if b.start == 5_000 && b.bytes == [1000, 500]));
+}
+
+/// Standby → both: waking cellular keeps the burst and counts the wake, once.
+#[test]
+fn waking_cellular_keeps_the_burst_and_counts_once() {
+    let mut e = new();
+    e.payload(LinkKind::Wifi, Dir::Down, 0, 1000);
+    e.wake_cellular();
+    assert!(matches!(e.phase, Phase::Both(b) if b.wifi_bytes == 1000));
+    assert_eq!((e.state(), e.wakes), (Decision::Both, 1));
+    e.wake_cellular();
+    assert_eq!(e.wakes, 1, "already both: no second wake");
+}
+
+/// Both → standby: cellular stands by for the rest of the same burst.
+#[test]
+fn standing_by_keeps_the_burst() {
+    let mut e = new();
+    e.payload(LinkKind::Wifi, Dir::Down, 0, 1000);
+    e.wake_cellular();
+    e.stand_by();
+    assert!(matches!(e.phase, Phase::Standby(b) if b.wifi_bytes == 1000));
+    assert_eq!((e.state(), e.wakes), (Decision::Standby, 1));
+}
+
+/// Any phase → idle: a gap of [`BURST_GAP_US`] without payload ends the burst, and the
+/// next payload starts a new one on standby.
+#[test]
+fn a_gap_ends_the_burst_and_the_next_starts_on_standby() {
+    let mut e = new();
+    e.payload(LinkKind::Wifi, Dir::Down, 0, 1000);
+    e.wake_cellular();
+    assert_eq!(e.tick(BURST_GAP_US, 20_000), Decision::Standby);
+    assert!(matches!(e.phase, Phase::Idle));
+    assert_eq!(e.next_tick(), None, "nothing to decide without a burst");
+    e.payload(LinkKind::Wifi, Dir::Down, 2 * BURST_GAP_US, 10);
+    assert!(matches!(e.phase, Phase::Standby(b) if b.start == 2 * BURST_GAP_US));
+}
