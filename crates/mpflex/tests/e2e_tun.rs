@@ -399,3 +399,57 @@ fn a_dead_destination_gets_an_rst_for_its_syn_and_a_syn_flood_is_counted() {
         .count();
     assert_eq!(logged, 1, "refusals logged once");
 }
+
+/// `tun.dns_via = "server"`: DNS queries read from the TUN go to `tun.dns` (a resolver on
+/// the server's side), sent by the server, whatever address the application asked; the
+/// answers come back from the address it asked (dig accepts no other). The addresses
+/// asked here have nothing behind them: only the rewritten queries can be answered.
+#[test]
+fn dns_via_the_server_answers_queries_to_any_address_over_ipv4_and_ipv6() {
+    let test = "dns_via_the_server_answers_queries_to_any_address_over_ipv4_and_ipv6";
+    if !ready(test) || !mpflex_netns::require_tools(test, &["dig"]) {
+        return;
+    }
+    let lab = Lab::new(Options {
+        client_toml: format!("[tun]\nname = \"{TUN}\"\ndns = \"127.0.0.1\"\ndns_via = \"server\"\n"),
+        ..Options::default()
+    });
+    start_dns(&lab.topo.server_ns);
+    let (v4, v6) = ("192.0.2.1", "2001:db8::1");
+    sh(&[
+        "ip",
+        "-n",
+        &lab.topo.client_ns,
+        "route",
+        "add",
+        "192.0.2.1/32",
+        "dev",
+        TUN,
+    ]);
+    sh(&[
+        "ip",
+        "-n",
+        &lab.topo.client_ns,
+        "route",
+        "add",
+        "2001:db8::1/128",
+        "dev",
+        TUN,
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for server in [v4, v6] {
+        let batch = lab.dir.join("dns-queries");
+        let lines: String = (0..100).map(|i| format!("d{i}.example.test\n")).collect();
+        std::fs::write(&batch, lines).unwrap();
+        let out = client_sh(
+            &lab,
+            &format!(
+                "dig @{server} +short +tries=3 +timeout=1 -f {} | grep -c '^192.0.2.53$'",
+                batch.display()
+            ),
+        );
+        assert_eq!(out, "100", "dig via {server}, answered by the server's resolver");
+    }
+    let tun = &lab.client_status()["tun"];
+    assert!(tun["udp_in"].as_u64().unwrap_or(0) >= 200, "TUN counters: {tun}");
+}

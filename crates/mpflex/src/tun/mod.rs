@@ -10,7 +10,7 @@
 //! driven directly ([`stack`]); UDP is parsed and answered here ([`udp`]), so a flow's
 //! handling is the other ingresses' (docs/udp.md).
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::RawFd;
 
 use anyhow::{bail, Context, Result};
@@ -54,6 +54,14 @@ pub struct TunConfig {
     /// LAN devices whose forwarded traffic goes into the device too (needs `routes`).
     #[serde(default)]
     pub lan: Vec<String>,
+    /// A resolver (address, port 53 unless given) that DNS queries read from the device
+    /// go to instead of where the application sent them, with `dns_via = "server"`.
+    #[serde(default)]
+    pub dns: Option<String>,
+    /// `"app"` (queries go where the application sent them) or `"server"` (to `dns`, sent
+    /// by the server: names resolve near the origins).
+    #[serde(default)]
+    pub dns_via: Option<String>,
 }
 
 /// `tun.routes`: the word `"default"` or a list of prefixes.
@@ -111,6 +119,7 @@ impl TunConfig {
                 bail!("tun.lan: {dev:?} is not an interface name (1 to 15 characters)");
             }
         }
+        self.dns_resolver()?;
         if !self.lan.is_empty() && self.routes.is_none() {
             bail!("tun.lan: a LAN goes into the TUN by its routes; set tun.routes too (\"default\" or prefixes)");
         }
@@ -141,6 +150,25 @@ impl TunConfig {
                 }
                 Ok(Some(routes::Capture::Prefixes(out)))
             }
+        }
+    }
+
+    /// Where DNS queries read from the device go when not where the application sent
+    /// them (`dns_via = "server"`).
+    pub fn dns_resolver(&self) -> Result<Option<SocketAddr>> {
+        let dns = match &self.dns {
+            None => None,
+            Some(d) => Some(
+                d.parse::<SocketAddr>()
+                    .or_else(|_| d.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
+                    .map_err(|_| anyhow::anyhow!("tun.dns: {d:?} is not an address (or address:port)"))?,
+            ),
+        };
+        match (self.dns_via.as_deref(), dns) {
+            (None | Some("app"), _) => Ok(None),
+            (Some("server"), Some(d)) => Ok(Some(d)),
+            (Some("server"), None) => bail!("tun.dns_via = \"server\": name the resolver in tun.dns"),
+            (Some(v), _) => bail!("tun.dns_via: {v:?} is neither \"app\" nor \"server\""),
         }
     }
 
@@ -226,11 +254,15 @@ pub async fn start(cfg: &TunConfig, h: SessionHandle, stop: CancellationToken) -
         None => cfg.mtu,
     };
     info!(device = %name, mtu, "TUN ingress up");
+    let dns = cfg.dns_resolver()?;
+    if let Some(d) = dns {
+        info!(resolver = %d, "TUN: DNS queries go to this resolver, sent by the server");
+    }
     let stack = std::sync::Arc::new(stack::Stack::new(usize::from(mtu)));
     let s = stack.clone();
     h.with(|sh| sh.tun = Some(std::sync::Arc::new(move || s.counters())));
     let task = tokio::spawn(async move {
-        if let Err(e) = stack::run(h, dev, stack, stop).await {
+        if let Err(e) = stack::run(h, dev, stack, dns, stop).await {
             tracing::error!("TUN ingress stopped: {e:#}");
         }
     });

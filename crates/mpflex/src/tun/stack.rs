@@ -339,11 +339,17 @@ fn buffer_size(buffered: usize) -> usize {
 }
 
 /// Reads the device, runs the stack and the datagram flows, until `stop` or the session
-/// ends.
-pub async fn run(h: SessionHandle, dev: tun_rs::AsyncDevice, stack: Arc<Stack>, stop: CancellationToken) -> Result<()> {
+/// ends. `dns`: the resolver DNS queries go to instead of their destination.
+pub async fn run(
+    h: SessionHandle,
+    dev: tun_rs::AsyncDevice,
+    stack: Arc<Stack>,
+    dns: Option<SocketAddr>,
+    stop: CancellationToken,
+) -> Result<()> {
     let mtu = stack.inner.lock().expect("tun stack lock").dev.mtu;
     let (ftx, mut frx) = tokio::sync::mpsc::channel(crate::driver::FLOW_BACKLOG);
-    let mut flows = Flows::new(h.clone(), ftx, mtu);
+    let mut flows = Flows::new(h.clone(), ftx, mtu, dns);
     let mut buf = vec![0u8; 65_536];
     let mut tcp = Vec::new();
     let mut out = Vec::new();

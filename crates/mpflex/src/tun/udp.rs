@@ -33,19 +33,27 @@ enum Key {
 }
 
 impl Key {
-    /// The flow's destination on the wire (port 0: ICMP echo).
-    fn target(self) -> SocketAddr {
-        match self {
-            Key::Udp(_, dst) => dst,
-            Key::Echo(_, dst, _) => SocketAddr::new(dst, 0),
+    /// The flow's destination on the wire (port 0: ICMP echo); a DNS query's is `dns`
+    /// when given (`tun.dns_via = "server"`). Answers go back from the destination the
+    /// application sent to, whichever the flow's.
+    fn target(self, dns: Option<SocketAddr>) -> SocketAddr {
+        match (self, dns) {
+            (Key::Udp(_, dst), Some(resolver)) if dst.port() == DNS_PORT => resolver,
+            (Key::Udp(_, dst), _) => dst,
+            (Key::Echo(_, dst, _), _) => SocketAddr::new(dst, 0),
         }
     }
 }
+
+/// DNS over UDP (RFC 1035 §4.2.1).
+const DNS_PORT: u16 = 53;
 
 pub struct Flows {
     h: SessionHandle,
     tx: mpsc::Sender<(FlowId, FlowMsg)>,
     mtu: usize,
+    /// Where DNS queries go instead of their destination.
+    dns: Option<SocketAddr>,
     by_pair: HashMap<Key, FlowId>,
     ends: HashMap<FlowId, Key>,
     refused: HashSet<SocketAddr>,
@@ -55,11 +63,12 @@ pub struct Flows {
 }
 
 impl Flows {
-    pub fn new(h: SessionHandle, tx: mpsc::Sender<(FlowId, FlowMsg)>, mtu: usize) -> Flows {
+    pub fn new(h: SessionHandle, tx: mpsc::Sender<(FlowId, FlowMsg)>, mtu: usize, dns: Option<SocketAddr>) -> Flows {
         Flows {
             h,
             tx,
             mtu,
+            dns,
             by_pair: HashMap::new(),
             ends: HashMap::new(),
             refused: HashSet::new(),
@@ -79,7 +88,7 @@ impl Flows {
     }
 
     fn send(&mut self, key: Key, data: &[u8]) {
-        let dst = key.target();
+        let dst = key.target(self.dns);
         if data.len() > MAX_DATAGRAM {
             self.h.count_udp(|u| u.dropped_oversize += 1);
             return;
@@ -136,7 +145,7 @@ impl Flows {
                         if self.refused.len() >= REFUSED_MEMORY {
                             self.refused.clear();
                         }
-                        self.refused.insert(key.target());
+                        self.refused.insert(key.target(self.dns));
                     }
                 }
             }
