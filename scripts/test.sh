@@ -5,6 +5,10 @@
 # links and iptables/nftables rules, and one installs the .deb with dpkg: all need root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# --install-only: install what the tests need and stop (`.ci/run` does this while clippy
+# builds, so the downloads and cargo-deb's build overlap the lints).
+install_only=0
+if [ "${1:-}" = "--install-only" ]; then install_only=1; shift; fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "scripts/test.sh: needs root (network namespaces, apt-get, dpkg): run sudo env \"PATH=\$PATH\" scripts/test.sh" >&2
@@ -51,6 +55,7 @@ if ! "$venv/bin/python" -c 'import aioquic' 2>/dev/null; then
   "$venv/bin/pip" install --quiet aioquic==1.7.2
 fi
 export MPFLEX_LAB_PYTHON="$PWD/$venv/bin/python"
+[ $install_only = 1 ] && exit 0
 
 # A stale lab or test topology from a killed run must not break this one.
 for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^mpfl-' || true); do
