@@ -308,3 +308,41 @@ fn open(cfg: &TunConfig) -> Result<tun_rs::AsyncDevice> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::TunConfig;
+
+    fn tun(toml_text: &str) -> TunConfig {
+        toml::from_str(toml_text).expect("a [tun] table")
+    }
+
+    #[test]
+    fn dns_goes_to_the_named_resolver_only_with_dns_via_server() {
+        let at = |t: &str| tun(t).dns_resolver().unwrap().map(|a| a.to_string());
+        assert_eq!(
+            at("dns = \"192.0.2.53\"\ndns_via = \"server\""),
+            Some("192.0.2.53:53".into())
+        );
+        assert_eq!(
+            at("dns = \"[2001:db8::53]:5353\"\ndns_via = \"server\""),
+            Some("[2001:db8::53]:5353".into())
+        );
+        assert_eq!(
+            at("dns = \"2001:db8::53\"\ndns_via = \"server\""),
+            Some("[2001:db8::53]:53".into())
+        );
+        // Without dns_via, or with "app", queries go where the application sent them.
+        assert_eq!(at("dns = \"192.0.2.53\""), None);
+        assert_eq!(at("dns = \"192.0.2.53\"\ndns_via = \"app\""), None);
+        assert_eq!(at(""), None);
+    }
+
+    #[test]
+    fn bad_dns_settings_are_refused_with_the_setting_named() {
+        let err = |t: &str| format!("{:#}", tun(t).dns_resolver().unwrap_err());
+        assert!(err("dns_via = \"server\"").contains("name the resolver in tun.dns"));
+        assert!(err("dns = \"resolver.example\"\ndns_via = \"server\"").contains("is not an address"));
+        assert!(err("dns = \"192.0.2.53\"\ndns_via = \"nearby\"").contains("neither \"app\" nor \"server\""));
+    }
+}
