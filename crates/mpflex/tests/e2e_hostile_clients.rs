@@ -79,40 +79,8 @@ fn one_hostile_key_cannot_take_what_other_clients_need() {
     let base = download_time(&lab, 2);
 
     // Three processes of one hostile key, each a session of its own.
-    let mut hostile = Vec::new();
-    for i in 0..HOSTILE {
-        let socks = SOCKS_PORT + 100 + i as u16;
-        let mut cfg = format!(
-            "private_key = \"{hostile_priv}\"\nserver_public_key = \"{}\"\nsocks_listen = \"127.0.0.1:{socks}\"\n\
-             status_listen = \"127.0.0.1:{}\"\n",
-            lab.server_pub,
-            CLIENT_STATUS + 100 + i as u16
-        );
-        for p in 0..2 {
-            cfg += &format!(
-                "[[paths]]\nname = \"p{p}\"\nserver = \"{}:{SERVER_PORT}\"\nsource = \"{}\"\n",
-                lab.server_addr(p),
-                lab.client_addr(p)
-            );
-        }
-        let file = lab.dir.join(format!("hostile{i}.toml"));
-        std::fs::write(&file, cfg).unwrap();
-        let child = lab.spawn_in(
-            &cns,
-            &[BIN, "client", "--config", file.to_str().unwrap()],
-            &format!("hostile{i}.log"),
-        );
-        hostile.push((child, SocketAddr::from(([127, 0, 0, 1], socks))));
-    }
+    let hostile: Vec<_> = (0..HOSTILE).map(|i| hostile_client(&lab, &hostile_priv, i)).collect();
     let proxies: Vec<SocketAddr> = hostile.iter().map(|(_, a)| *a).collect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for p in &proxies {
-        let p = *p;
-        while !in_ns(&cns, move || TcpStream::connect(p).is_ok()) {
-            assert!(Instant::now() < deadline, "a hostile client never listened on {p}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
     // Every process holds as many streams as it can, all at once.
     let t_attack = Instant::now();
     let holders: Vec<_> = proxies

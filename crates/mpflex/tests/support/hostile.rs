@@ -214,3 +214,36 @@ pub async fn never_acknowledge(
         }
     }
 }
+
+/// A client process of `key` with its own SOCKS5 port, over the lab's two paths.
+pub fn hostile_client(lab: &Lab, key: &str, i: usize) -> (std::process::Child, SocketAddr) {
+    let socks = SOCKS_PORT + 100 + i as u16;
+    let mut cfg = format!(
+        "private_key = \"{key}\"\nserver_public_key = \"{}\"\nsocks_listen = \"127.0.0.1:{socks}\"\n\
+         status_listen = \"127.0.0.1:{}\"\n",
+        lab.server_pub,
+        CLIENT_STATUS + 100 + i as u16
+    );
+    for p in 0..2 {
+        cfg += &format!(
+            "[[paths]]\nname = \"p{p}\"\nserver = \"{}:{SERVER_PORT}\"\nsource = \"{}\"\n",
+            lab.server_addr(p),
+            lab.client_addr(p)
+        );
+    }
+    let file = lab.dir.join(format!("hostile{i}.toml"));
+    std::fs::write(&file, cfg).unwrap();
+    let cns = lab.topo.client_ns.clone();
+    let child = lab.spawn_in(
+        &cns,
+        &[BIN, "client", "--config", file.to_str().unwrap()],
+        &format!("hostile{i}.log"),
+    );
+    let addr = SocketAddr::from(([127, 0, 0, 1], socks));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !in_ns(&cns, move || TcpStream::connect(addr).is_ok()) {
+        assert!(Instant::now() < deadline, "a hostile client never listened on {addr}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, addr)
+}
