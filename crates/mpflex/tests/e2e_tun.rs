@@ -271,17 +271,11 @@ fn curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6() {
 
     // DNS: 1,000 queries with dig, each family; a query is retried as a stub would.
     for server in [&v4, &v6] {
-        let batch = lab.dir.join("queries");
-        let lines: String = (0..1000).map(|i| format!("q{i}.example.test\n")).collect();
-        std::fs::write(&batch, lines).unwrap();
-        let out = client_sh(
-            &lab,
-            &format!(
-                "dig @{server} -p 53 +short +tries=3 +timeout=1 -f {} | grep -c '^192.0.2.53$'",
-                batch.display()
-            ),
+        assert_eq!(
+            dig_answered(&lab, server, 1000, "q"),
+            "1000",
+            "dig answers via {server}"
         );
-        assert_eq!(out, "1000", "dig answers via {server}");
     }
 
     // ICMP echo, answered by the origin's host through the server's ping socket.
@@ -438,18 +432,25 @@ fn dns_via_the_server_answers_queries_to_any_address_over_ipv4_and_ipv6() {
     ]);
     std::thread::sleep(std::time::Duration::from_millis(300));
     for server in [v4, v6] {
-        let batch = lab.dir.join("dns-queries");
-        let lines: String = (0..100).map(|i| format!("d{i}.example.test\n")).collect();
-        std::fs::write(&batch, lines).unwrap();
-        let out = client_sh(
-            &lab,
-            &format!(
-                "dig @{server} +short +tries=3 +timeout=1 -f {} | grep -c '^192.0.2.53$'",
-                batch.display()
-            ),
-        );
+        let out = dig_answered(&lab, server, 100, "d");
         assert_eq!(out, "100", "dig via {server}, answered by the server's resolver");
     }
     let tun = &lab.client_status()["tun"];
     assert!(tun["udp_in"].as_u64().unwrap_or(0) >= 200, "TUN counters: {tun}");
+}
+
+/// How many of `n` names (`<prefix><i>.example.test`) dig, in the client namespace, got
+/// answered with the origin's test address from `server` (port 53; a query is retried as a
+/// stub would).
+fn dig_answered(lab: &Lab, server: &str, n: usize, prefix: &str) -> String {
+    let batch = lab.dir.join(format!("queries-{prefix}"));
+    let lines: String = (0..n).map(|i| format!("{prefix}{i}.example.test\n")).collect();
+    std::fs::write(&batch, lines).unwrap();
+    client_sh(
+        lab,
+        &format!(
+            "dig @{server} -p 53 +short +tries=3 +timeout=1 -f {} | grep -c '^192.0.2.53$'",
+            batch.display()
+        ),
+    )
 }
