@@ -93,12 +93,26 @@ impl Backoff {
     }
 }
 
+/// The accept queue a listener asks the kernel for (capped by `net.core.somaxconn`): a
+/// burst of connections (every client rejoining after a restart, or a flood) waits there
+/// for the accept loop instead of having its handshakes' last ACK dropped, which leaves the
+/// peer believing it is connected while the server has no connection to refuse or time out.
+const ACCEPT_BACKLOG: u32 = 4_096;
+
 /// Listens on `addr`, the value of configuration key `key`. A failure says what to change,
 /// in one line: these are the errors an operator meets at start.
 pub async fn bind(addr: SocketAddr, key: &str) -> Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("{key}: cannot listen on {addr}: {e}; {}", bind_fix(&e, addr, key)))
+    let listen = || -> std::io::Result<TcpListener> {
+        let s = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        s.set_reuseaddr(true)?;
+        s.bind(addr)?;
+        s.listen(ACCEPT_BACKLOG)
+    };
+    listen().map_err(|e| anyhow::anyhow!("{key}: cannot listen on {addr}: {e}; {}", bind_fix(&e, addr, key)))
 }
 
 /// What to do about a failed bind.
