@@ -10,14 +10,15 @@
 //! `transmit` builds what a path sends (`urgent` its interactive frames, `decision` what
 //! the scheduler decides of the bulk backlog), `late_binding` runs a path writer's step
 //! around it, `receive` takes what a path delivered, `streams` is the stream API of this
-//! side, `backlog` the bound on bytes ahead of the paths, `timers` keeps the clocks.
+//! side and `path_api` its path API (up and down, statistics, tiers, allowances), `backlog`
+//! the bound on bytes ahead of the paths, `timers` keeps the clocks.
 
 mod backlog;
 mod decision;
 mod energy;
 mod flows;
 mod late_binding;
-mod paths;
+mod path_api;
 mod receive;
 mod record;
 mod send_datagrams;

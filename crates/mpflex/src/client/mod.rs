@@ -17,7 +17,8 @@ use crate::driver::{self, run_halves, SessionHandle};
 use crate::listen::{accept_each, bind};
 
 pub mod caps;
-mod paths;
+mod dial;
+mod path_tasks;
 mod placement;
 #[cfg(test)]
 mod tests;
@@ -83,7 +84,7 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
     let placement = std::sync::Arc::new(placement::Placement::default());
     let p = placement.clone();
     h.on_server_gone = Some(std::sync::Arc::new(move || p.forget()));
-    let keys = paths::Keys {
+    let keys = dial::Keys {
         private,
         server_public,
         token,
@@ -94,7 +95,7 @@ pub async fn run_with_reload(cfg: ClientConfig, shutdown: CancellationToken, rel
         // carry the mark that keeps them on their links from their first dial.
         crate::tun::routes::mark_path_sockets();
     }
-    paths::start(&cfg, &h, keys, shutdown.clone()).await?;
+    path_tasks::start(&cfg, &h, keys, shutdown.clone()).await?;
     let mut ledger = None;
     if let Some(store) = store {
         // Fixed paths have their slots now; find each capped entry's.
