@@ -4,7 +4,7 @@
 
 use crate::energy::guess_kind;
 use mpflex_engine::energy::LinkKind;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Result;
 use tokio::sync::watch;
@@ -20,11 +20,8 @@ use crate::links::wifi;
 use crate::status::snapshot::WaitingView;
 
 use super::dial::{dial, Dialed, Keys};
+use super::path_phase::{Ask, Attempt, Phase};
 
-/// First re-dial delay after a failed connection; doubled up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-/// The longest pause between failed attempts (an attempt costs a SYN).
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// Starts the paths of `cfg`: the fixed ones now, the others as their interfaces come.
 /// Fails only if interfaces must be watched and netlink cannot be opened.
 pub async fn start(cfg: &ClientConfig, h: &SessionHandle, keys: Keys, shutdown: CancellationToken) -> Result<()> {
@@ -229,7 +226,8 @@ fn src(b: &Binding) -> String {
 /// Keeps path `i` connected while its target says dial: dial, handshake, join the
 /// session, run; re-dial with backoff. A new target drops the connection at once. While
 /// the engine holds the path suspect, a probe connection dialled beside the silent one
-/// ([`probe_loop`]) takes over as soon as it gets through.
+/// ([`probe_loop`]) takes over as soon as it gets through. The phases and their
+/// transitions are [`Phase`]'s; this waits for what happens and feeds it in.
 async fn path_loop(
     h: SessionHandle,
     i: usize,
@@ -248,77 +246,77 @@ async fn path_loop(
         probed_tx,
         shutdown.clone(),
     ));
-    let mut backoff = FIRST_BACKOFF;
-    let mut next: Option<Dialed> = None;
+    let mut phase = Phase::aim(&read(&mut target), 0, None, Instant::now());
     loop {
-        let slot = target.borrow_and_update().clone();
-        let Target::Dial(bind) = &slot.target else {
-            next = None;
-            tokio::select! {
-                _ = changed(&mut target) => {}
+        phase = match phase {
+            Phase::Waiting => tokio::select! {
+                _ = changed(&mut target) => asked(&h, i, Phase::retarget(&read(&mut target), Instant::now())),
                 _ = shutdown.cancelled() => return,
+            },
+            Phase::Dialing { bind, at } => tokio::select! {
+                r = dial(&h, i, &server, &bind, &keys) => match r {
+                    Ok(d) => at.dialled(d),
+                    Err(e) => ended(at, Err(e), &target),
+                },
+                Some(d) = probed.recv() => took_over(d, &mut target),
+                _ = changed(&mut target) => asked(&h, i, at.retarget(&read(&mut target), Instant::now())),
+                _ = shutdown.cancelled() => return,
+            },
+            Phase::Joined { conn, at } => {
+                info!(path = %target.borrow().name, server = %conn.server, "path up");
+                tokio::select! {
+                    r = h.run_path(i, conn.stream, conn.transport, conn.joined) => ended(at, r, &target),
+                    Some(d) = probed.recv() => took_over(d, &mut target),
+                    _ = changed(&mut target) => asked(&h, i, at.retarget(&read(&mut target), Instant::now())),
+                    _ = shutdown.cancelled() => return,
+                }
             }
-            backoff = FIRST_BACKOFF;
-            continue;
+            Phase::Backoff { until, failures } => {
+                if shutdown.is_cancelled() {
+                    return;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep_until(until.into()) => Phase::pause_over(&read(&mut target), failures, Instant::now()),
+                    Some(d) = probed.recv() => took_over(d, &mut target),
+                    _ = changed(&mut target) => asked(&h, i, Phase::retarget(&read(&mut target), Instant::now())),
+                    _ = shutdown.cancelled() => return,
+                }
+            }
         };
-        let started = Instant::now();
-        let res = tokio::select! {
-            r = async {
-                let d = match next.take() {
-                    Some(d) => d,
-                    None => dial(&h, i, &server, bind, &keys).await?,
-                };
-                info!(path = %slot.name, server = %d.server, "path up");
-                h.run_path(i, d.stream, d.transport, d.joined).await
-            } => Some(Ok(r)),
-            Some(d) = probed.recv() => Some(Err(d)),
-            _ = changed(&mut target) => None,
-            _ = shutdown.cancelled() => return,
-        };
-        let res = match res {
-            None => {
-                // A new target: whatever this connection was is over.
-                h.drop_path(i);
-                backoff = FIRST_BACKOFF;
-                continue;
-            }
-            Some(Err(d)) => {
-                // The probe's connection replaces the silent one (`run_path` of the new
-                // one cancels the old one's tasks).
-                info!(path = %slot.name, "a probe got through; the path continues on it");
-                next = Some(d);
-                backoff = FIRST_BACKOFF;
-                continue;
-            }
-            Some(Ok(r)) => r,
-        };
-        match res {
-            Ok(()) => {}
-            // Taken down for a new target (the link went): said when it was taken.
-            Err(_) if target.has_changed().unwrap_or(false) => {}
-            Err(e) => warn!(path = %slot.name, "path down: {e:#}"),
-        }
-        if shutdown.is_cancelled() {
-            return;
-        }
-        if started.elapsed() > Duration::from_secs(10) {
-            backoff = FIRST_BACKOFF;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
-            Some(d) = probed.recv() => {
-                next = Some(d);
-                backoff = FIRST_BACKOFF;
-                continue;
-            }
-            _ = changed(&mut target) => {
-                backoff = FIRST_BACKOFF;
-                continue;
-            }
-            _ = shutdown.cancelled() => return,
-        }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
+}
+
+/// The path's target, read afresh (and marked seen).
+fn read(target: &mut watch::Receiver<Slot>) -> Target {
+    target.borrow_and_update().target.clone()
+}
+
+/// Does what a transition asks of path `i`, and goes where it says.
+fn asked(h: &SessionHandle, i: usize, (next, ask): (Phase<Dialed>, Ask)) -> Phase<Dialed> {
+    match ask {
+        Ask::DropPath => h.drop_path(i),
+        Ask::Nothing => {}
+    }
+    next
+}
+
+/// A probe's connection got through: the path continues on it (`run_path` of the new one
+/// cancels the old one's tasks).
+fn took_over(d: Dialed, target: &mut watch::Receiver<Slot>) -> Phase<Dialed> {
+    info!(path = %target.borrow().name, "a probe got through; the path continues on it");
+    Phase::probe_through(&read(target), d, Instant::now())
+}
+
+/// The attempt `at` ended with `res` (a failed dial, or the connection's end): said, then
+/// the pause before the next one.
+fn ended(at: Attempt, res: Result<()>, target: &watch::Receiver<Slot>) -> Phase<Dialed> {
+    match res {
+        Ok(()) => {}
+        // Taken down for a new target (the link went): said when it was taken.
+        Err(_) if target.has_changed().unwrap_or(false) => {}
+        Err(e) => warn!(path = %target.borrow().name, "path down: {e:#}"),
+    }
+    at.ended(Instant::now())
 }
 
 /// Probes path `i` while the engine holds it suspect: a fresh connection every probe

@@ -1,0 +1,258 @@
+//! A client path's supervisor as a state machine: the phases its task goes through
+//! (waiting for a usable link, dialling, joined, pausing after a failure) and one function
+//! per transition. Pure: [`super::path_tasks`] does the waiting, dialling and running and
+//! feeds what happened here; the tests below drive every transition without a socket.
+
+use std::time::{Duration, Instant};
+
+use crate::links::plan::Target;
+use crate::links::table::Binding;
+
+/// The pause after the first failed attempt in a row; each further failure doubles it, up
+/// to [`MAX_BACKOFF`].
+pub(super) const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest pause between failed attempts (an attempt costs a SYN).
+pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// An attempt whose connection ran this long worked: its end is no failure in a row with
+/// the ones before it, and the next pause is [`FIRST_BACKOFF`] again.
+pub(super) const HEALTHY_RUN: Duration = Duration::from_secs(10);
+
+/// One attempt at a connection: when it started and how many attempts failed in a row
+/// before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Attempt {
+    pub since: Instant,
+    pub failures: u32,
+}
+
+/// Where a path's task is. `C` is the connection it runs (a dialled and joined path
+/// connection in the client).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Phase<C> {
+    /// The target says wait (its link is not usable): no connection, nothing to dial.
+    Waiting,
+    /// Dialling from `bind`: connect, handshake, join the session.
+    Dialing { bind: Binding, at: Attempt },
+    /// Carrying the session's data on `conn`, dialled or a probe's that got through.
+    Joined { conn: C, at: Attempt },
+    /// The last attempt failed or its connection ended: no dial before `until`.
+    Backoff { until: Instant, failures: u32 },
+}
+
+/// What the task does on a transition beside entering the next phase.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Ask {
+    Nothing,
+    /// Take the path down in the session now: its connection is over, so what it held is
+    /// sent again on the other paths without waiting for a timeout.
+    DropPath,
+}
+
+/// The pause after `failures` failed attempts in a row before the one that just failed.
+pub(super) fn pause(failures: u32) -> Duration {
+    FIRST_BACKOFF
+        .checked_mul(1 << failures.min(16))
+        .map_or(MAX_BACKOFF, |d| d.min(MAX_BACKOFF))
+}
+
+impl<C> Phase<C> {
+    /// The target read afresh: wait, take over `probe`'s connection, or dial.
+    pub fn aim(target: &Target, failures: u32, probe: Option<C>, now: Instant) -> Self {
+        let Target::Dial(bind) = target else {
+            return Phase::Waiting;
+        };
+        let at = Attempt { since: now, failures };
+        match probe {
+            Some(conn) => Phase::Joined { conn, at },
+            None => Phase::Dialing { bind: bind.clone(), at },
+        }
+    }
+
+    /// Waiting or Backoff → a new target: aim at it, the backoff afresh; no connection to
+    /// take down.
+    pub fn retarget(target: &Target, now: Instant) -> (Self, Ask) {
+        (Phase::aim(target, 0, None, now), Ask::Nothing)
+    }
+
+    /// Dialing, Joined or Backoff → a probe dialled beside the silent connection got
+    /// through: the path continues on it, and the backoff starts afresh.
+    pub fn probe_through(target: &Target, conn: C, now: Instant) -> Self {
+        Phase::aim(target, 0, Some(conn), now)
+    }
+
+    /// Backoff → its pause is over: the next attempt, one more failure in a row.
+    pub fn pause_over(target: &Target, failures: u32, now: Instant) -> Self {
+        Phase::aim(target, failures + 1, None, now)
+    }
+}
+
+impl Attempt {
+    /// Dialing or Joined → a new target: this connection is over (the path goes down in
+    /// the session at once), the backoff starts afresh.
+    pub fn retarget<C>(self, target: &Target, now: Instant) -> (Phase<C>, Ask) {
+        (Phase::aim(target, 0, None, now), Ask::DropPath)
+    }
+
+    /// Dialing → the dial got through: run its connection.
+    pub fn dialled<C>(self, conn: C) -> Phase<C> {
+        Phase::Joined { conn, at: self }
+    }
+
+    /// Dialing or Joined → the dial failed or the connection ended: pause before the next
+    /// attempt, longer with each failure in a row, afresh after a connection that ran
+    /// [`HEALTHY_RUN`].
+    pub fn ended<C>(self, now: Instant) -> Phase<C> {
+        let failures = if now.saturating_duration_since(self.since) > HEALTHY_RUN {
+            0
+        } else {
+            self.failures
+        };
+        Phase::Backoff {
+            until: now + pause(failures),
+            failures,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::links::table::Unusable;
+
+    fn dial() -> Target {
+        Target::Dial(Binding {
+            device: Some("wlan0".into()),
+            source: None,
+        })
+    }
+
+    fn wait() -> Target {
+        Target::Wait(Unusable::NoCarrier)
+    }
+
+    fn bind() -> Binding {
+        let Target::Dial(b) = dial() else { unreachable!() };
+        b
+    }
+
+    fn at(since: Instant, failures: u32) -> Attempt {
+        Attempt { since, failures }
+    }
+
+    #[test]
+    fn a_target_that_waits_is_waited_for() {
+        let now = Instant::now();
+        assert_eq!(Phase::<&str>::aim(&wait(), 3, None, now), Phase::Waiting);
+        // A probe's connection over a link that went is dropped with it.
+        assert_eq!(Phase::aim(&wait(), 0, Some("probe"), now), Phase::Waiting);
+    }
+
+    #[test]
+    fn a_target_that_dials_is_dialled_keeping_the_failures_in_a_row() {
+        let now = Instant::now();
+        assert_eq!(
+            Phase::<&str>::aim(&dial(), 2, None, now),
+            Phase::Dialing {
+                bind: bind(),
+                at: at(now, 2)
+            }
+        );
+    }
+
+    #[test]
+    fn a_dial_that_gets_through_is_run() {
+        let now = Instant::now();
+        assert_eq!(
+            at(now, 1).dialled("conn"),
+            Phase::Joined {
+                conn: "conn",
+                at: at(now, 1)
+            }
+        );
+    }
+
+    #[test]
+    fn a_failure_pauses_longer_with_each_failure_in_a_row_up_to_the_maximum() {
+        let t0 = Instant::now();
+        let now = t0 + Duration::from_millis(5);
+        let pauses: Vec<Duration> = (0..6)
+            .map(|f| match at(t0, f).ended::<&str>(now) {
+                Phase::Backoff { until, failures } => {
+                    assert_eq!(failures, f);
+                    until - now
+                }
+                p => panic!("{p:?}"),
+            })
+            .collect();
+        let ms = |m| Duration::from_millis(m);
+        assert_eq!(pauses, [ms(100), ms(200), ms(400), ms(800), MAX_BACKOFF, MAX_BACKOFF]);
+        assert_eq!(pause(u32::MAX), MAX_BACKOFF);
+    }
+
+    #[test]
+    fn a_connection_that_ran_long_enough_ends_with_the_first_pause() {
+        let t0 = Instant::now();
+        let now = t0 + HEALTHY_RUN + Duration::from_millis(1);
+        assert_eq!(
+            at(t0, 4).ended::<&str>(now),
+            Phase::Backoff {
+                until: now + FIRST_BACKOFF,
+                failures: 0
+            }
+        );
+        // Exactly the healthy run is not beyond it.
+        let now = t0 + HEALTHY_RUN;
+        assert_eq!(
+            at(t0, 4).ended::<&str>(now),
+            Phase::Backoff {
+                until: now + MAX_BACKOFF,
+                failures: 4
+            }
+        );
+    }
+
+    #[test]
+    fn the_end_of_a_pause_dials_again_one_failure_further() {
+        let now = Instant::now();
+        assert_eq!(
+            Phase::<&str>::pause_over(&dial(), 2, now),
+            Phase::Dialing {
+                bind: bind(),
+                at: at(now, 3)
+            }
+        );
+        assert_eq!(Phase::<&str>::pause_over(&wait(), 2, now), Phase::Waiting);
+    }
+
+    #[test]
+    fn a_probe_that_gets_through_is_run_with_the_backoff_afresh() {
+        let now = Instant::now();
+        assert_eq!(
+            Phase::probe_through(&dial(), "probe", now),
+            Phase::Joined {
+                conn: "probe",
+                at: at(now, 0)
+            }
+        );
+        assert_eq!(Phase::probe_through(&wait(), "probe", now), Phase::Waiting);
+    }
+
+    #[test]
+    fn a_new_target_drops_the_connection_and_starts_the_backoff_afresh() {
+        let t0 = Instant::now();
+        let now = t0 + Duration::from_secs(1);
+        let fresh = Phase::<&str>::Dialing {
+            bind: bind(),
+            at: at(now, 0),
+        };
+        // Dialing or Joined: the attempt is over, and the path goes down in the session.
+        assert_eq!(at(t0, 3).retarget(&dial(), now), (fresh.clone(), Ask::DropPath));
+        assert_eq!(
+            at(t0, 3).retarget::<&str>(&wait(), now),
+            (Phase::Waiting, Ask::DropPath)
+        );
+        // Waiting or Backoff: nothing to take down.
+        assert_eq!(Phase::retarget(&dial(), now), (fresh, Ask::Nothing));
+        assert_eq!(Phase::<&str>::retarget(&wait(), now), (Phase::Waiting, Ask::Nothing));
+    }
+}
