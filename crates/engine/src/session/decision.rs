@@ -5,7 +5,7 @@
 use mpflex_sched::{Decision, End, PathSnapshot, QueueView};
 use mpflex_wire::RECORD_OVERHEAD;
 
-use super::record::{trace_decision, Rec};
+use super::record::{trace_decision, Put, Rec};
 use super::{PollTransmit, Session};
 use crate::reinject::{self, Request};
 
@@ -144,9 +144,7 @@ impl Session {
             first = false;
             self.send.take_unsent_seq(seq);
             let allowed = self.send.get(seq).map_or(crate::send::ALL_PATHS, |o| o.allowed);
-            let payload = self.put(rec, seq, out);
-            self.paths.entry(rec.path).counters.payload_sent += payload;
-            self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
+            self.put(rec, seq, out, Put::New);
             if d.duplicate {
                 for other in self.paths.iter_mut() {
                     if other.snap.id != rec.path && other.carries() && allowed & (1u64 << other.snap.id) != 0 {
@@ -187,9 +185,7 @@ impl Session {
             return PollTransmit::Wait { until: picked.next_due };
         }
         for seq in picked.seqs {
-            let payload = self.put(rec, seq, out);
-            self.paths.entry(rec.path).counters.payload_resent += payload;
-            self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
+            self.put(rec, seq, out, Put::Resent);
             self.counters.resent_scheduler += 1;
         }
         self.waiting &= !bit;

@@ -6,6 +6,14 @@ use std::time::Instant;
 use mpflex_sched::{Decision, PathSnapshot, QueueView};
 use mpflex_wire::Frame;
 
+/// What a frame put on a record is, for the path's counters: its first copy, or one sent
+/// again (a retransmission, a redundant or hedged copy, a reinjection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Put {
+    New,
+    Resent,
+}
+
 /// The record being built for one path.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Rec {

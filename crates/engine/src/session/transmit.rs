@@ -8,7 +8,7 @@ use std::time::Instant;
 use mpflex_sched::End;
 use mpflex_wire::{Frame, RECORD_OVERHEAD};
 
-use super::record::{Limits, Rec};
+use super::record::{Limits, Put, Rec};
 use super::Session;
 
 /// Result of [`Session::poll_transmit`].
@@ -168,9 +168,7 @@ impl Session {
             if !rec.fits(out, frame) {
                 return false;
             }
-            let payload = self.put(rec, seq, out);
-            self.paths.entry(rec.path).counters.payload_resent += payload;
-            self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
+            self.put(rec, seq, out, Put::Resent);
             self.counters.resent_lost += 1;
             self.send.retransmitted(seq);
         }
@@ -188,9 +186,7 @@ impl Session {
                         return false;
                     }
                     let hedged = o.hedged;
-                    let payload = self.put(rec, seq, out);
-                    self.paths.entry(rec.path).counters.payload_resent += payload;
-                    self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
+                    let payload = self.put(rec, seq, out, Put::Resent);
                     if hedged {
                         tracing::debug!(target: "mpflex_engine::hedge", path = rec.path, seq, "hedged copy sent");
                         self.counters.hedged += 1;
@@ -209,9 +205,10 @@ impl Session {
         true
     }
 
-    /// Encodes outgoing frame `seq` onto the record, stamped with the send time, and books
-    /// the copy. Returns its payload length.
-    pub(super) fn put(&mut self, rec: Rec, seq: u64, out: &mut Vec<u8>) -> u64 {
+    /// Encodes outgoing frame `seq` onto the record, stamped with the send time, books the
+    /// copy and counts its payload on the path (as new data or sent again) and in the
+    /// energy-aware mode. Returns its payload length.
+    pub(super) fn put(&mut self, rec: Rec, seq: u64, out: &mut Vec<u8>, put: Put) -> u64 {
         let here = self.paths.get(rec.path).expect("sending path");
         let bif = here.bif(rec.used(out));
         let eta = here.owd.estimate(bif).map(|d| self.clock_us(rec.now) + d);
@@ -227,6 +224,12 @@ impl Session {
         if let Some(s) = stream.and_then(|id| self.streams.get_mut(&id)).filter(|_| payload > 0) {
             s.carried_on(rec.path, payload);
         }
+        let counters = &mut self.paths.entry(rec.path).counters;
+        match put {
+            Put::New => counters.payload_sent += payload,
+            Put::Resent => counters.payload_resent += payload,
+        }
+        self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
         payload
     }
 

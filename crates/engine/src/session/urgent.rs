@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use super::record::Rec;
+use super::record::{Put, Rec};
 use super::Session;
 
 /// The largest interactive frame payload that is hedged: a request, a small response, a
@@ -41,9 +41,7 @@ impl Session {
                 return false;
             }
             self.send.take_urgent_seq(seq);
-            let payload = self.put(rec, seq, out);
-            self.paths.entry(rec.path).counters.payload_sent += payload;
-            self.note_payload(rec.path, crate::energy::Dir::Up, payload, self.last_now);
+            let payload = self.put(rec, seq, out, Put::New);
             self.hedge(seq, rec.path, payload, rec.now);
             if tracing::enabled!(tracing::Level::DEBUG) {
                 let eta: Vec<String> = self
