@@ -385,13 +385,8 @@ pub fn judge_by(claim: &Claim, recs: &[Record], rules: Strictness) -> Finding {
             // "About the same time" (time 0) is read as at most NOISE % longer under
             // every rule; a stated time cost is the limit itself, plus the slack.
             let time_limit = if time == 0.0 { NOISE } else { time + rules.slack };
-            f.verdict = if med >= lo - rules.slack && med_t <= time_limit {
-                Verdict::Reproduced
-            } else if partly(rules, med, beyond_noise) {
-                Verdict::Partly
-            } else {
-                Verdict::Refuted
-            };
+            let met = med >= lo - rules.slack && med_t <= time_limit;
+            f.verdict = verdict(met, med, beyond_noise, rules);
             f.why = format!(
                 "median energy change over {} points {} (paper −{lo:.0}…−{hi:.0} %), median time change {} \
                  ({})",
@@ -491,13 +486,8 @@ pub fn judge_by(claim: &Claim, recs: &[Record], rules: Strictness) -> Finding {
             // An "up to" figure is a best case; under the strict rules the median over
             // the points must also improve, or one good point hides regressions elsewhere.
             let med = quantile(&reductions, 0.5);
-            f.verdict = if all_met && (rules.partly_on_any_point || med > NOISE) {
-                Verdict::Reproduced
-            } else if partly(rules, med, beyond_noise) {
-                Verdict::Partly
-            } else {
-                Verdict::Refuted
-            };
+            let met = all_met && (rules.partly_on_any_point || med > NOISE);
+            f.verdict = verdict(met, med, beyond_noise, rules);
             f.why = format!(
                 "{}; median change over {} points {}{unpaced_text}",
                 parts.join("; "),
@@ -697,7 +687,13 @@ fn dup_text(recs: &[Record], system: &str) -> String {
 /// reaches the paper's lower figure `lo` (less `rules.slack`), partly as [`partly`] says,
 /// else refuted.
 fn range_verdict(med: f64, lo: f64, beyond_noise: bool, rules: Strictness) -> Verdict {
-    if med >= lo - rules.slack {
+    verdict(med >= lo - rules.slack, med, beyond_noise, rules)
+}
+
+/// A claim's verdict: reproduced when its own test is `met`, else partly as [`partly`]
+/// says of the median reduction `med` (%), else refuted.
+fn verdict(met: bool, med: f64, beyond_noise: bool, rules: Strictness) -> Verdict {
+    if met {
         Verdict::Reproduced
     } else if partly(rules, med, beyond_noise) {
         Verdict::Partly
