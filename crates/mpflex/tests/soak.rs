@@ -7,13 +7,13 @@
 //! and not one byte is lost or altered.
 
 mod support;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
+use support::exchange::{origin, slot, Tally};
 use support::*;
 
 /// Streams open at once, each closed after its exchange and opened again.
@@ -22,89 +22,6 @@ const STREAMS: usize = 1_000;
 const PORT: u16 = 9_100;
 const MAX_DOWN: u32 = 256 << 10;
 const MAX_UP: u32 = 64 << 10;
-
-/// The byte at `i` of the stream seeded `seed`.
-fn pattern(seed: u64, i: usize) -> u8 {
-    (seed as usize).wrapping_add(i.wrapping_mul(31)) as u8 ^ (i >> 8) as u8
-}
-
-/// Reads `n` bytes, checking them against the pattern of `seed`; false if any differs.
-fn read_checked(s: &mut TcpStream, seed: u64, n: usize) -> std::io::Result<bool> {
-    let (mut buf, mut at, mut ok) = (vec![0u8; 16 << 10], 0, true);
-    while at < n {
-        let k = s.read(&mut buf[..(n - at).min(16 << 10)])?;
-        if k == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        ok &= buf[..k].iter().enumerate().all(|(j, &b)| b == pattern(seed, at + j));
-        at += k;
-    }
-    Ok(ok)
-}
-
-fn write_pattern(s: &mut TcpStream, seed: u64, n: usize) -> std::io::Result<()> {
-    let body: Vec<u8> = (0..n).map(|i| pattern(seed, i)).collect();
-    s.write_all(&body)
-}
-
-/// The origin: per connection, reads `down: u32, up: u32, seed: u64` and `up` bytes,
-/// answers 1 if they were intact (0 if not), then `down` bytes.
-fn origin(l: TcpListener) {
-    for s in l.incoming().flatten() {
-        std::thread::spawn(move || {
-            let mut s = s;
-            let mut h = [0u8; 16];
-            if s.read_exact(&mut h).is_err() {
-                return;
-            }
-            let down = u32::from_be_bytes(h[..4].try_into().unwrap()) as usize;
-            let up = u32::from_be_bytes(h[4..8].try_into().unwrap()) as usize;
-            let seed = u64::from_be_bytes(h[8..].try_into().unwrap());
-            let Ok(ok) = read_checked(&mut s, seed, up) else { return };
-            let _ = s
-                .write_all(&[ok as u8])
-                .and_then(|_| write_pattern(&mut s, !seed, down));
-        });
-    }
-}
-
-#[derive(Default)]
-struct Tally {
-    exchanges: AtomicU64,
-    bytes: AtomicU64,
-    /// Exchanges that failed (an error, a reset) or arrived altered.
-    failed: AtomicU64,
-}
-
-/// One stream slot: opens a stream, exchanges, closes it, again, until `stop`.
-fn slot(proxy: SocketAddr, dest: String, tally: Arc<Tally>, stop: Arc<AtomicBool>) {
-    let mut rng = rand::thread_rng();
-    while !stop.load(Ordering::Relaxed) {
-        let (down, up, seed) = (rng.gen_range(1..=MAX_DOWN), rng.gen_range(0..=MAX_UP), rng.gen::<u64>());
-        let r = (|| -> std::io::Result<bool> {
-            let mut s = socks_connect(proxy, &dest, PORT)?;
-            s.set_read_timeout(Some(Duration::from_secs(60)))?;
-            let mut h = down.to_be_bytes().to_vec();
-            h.extend_from_slice(&up.to_be_bytes());
-            h.extend_from_slice(&seed.to_be_bytes());
-            s.write_all(&h)?;
-            write_pattern(&mut s, seed, up as usize)?;
-            let mut ok = [0u8];
-            s.read_exact(&mut ok)?;
-            Ok(ok[0] == 1 && read_checked(&mut s, !seed, down as usize)?)
-        })();
-        match r {
-            Ok(true) => {
-                tally.exchanges.fetch_add(1, Ordering::Relaxed);
-                tally.bytes.fetch_add(u64::from(down + up), Ordering::Relaxed);
-            }
-            Ok(false) | Err(_) if stop.load(Ordering::Relaxed) => {}
-            Ok(false) | Err(_) => {
-                tally.failed.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-}
 
 fn mean(v: &[u64]) -> f64 {
     v.iter().sum::<u64>() as f64 / v.len().max(1) as f64
@@ -130,7 +47,7 @@ fn soak_streams_and_path_kills_keep_memory_flat_and_every_byte() {
     let slots: Vec<_> = (0..streams)
         .map(|_| {
             let (proxy, dest, tally, stop) = (lab.socks(), lab.server_addr(0), tally.clone(), stop.clone());
-            spawn_in_ns(&cns, move || slot(proxy, dest, tally, stop))
+            spawn_in_ns(&cns, move || slot(proxy, dest, PORT, (MAX_DOWN, MAX_UP), tally, stop))
         })
         .collect();
 
