@@ -49,17 +49,20 @@ pub(super) struct Dialed {
 #[error("{0:#}")]
 struct Refusal(anyhow::Error);
 
-/// Dials path `i` from `bind` to the session's server: connect, handshake, join.
+/// Dials path `i` from `bind` to the session's server: connect, handshake, join. With
+/// `reach`, a server not reached (connected and authenticated) within it fails the dial.
 pub(super) async fn dial(
     h: &SessionHandle,
     i: usize,
     servers: &ServerList,
     bind: &Binding,
     keys: &Keys,
+    reach: Option<Duration>,
 ) -> Result<Dialed> {
     let placement = &keys.placement;
     let ticket = placement.ticket().await;
-    let r = dial_with(h, i, servers, bind, keys, &ticket).await;
+    let by = reach.map(|d| (tokio::time::Instant::now() + d, d));
+    let r = dial_with(h, i, servers, bind, keys, &ticket, by).await;
     if let Err(e) = &r {
         if e.downcast_ref::<Refusal>().is_some() {
             if let Some(s) = placement.refused(h.any_path_up()) {
@@ -146,7 +149,10 @@ async fn connect(bind: &Binding, addrs: &[SocketAddr], placement: &Placement) ->
     Err(last.expect("at least one address"))
 }
 
-/// Dials path `i` with `ticket`: connect, handshake, join the session.
+/// Dials path `i` with `ticket`: connect, handshake, join the session. A `reach`
+/// deadline (a probe's interval) bounds the connect and the handshake only: the server
+/// moves the path onto a connection as soon as it has read its join request, so once that
+/// is sent the dial runs to its answer, whatever the time.
 async fn dial_with(
     h: &SessionHandle,
     i: usize,
@@ -154,6 +160,7 @@ async fn dial_with(
     bind: &Binding,
     keys: &Keys,
     ticket: &Ticket,
+    reach: Option<(tokio::time::Instant, Duration)>,
 ) -> Result<Dialed> {
     let placement = &keys.placement;
     // A server that gave a join address is dialled there directly when the source's
@@ -162,14 +169,16 @@ async fn dial_with(
         Some(j) if bind.source.is_none_or(|src| src.is_ipv4() == j.is_ipv4()) => vec![j],
         _ => candidates(servers, bind).await?,
     };
-    let (mut stream, server) = connect(bind, &addrs, placement).await?;
-    let t = tokio::time::timeout(
-        Duration::from_secs(10),
-        client_handshake(&mut stream, &ticket.route.encode(), &keys.private, &keys.server_public),
-    )
-    .await
-    .context("handshake timed out")?
-    .map_err(|e| {
+    let (mut stream, server) = within(reach, connect(bind, &addrs, placement)).await?;
+    let handshake = async {
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            client_handshake(&mut stream, &ticket.route.encode(), &keys.private, &keys.server_public),
+        )
+        .await
+        .context("handshake timed out")?
+    };
+    let t = within(reach, handshake).await.map_err(|e| {
         let closed = e.chain().any(|c| {
             c.downcast_ref::<std::io::Error>().is_some_and(|io| {
                 matches!(
@@ -186,6 +195,7 @@ async fn dial_with(
             e
         }
     })?;
+    // From here the server may have the path on this connection: no giving up.
     let (ack, joined) = tokio::time::timeout(Duration::from_secs(10), join_as_client(&mut stream, &t, keys.token, i))
         .await
         .context("no answer to Hello")??;
@@ -207,6 +217,19 @@ async fn dial_with(
         joined,
         server,
     })
+}
+
+/// `f`, failed if `reach` (a deadline and the interval it ends) passes first.
+async fn within<T>(
+    reach: Option<(tokio::time::Instant, Duration)>,
+    f: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    match reach {
+        Some((by, every)) => tokio::time::timeout_at(by, f)
+            .await
+            .map_err(|_| anyhow::anyhow!("the server was not reached within {every:?}"))?,
+        None => f.await,
+    }
 }
 
 /// Connects to `server` from `bind` (one attempt, at most [`CONNECT_TIMEOUT`]).

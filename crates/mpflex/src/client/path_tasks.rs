@@ -254,7 +254,7 @@ async fn path_loop(
                 _ = shutdown.cancelled() => return,
             },
             Phase::Dialing { bind, at } => tokio::select! {
-                r = dial(&h, i, &server, &bind, &keys) => match r {
+                r = dial(&h, i, &server, &bind, &keys, None) => match r {
                     Ok(d) => at.dialled(d),
                     Err(e) => ended(at, Err(e), &target),
                 },
@@ -345,18 +345,18 @@ async fn probe_loop(
             };
             let started = tokio::time::Instant::now();
             let attempt = tokio::select! {
-                r = tokio::time::timeout(every, dial(&h, i, &server, &bind, &keys)) => r,
+                r = dial(&h, i, &server, &bind, &keys, Some(every)) => r,
                 _ = shutdown.cancelled() => return,
             };
             match attempt {
-                Ok(Ok(d)) => {
-                    if h.probe_due(i).is_some() {
-                        let _ = out.send(d).await;
-                    }
+                // The server moved the path onto this connection when it joined (and let
+                // the old one go): it is the path's connection now, even if the old one
+                // spoke again meanwhile. Dropping it would leave the path with none.
+                Ok(d) => {
+                    let _ = out.send(d).await;
                     break;
                 }
-                Ok(Err(e)) => debug!(path = i, "probe failed: {e:#}"),
-                Err(_) => debug!(path = i, "probe unanswered within {every:?}"),
+                Err(e) => debug!(path = i, "probe failed: {e:#}"),
             }
             // A probe that failed at once (no route yet) waits out its interval.
             tokio::select! {

@@ -12,7 +12,6 @@ use mpflex_engine::{PathSocket, WriterStep};
 use mpflex_wire::decode_all;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
@@ -51,20 +50,20 @@ impl SessionHandle {
             idle_restart,
             ssthresh_reset: ssthresh.available(),
         };
-        let (wake, generation) = self.with(|sh| {
+        let generation = self.with(|sh| {
             // A newer connection for the same path replaces the old one.
             sh.paths[p].kill.cancel();
             sh.paths[p].kill = kill.clone();
             sh.paths[p].generation += 1;
             sh.sess.path_up_with(p, socket, Instant::now());
-            (sh.paths[p].wake.clone(), sh.paths[p].generation)
+            sh.paths[p].generation
         });
         self.paths_changed.notify_one();
         let sock = Arc::new(sock);
         let t = Arc::new(transport);
         let res = tokio::select! {
             r = path_reader(self.clone(), p, sock.clone(), t.clone(), nonces.1, leftover) => r,
-            r = path_writer(self.clone(), p, sock.clone(), t, wake, nonces.0, ssthresh) => r,
+            r = path_writer(self.clone(), p, sock.clone(), t, generation, nonces.0, ssthresh) => r,
             _ = kill.cancelled() => Err(anyhow::anyhow!("path dropped")),
             _ = self.closed.cancelled() => Ok(()),
         };
@@ -156,10 +155,11 @@ pub(super) async fn path_writer(
     p: usize,
     sock: Arc<TcpStream>,
     t: Arc<Transport>,
-    wake: Arc<Notify>,
+    generation: u64,
     nonce: u64,
     mut ssthresh: SsthreshReset,
 ) -> Result<()> {
+    let wake = h.with(|sh| sh.paths[p].wake.clone());
     let mut sealer = Sealer::new(nonce, h.rekey, Instant::now());
     // Records are encoded straight into the wire buffer and sealed there in place.
     let mut records: Vec<Range<usize>> = Vec::new();
@@ -177,7 +177,14 @@ pub(super) async fn path_writer(
         let bandwidth = cc_bandwidth(&*sock);
         wire.clear();
         records.clear();
-        let (step, wants, carrying) = h.with(|sh| {
+        let taken = h.with(|sh| {
+            // A replaced connection takes nothing more: the session counts what a writer
+            // takes as sent on the path's current connection, so frames this one wrote
+            // to its closing socket would be lost without ever being sent again (the
+            // replacement already re-queued what the old connection held).
+            if sh.paths[p].generation != generation {
+                return None;
+            }
             // The writer's debug lines (queue control's steering) name their path: the span
             // is the writer's target, so `mpflex_engine::writer=debug` shows both.
             let _span = tracing::debug_span!(target: "mpflex_engine::writer", "writer", path = p).entered();
@@ -185,8 +192,11 @@ pub(super) async fn path_writer(
                 .sess
                 .drive_writer(p, &info, bandwidth, Instant::now(), &mut wire, &mut records);
             let carrying = sh.sess.num_streams() > 0 || !sh.flows.is_empty();
-            (step, sh.sess.socket_wants(p), carrying)
+            Some((step, sh.sess.socket_wants(p), carrying))
         });
+        let Some((step, wants, carrying)) = taken else {
+            bail!("path replaced by a newer connection");
+        };
         if wants.lowat != lowat {
             lowat = wants.lowat;
             set_notsent_lowat(&*sock, lowat)?;

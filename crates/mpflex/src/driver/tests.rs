@@ -58,9 +58,9 @@ async fn writer_ends_when_reset_with_unsent_bytes() {
     cfg.notsent_lowat = 64 * 1024;
     let sess = Session::new(cfg, sched, Instant::now());
     let h = SessionHandle::new(sess, vec!["p".into()], None);
-    let wake = h.with(|sh| {
+    let generation = h.with(|sh| {
         sh.sess.path_up(0, Instant::now());
-        sh.paths[0].wake.clone()
+        sh.paths[0].generation
     });
     // Far more than the peer will read: unsent bytes stay in the client's kernel.
     let (id, _sig, _) = h.open_stream(TargetAddr::Domain("x".into(), 80), Bytes::new());
@@ -74,7 +74,7 @@ async fn writer_ends_when_reset_with_unsent_bytes() {
         0,
         csock.clone(),
         Arc::new(ct),
-        wake,
+        generation,
         0,
         no_reset,
     ));
