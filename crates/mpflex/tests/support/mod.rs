@@ -90,6 +90,10 @@ pub struct Options {
     pub paths_up: usize,
     /// The client is not started: the test starts it ([`Lab::start_client`]).
     pub defer_client: bool,
+    /// The paths cross the lab's user-space link emulator with this profile's rates,
+    /// delays and buffers (e.g. `seed-default`, `mpflex_lab::profile::seed_default(70)`)
+    /// in place of bare veths.
+    pub links: Option<mpflex_lab::profile::Profile>,
 }
 
 /// (role, configuration file) to a command line.
@@ -134,6 +138,7 @@ impl Default for Options {
             routed: false,
             paths_up: 2,
             defer_client: false,
+            links: None,
         }
     }
 }
@@ -151,6 +156,8 @@ pub struct Lab {
     rate_mbit: u32,
     /// The client's command line.
     client_args: Vec<String>,
+    /// The link emulator of `Options::links`.
+    emu: Option<mpflex_lab::emulator::Emulator>,
 }
 
 impl Lab {
@@ -158,7 +165,7 @@ impl Lab {
         let layout = Layout {
             kind: "e2e",
             paths: 2,
-            emulator: !opts.uplink.is_empty(),
+            emulator: !opts.uplink.is_empty() || opts.links.is_some(),
             ipv6: true,
             mptcp: false,
         };
@@ -175,7 +182,12 @@ impl Lab {
             server_pub: String::new(),
             rate_mbit: opts.rate_mbit,
             client_args: Vec::new(),
+            emu: None,
         };
+        if let Some(profile) = &opts.links {
+            let emu = mpflex_lab::emulator::Emulator::start(&lab.topo, profile, 1);
+            lab.emu = Some(emu.unwrap_or_else(|e| panic!("link emulator: {e:#}")));
+        }
         if opts.rate_mbit > 0 {
             for p in 0..lab.topo.paths {
                 lab.limit_rate(p);
@@ -796,6 +808,8 @@ impl Drop for Lab {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // The emulator's threads stop before their interfaces go with the namespaces.
+        drop(self.emu.take());
         let failed = std::thread::panicking();
         if failed {
             for which in ["client", "server"] {

@@ -1,0 +1,212 @@
+//! `iperf3` through the TUN against `iperf3` through TPROXY, on seed-default's emulated
+//! WiFi and LTE links: one session with both ingresses, one iperf3 server in the server's
+//! namespace, and the client namespace's own iperf3 reaching it at one address routed
+//! into the TUN and at another diverted by TPROXY rules (docs/transparent.md's local
+//! application form: marked in OUTPUT, rerouted through `lo`, diverted in PREROUTING).
+//! The two take turns, so the machine's load falls on both alike, and their medians are
+//! compared: TCP through the TUN at ≥ 0.95 × TPROXY's rate, `iperf3 -u` at ≥ 0.9 × the
+//! rate TPROXY delivers (the floors of docs/tun.md). IPv4 and IPv6, each a test of its own.
+
+mod support;
+use std::process::Command;
+
+use support::lan::{script_in, TCP_TPROXY_PORT, UDP_TPROXY_PORT};
+use support::*;
+
+const TUN: &str = "mpfi0";
+const IPERF_PORT: u16 = 5201;
+/// Seconds of each measured run; a TCP run's first [`OMIT_S`] (slow start) is left out.
+/// (A UDP run leaves out nothing: iperf3 miscounts UDP loss across `--omit`.)
+const SECS: u32 = 5;
+const OMIT_S: u32 = 1;
+/// Turns each ingress takes: a median of three outlasts one run a load spike spoilt.
+const ROUNDS: usize = 3;
+
+fn lab() -> Lab {
+    Lab::new(Options {
+        links: Some(mpflex_lab::profile::seed_default(70)),
+        client_root: format!(
+            "transparent_tproxy_listen = \"[::]:{TCP_TPROXY_PORT}\"\n\
+             transparent_udp_listen = \"[::]:{UDP_TPROXY_PORT}\"\n"
+        ),
+        client_toml: format!("[tun]\nname = \"{TUN}\"\nipv4 = \"10.233.0.1/30\"\nipv6 = \"fd00:6d70:666c::1/126\"\n"),
+        ..Options::default()
+    })
+}
+
+/// Two addresses on the server's loopback, both routed into the TUN in the client's
+/// namespace; the second's TCP and UDP are then marked in OUTPUT and so diverted to the
+/// TPROXY listeners before they reach the TUN. (TUN address, TPROXY address.)
+fn destinations(lab: &Lab, v6: bool) -> (String, String) {
+    let net = lab.topo.net;
+    let (tun, tproxy, len) = if v6 {
+        (format!("fd00:{net}:99::9"), format!("fd00:{net}:99::10"), 128)
+    } else {
+        (format!("10.{net}.9.9"), format!("10.{net}.9.10"), 32)
+    };
+    for a in [&tun, &tproxy] {
+        let host = format!("{a}/{len}");
+        sh(&["ip", "-n", &lab.topo.server_ns, "addr", "add", &host, "dev", "lo"]);
+        sh(&["ip", "-n", &lab.topo.client_ns, "route", "add", &host, "dev", TUN]);
+    }
+    let (family, ip, any) = if v6 {
+        ("ip6", "-6", "::/0")
+    } else {
+        ("ip", "-4", "0.0.0.0/0")
+    };
+    script_in(
+        &lab.topo.client_ns,
+        &format!(
+            "nft add table {family} local
+nft add chain {family} local output '{{ type route hook output priority mangle ; }}'
+nft add rule {family} local output {family} daddr {tproxy} meta l4proto {{ tcp, udp }} meta mark set 1
+nft add chain {family} local prerouting '{{ type filter hook prerouting priority mangle ; }}'
+nft add rule {family} local prerouting iifname lo meta mark 1 meta l4proto tcp tproxy to :{TCP_TPROXY_PORT} accept
+nft add rule {family} local prerouting iifname lo meta mark 1 meta l4proto udp tproxy to :{UDP_TPROXY_PORT} accept
+ip {ip} rule add fwmark 1 lookup 100
+ip {ip} route add local {any} dev lo table 100"
+        ),
+    );
+    (tun, tproxy)
+}
+
+/// One iperf3 run from the client's namespace to `dst`, downloading (`-R`: the
+/// application's direction on a phone); `udp`: at `kbit` kbit/s. (Mbit/s the receiver
+/// got, percent of datagrams lost.)
+fn iperf(lab: &Lab, dst: &str, udp: Option<u64>) -> (f64, f64) {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &lab.topo.client_ns, "iperf3", "-c", dst]);
+    cmd.args(["-p", &IPERF_PORT.to_string(), "-R", "-J"]);
+    cmd.args(["-t", &SECS.to_string()]);
+    match udp {
+        // 1200-byte datagrams fit a path's frame whichever ingress carries them.
+        Some(kbit) => cmd.args(["-u", "-b", &format!("{kbit}K"), "-l", "1200"]),
+        None => cmd.args(["-O", &OMIT_S.to_string()]),
+    };
+    let out = cmd.output().expect("iperf3");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "iperf3 to {dst} printed no JSON ({e}): {} {}; logs in {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            lab.dir.display()
+        )
+    });
+    if let Some(e) = v["error"].as_str() {
+        panic!("iperf3 to {dst}: {e}; logs in {}", lab.dir.display());
+    }
+    let got = &v["end"]["sum_received"];
+    (
+        got["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+        got["lost_percent"].as_f64().unwrap_or(0.0),
+    )
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The TUN's counters of streams and datagrams it took in.
+fn tun_in(lab: &Lab) -> (u64, u64) {
+    let t = &lab.client_status()["tun"];
+    (
+        t["tcp_accepted"].as_u64().unwrap_or(0),
+        t["udp_in"].as_u64().unwrap_or(0),
+    )
+}
+
+fn tun_against_tproxy(test: &str, v6: bool) {
+    if !ready(test) || !mpflex_netns::require_tools(test, &["iperf3", "nft"]) {
+        return;
+    }
+    let lab = lab();
+    let (tun, tproxy) = destinations(&lab, v6);
+    let mut server = lab.spawn_in(
+        &lab.topo.server_ns,
+        &["iperf3", "-s", "-p", &IPERF_PORT.to_string()],
+        "iperf3-server.log",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let profile = mpflex_lab::profile::seed_default(70);
+    let down_kbit: u64 = profile
+        .paths
+        .iter()
+        .map(|p| match p.down.rate {
+            mpflex_lab::link::Rate::Constant(k) => k,
+            _ => unreachable!("seed-default's rates are constant"),
+        })
+        .sum();
+    // UDP offered at 0.8 of the paths' summed downlink.
+    let udp_kbit = down_kbit * 8 / 10;
+    let family = if v6 { "IPv6" } else { "IPv4" };
+    let mut tcp = (Vec::new(), Vec::new());
+    let mut udp = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        for via_tun in [true, false] {
+            let dst = if via_tun { &tun } else { &tproxy };
+            let before = tun_in(&lab);
+            let t = iperf(&lab, dst, None);
+            let u = iperf(&lab, dst, Some(udp_kbit));
+            let after = tun_in(&lab);
+            let ingress = if via_tun { "TUN" } else { "TPROXY" };
+            eprintln!(
+                "{family} {ingress}: TCP {:.2} Mbit/s; UDP at {udp_kbit} kbit/s: {:.2} Mbit/s received, {:.2} % lost",
+                t.0, u.0, u.1
+            );
+            if via_tun {
+                assert!(after.0 > before.0 && after.1 > before.1, "the TUN carried {dst}");
+                tcp.0.push(t.0);
+                udp.0.push(u);
+            } else {
+                assert_eq!(after, before, "TPROXY, not the TUN, carried {dst}");
+                tcp.1.push(t.0);
+                udp.1.push(u);
+            }
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let (tcp_tun, tcp_tproxy) = (median(tcp.0), median(tcp.1));
+    let rate = |v: &[(f64, f64)]| median(v.iter().map(|u| u.0).collect());
+    let loss = |v: &[(f64, f64)]| median(v.iter().map(|u| u.1).collect());
+    let (udp_tun, udp_tproxy) = (rate(&udp.0), rate(&udp.1));
+    eprintln!(
+        "{family} seed-default, iperf3 -R {SECS} s, medians of {ROUNDS}: TCP TUN {tcp_tun:.2} / TPROXY {tcp_tproxy:.2} Mbit/s = {:.3}; \
+         UDP at {udp_kbit} kbit/s TUN {udp_tun:.2} ({:.2} % lost) / TPROXY {udp_tproxy:.2} ({:.2} % lost) = {:.3}",
+        tcp_tun / tcp_tproxy,
+        loss(&udp.0),
+        loss(&udp.1),
+        udp_tun / udp_tproxy
+    );
+    assert!(
+        tcp_tproxy > 1.0 && udp_tproxy > 1.0,
+        "TPROXY itself carried nearly nothing"
+    );
+    assert!(
+        tcp_tun >= 0.95 * tcp_tproxy,
+        "{family} TCP: the TUN at {:.3} of TPROXY's rate; logs in {}",
+        tcp_tun / tcp_tproxy,
+        lab.dir.display()
+    );
+    assert!(
+        udp_tun >= 0.9 * udp_tproxy,
+        "{family} UDP: the TUN delivered {:.3} of TPROXY's rate",
+        udp_tun / udp_tproxy
+    );
+}
+
+#[test]
+fn iperf3_through_the_tun_against_tproxy_over_ipv4() {
+    tun_against_tproxy("iperf3_through_the_tun_against_tproxy_over_ipv4", false);
+}
+
+#[test]
+fn iperf3_through_the_tun_against_tproxy_over_ipv6() {
+    tun_against_tproxy("iperf3_through_the_tun_against_tproxy_over_ipv6", true);
+}
