@@ -19,7 +19,8 @@ const IPERF_PORT: u16 = 5201;
 /// (A UDP run leaves out nothing: iperf3 miscounts UDP loss across `--omit`.)
 const SECS: u32 = 5;
 const OMIT_S: u32 = 1;
-/// Turns each ingress takes: a median of three outlasts one run a load spike spoilt.
+/// Measured turns each ingress takes: a median of three outlasts one run a load spike
+/// spoilt.
 const ROUNDS: usize = 3;
 
 fn lab() -> Lab {
@@ -70,14 +71,14 @@ ip {ip} route add local {any} dev lo table 100"
     (tun, tproxy)
 }
 
-/// One iperf3 run from the client's namespace to `dst`, downloading (`-R`: the
+/// One iperf3 run of `secs` from the client's namespace to `dst`, downloading (`-R`: the
 /// application's direction on a phone); `udp`: at `kbit` kbit/s. (Mbit/s the receiver
 /// got, percent of datagrams lost.)
-fn iperf(lab: &Lab, dst: &str, udp: Option<u64>) -> (f64, f64) {
+fn iperf(lab: &Lab, dst: &str, udp: Option<u64>, secs: u32) -> (f64, f64) {
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &lab.topo.client_ns, "iperf3", "-c", dst]);
     cmd.args(["-p", &IPERF_PORT.to_string(), "-R", "-J"]);
-    cmd.args(["-t", &SECS.to_string()]);
+    cmd.args(["-t", &secs.to_string()]);
     match udp {
         // 1200-byte datagrams fit a path's frame whichever ingress carries them.
         Some(kbit) => cmd.args(["-u", "-b", &format!("{kbit}K"), "-l", "1200"]),
@@ -147,12 +148,17 @@ fn tun_against_tproxy(test: &str, v6: bool) {
     let family = if v6 { "IPv6" } else { "IPv4" };
     let mut tcp = (Vec::new(), Vec::new());
     let mut udp = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        for via_tun in [true, false] {
+    // A first, unmeasured run each way warms the paths up (their congestion windows),
+    // and the turns alternate which goes first, so neither ingress always follows the
+    // other.
+    iperf(&lab, &tun, None, 2);
+    iperf(&lab, &tproxy, None, 2);
+    for round in 0..ROUNDS {
+        for via_tun in [round % 2 == 0, round % 2 == 1] {
             let dst = if via_tun { &tun } else { &tproxy };
             let before = tun_in(&lab);
-            let t = iperf(&lab, dst, None);
-            let u = iperf(&lab, dst, Some(udp_kbit));
+            let t = iperf(&lab, dst, None, SECS);
+            let u = iperf(&lab, dst, Some(udp_kbit), SECS);
             let after = tun_in(&lab);
             let ingress = if via_tun { "TUN" } else { "TPROXY" };
             eprintln!(

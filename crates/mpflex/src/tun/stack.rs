@@ -409,7 +409,16 @@ pub async fn run(
             r = dev.readable() => r.context("waiting on the TUN device")?,
             _ = stack.poked.notified() => {}
             _ = tokio::time::sleep(delay) => {}
-            Some((flow, msg)) = frx.recv() => flows.on_session(flow, msg),
+            Some((flow, msg)) = frx.recv() => {
+                flows.on_session(flow, msg);
+                // Take what else waits too: each turn of this loop steps the whole stack,
+                // so one answer a turn lets a UDP stream fill the session's backlog for
+                // this ingress (`FLOW_BACKLOG`), which then drops its datagrams.
+                for _ in 1..READ_BATCH {
+                    let Ok((flow, msg)) = frx.try_recv() else { break };
+                    flows.on_session(flow, msg);
+                }
+            }
             _ = stop.cancelled() => return Ok(()),
             _ = h.closed.cancelled() => return Ok(()),
         }
