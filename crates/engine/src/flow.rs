@@ -8,6 +8,8 @@
 //! used, so updates stay rare.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -17,6 +19,59 @@ use crate::ProtocolError;
 /// A payload at least this long that a stream's application will take at once is kept
 /// as the slice of the read buffer it arrived in; shorter ones are copied.
 const KEEP_SLICE_FROM: usize = 8 * 1024;
+
+/// Receive credit that several sessions share: a server gives one pool to each client
+/// key, so the key's sessions together hold at most the pool's limit of payload their
+/// peers may send beyond what applications took (in flight, out of order, or unread),
+/// whatever the number of sessions. Each session keeps [`MIN_CREDIT`] whatever the pool
+/// says, so none stalls for want of a share; the pool may exceed its limit by that much
+/// per session.
+#[derive(Debug)]
+pub struct CreditPool {
+    limit: u64,
+    granted: AtomicU64,
+}
+
+/// Credit a session sharing a pool always keeps open: enough that its peer goes on
+/// sending (and its consumption goes on reopening credit) while the pool is spent.
+pub const MIN_CREDIT: u64 = mpflex_wire::INITIAL_SESSION_CREDIT;
+
+impl CreditPool {
+    pub fn new(limit: u64) -> Arc<CreditPool> {
+        Arc::new(CreditPool {
+            limit,
+            granted: AtomicU64::new(0),
+        })
+    }
+
+    /// Credit the pool's sessions hold now.
+    pub fn granted(&self) -> u64 {
+        self.granted.load(Ordering::Relaxed)
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Takes up to `want` within the limit; what it took.
+    fn take_up_to(&self, want: u64) -> u64 {
+        let mut got = 0;
+        let _ = self.granted.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |g| {
+            got = want.min(self.limit.saturating_sub(g));
+            Some(g + got)
+        });
+        got
+    }
+
+    /// Takes `n` whatever the limit (a session's [`MIN_CREDIT`]).
+    fn force(&self, n: u64) {
+        self.granted.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn release(&self, n: u64) {
+        self.granted.fetch_sub(n, Ordering::Relaxed);
+    }
+}
 
 /// The session-wide credit in both directions.
 #[derive(Debug)]
@@ -29,21 +84,51 @@ pub(crate) struct SessionFlow {
     rx_received: u64,
     rx_consumed: u64,
     rx_max: u64,
+    /// Where credit beyond [`MIN_CREDIT`] comes from, if shared.
+    pool: Option<Arc<CreditPool>>,
     /// A `MaxData` with `rx_max` must go to the peer.
     pub update_needed: bool,
 }
 
+impl Drop for SessionFlow {
+    fn drop(&mut self) {
+        if let Some(p) = &self.pool {
+            p.release(self.rx_max - self.rx_consumed);
+        }
+    }
+}
+
 impl SessionFlow {
-    pub fn new(window: u64) -> Self {
+    /// Credit of `window` each way (the peer's, until its first `MaxData`, is the
+    /// protocol's [`mpflex_wire::INITIAL_SESSION_CREDIT`]); with a `pool`, what the
+    /// window asks beyond [`MIN_CREDIT`] comes from it. The peer hears of our credit at
+    /// once (`update_needed`).
+    pub fn new(window: u64, pool: Option<Arc<CreditPool>>) -> Self {
+        // The peer may send the initial credit before it hears from us: ours is never less.
+        let initial = mpflex_wire::INITIAL_SESSION_CREDIT;
+        let window = window.max(initial);
+        let rx_max = match &pool {
+            None => window,
+            Some(p) => {
+                p.force(initial);
+                initial + p.take_up_to(window - initial)
+            }
+        };
         SessionFlow {
             window,
             tx_used: 0,
-            tx_max: window,
+            tx_max: initial,
             rx_received: 0,
             rx_consumed: 0,
-            rx_max: window,
-            update_needed: false,
+            rx_max,
+            pool,
+            update_needed: true,
         }
+    }
+
+    /// The pool this session's receive credit comes from, if shared.
+    pub fn pool(&self) -> Option<Arc<CreditPool>> {
+        self.pool.clone()
     }
 
     /// Payload bytes the peer lets us queue now.
@@ -83,15 +168,36 @@ impl SessionFlow {
     }
 
     /// An application read `n` bytes (or they were discarded). True if the window
-    /// re-opened and the peer must hear of it.
+    /// re-opened and the peer must hear of it. Re-opens once less than half the window
+    /// is left; with a pool, by what the pool lends (announced once it is worth a frame:
+    /// an eighth of the window), and always back up to [`MIN_CREDIT`].
     pub fn on_consumed(&mut self, n: u64) -> bool {
         self.rx_consumed += n;
-        if self.rx_max - self.rx_consumed < self.window / 2 {
+        // Consumed bytes leave the credit held: what is open is what is held.
+        if let Some(pool) = &self.pool {
+            pool.release(n);
+        }
+        let open = self.rx_max - self.rx_consumed;
+        if open >= self.window / 2 {
+            return false;
+        }
+        let want = self.window - open;
+        let Some(pool) = &self.pool else {
             self.rx_max = self.rx_consumed + self.window;
             self.update_needed = true;
             return true;
+        };
+        let mut got = pool.take_up_to(want);
+        let floor = MIN_CREDIT.saturating_sub(open + got);
+        if got < self.window / 8 && floor == 0 {
+            pool.release(got);
+            return false;
         }
-        false
+        pool.force(floor);
+        got += floor;
+        self.rx_max += got;
+        self.update_needed = true;
+        true
     }
 
     /// Delivered bytes no application has read yet.
@@ -254,34 +360,90 @@ impl Stream {
 mod tests {
     use super::*;
 
+    const MIB: u64 = 1 << 20;
+
     #[test]
     fn session_window_reopens_after_half_is_read() {
-        let mut f = SessionFlow::new(100);
-        f.on_received(60).unwrap();
-        assert!(!f.on_consumed(49), "less than half used: no update");
+        let mut f = SessionFlow::new(4 * MIB, None);
+        assert!(f.update_needed, "the peer hears of the window at once");
+        f.update_needed = false;
+        f.on_received(3 * MIB).unwrap();
+        assert!(!f.on_consumed(2 * MIB - 1), "less than half used: no update");
         assert!(f.on_consumed(2));
         assert!(f.update_needed);
-        assert_eq!(f.rx_max(), 151);
-        assert_eq!(f.unread(), 9);
+        assert_eq!(f.rx_max(), 6 * MIB + 1);
+        assert_eq!(f.unread(), MIB - 1);
     }
 
     #[test]
     fn a_peer_beyond_the_session_window_is_an_error() {
-        let mut f = SessionFlow::new(100);
-        f.on_received(100).unwrap();
+        let mut f = SessionFlow::new(4 * MIB, None);
+        f.on_received(4 * MIB).unwrap();
         assert_eq!(f.on_received(1), Err(ProtocolError::SessionWindow));
     }
 
     #[test]
-    fn send_credit_is_taken_given_back_and_raised() {
-        let mut f = SessionFlow::new(100);
-        f.take(80);
+    fn a_window_below_the_initial_credit_grants_the_initial_credit() {
+        let f = SessionFlow::new(64 << 10, None);
+        assert_eq!(f.rx_max(), mpflex_wire::INITIAL_SESSION_CREDIT);
+    }
+
+    #[test]
+    fn send_credit_starts_at_the_protocols_initial_credit_and_is_raised() {
+        let mut f = SessionFlow::new(64 * MIB, None);
+        assert_eq!(f.send_room(), mpflex_wire::INITIAL_SESSION_CREDIT, "not our own window");
+        f.take(MIB - 20);
         assert_eq!(f.send_room(), 20);
         f.give_back(30);
         assert_eq!(f.send_room(), 50);
-        assert!(!f.raise(90), "a lower limit is ignored");
-        assert!(f.raise(200));
-        assert_eq!(f.send_room(), 150);
+        assert!(!f.raise(MIB - 1), "a lower limit is ignored");
+        assert!(f.raise(2 * MIB));
+        assert_eq!(f.send_room(), MIB + 50);
+    }
+
+    #[test]
+    fn sessions_sharing_a_pool_hold_its_limit_and_each_keeps_its_minimum() {
+        let pool = CreditPool::new(3 * MIB);
+        let mut a = SessionFlow::new(4 * MIB, Some(pool.clone()));
+        assert_eq!(a.rx_max(), 3 * MIB, "the pool's limit, not the window");
+        let mut b = SessionFlow::new(4 * MIB, Some(pool.clone()));
+        assert_eq!(b.rx_max(), MIN_CREDIT, "the pool is spent: the minimum");
+        assert_eq!(pool.granted(), 4 * MIB);
+
+        // a's application reads what came: its credit goes back to the pool and a takes
+        // what the pool can lend (b holds its minimum).
+        a.on_received(3 * MIB).unwrap();
+        a.update_needed = false;
+        assert!(a.on_consumed(3 * MIB));
+        assert_eq!(a.rx_max(), 5 * MIB);
+        assert_eq!(pool.granted(), 3 * MIB);
+
+        // b is held at its minimum while a holds the rest, and keeps it as it reads.
+        b.on_received(MIN_CREDIT).unwrap();
+        assert!(b.on_consumed(MIN_CREDIT));
+        assert_eq!(b.rx_max() - MIN_CREDIT, MIN_CREDIT, "the minimum open again");
+        assert_eq!(pool.granted(), 3 * MIB);
+
+        drop(a);
+        assert_eq!(pool.granted(), MIN_CREDIT, "an ended session gives back what it held");
+        drop(b);
+        assert_eq!(pool.granted(), 0);
+    }
+
+    #[test]
+    fn a_grant_too_small_to_announce_waits_in_the_pool() {
+        let pool = CreditPool::new(5 * MIB);
+        let mut a = SessionFlow::new(4 * MIB, Some(pool.clone()));
+        let _b = SessionFlow::new(4 * MIB, Some(pool.clone()));
+        assert_eq!((a.rx_max(), pool.granted()), (4 * MIB, 5 * MIB));
+        a.on_received(3 * MIB).unwrap();
+        a.update_needed = false;
+        // A small read frees less than an eighth of the window: nothing announced, and
+        // the pool keeps what it could not lend usefully.
+        assert!(!a.on_consumed(64 << 10));
+        assert!(!a.update_needed);
+        assert_eq!(a.rx_max(), 4 * MIB);
+        assert_eq!(pool.granted(), 5 * MIB - (64 << 10));
     }
 
     #[test]

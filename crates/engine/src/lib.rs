@@ -45,6 +45,7 @@ pub use config::{EngineConfig, Role, IDLE_KEEPALIVE, NOTSENT_LOWAT, QUICK_ACK_RE
 pub use datagram::{
     DatagramClass, DatagramCounters, FlowId, COPY_WAIT, MAX_WAIT, QUEUE_BYTES, REALTIME_MAX_LEN, REALTIME_MAX_RATE,
 };
+pub use flow::{CreditPool, MIN_CREDIT};
 pub use kernel::{RateEstimate, TcpInfo, INFINITE_SSTHRESH, INIT_CWND};
 pub use mpflex_sched::{SchedulerKind, UnknownScheduler};
 pub use mpflex_wire::{CloseCode, FlowCloseCode, ResetCode, Tier, UnknownTier};

@@ -143,6 +143,11 @@ fn datagrams_go_before_bulk_stream_bytes() {
     // datagram comes (queue control's part: `realtime_datagrams_engage_queue_control`).
     let mut pair = Pair::with("minrtt", &[(10, 1000)], |c| c.queue_target = Duration::ZERO);
     let id = pair.open(&[1u8; 1000]);
+    // The server's first `MaxData` raises the session's credit beyond the protocol's
+    // initial megabyte.
+    for _ in 0..50 {
+        pair.step();
+    }
     assert_eq!(
         pair.client.stream_send(id, Bytes::from(vec![2u8; 3_000_000])),
         3_000_000

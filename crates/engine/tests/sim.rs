@@ -195,9 +195,19 @@ fn redundant_survives_any_single_path_and_counts_copies() {
     assert!(resent > 0);
 }
 
+/// Runs until each end has heard the other's session credit (its first `MaxData`, sent
+/// as soon as a path is up): beyond the protocol's initial megabyte, a test's first
+/// write is taken whole.
+fn credit_announced(sim: &mut Sim) {
+    for _ in 0..200 {
+        sim.step();
+    }
+}
+
 #[test]
 fn many_streams_all_complete() {
     let mut sim = Sim::new("minrtt", &[(5, 5000), (15, 5000)]);
+    credit_announced(&mut sim);
     let mut ids = Vec::new();
     for i in 0..1000u64 {
         let data = pattern(i, 3000 + (i as usize % 7) * 1000);
@@ -238,9 +248,13 @@ fn many_streams_all_complete() {
 /// not fit is handed back and goes out once credit returns.
 #[test]
 fn opening_a_stream_with_the_session_window_used_up_stays_within_it() {
-    const WINDOW: u64 = 64 * 1024;
-    let mut sim = Sim::with("minrtt", &[(20, 100)], |c| c.session_window = WINDOW);
-    let up_a = pattern(3, 400_000);
+    // The smallest session window there is: the protocol's initial credit.
+    const WINDOW: u64 = mpflex_wire::INITIAL_SESSION_CREDIT;
+    let mut sim = Sim::with("minrtt", &[(20, 1000)], |c| {
+        whole_writes(c);
+        c.session_window = WINDOW
+    });
+    let up_a = pattern(3, 2 * WINDOW as usize);
     let a = sim.client.open_with(addr(), Bytes::from(up_a[..1000].to_vec())).0;
     let mut off_a = 1000;
     off_a += sim.client.stream_send(a, Bytes::copy_from_slice(&up_a[off_a..]));
@@ -374,6 +388,7 @@ fn resetting_a_stream_returns_its_unsent_bytes_to_the_session_window() {
         whole_writes(c);
         c.session_window = c.stream_window
     });
+    credit_announced(&mut sim);
     let a = sim.client.open_with(addr(), Bytes::new()).0;
     let window = sim.client.config().stream_window as usize;
     assert_eq!(sim.client.stream_send(a, Bytes::from(vec![1u8; window])), window);

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use mpflex_engine::CreditPool;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
@@ -112,6 +113,8 @@ pub struct Budget {
     pub dns_lookups: usize,
     pub dns_lookups_per_client: usize,
     pub datagrams_per_second: u32,
+    /// Session credit the server grants one key's sessions together, bytes.
+    pub receive_per_client: u64,
 }
 
 /// Descriptors kept out of the budget for what no client is charged for: listeners,
@@ -145,6 +148,7 @@ impl Budget {
             dns_lookups: l.max_dns_lookups,
             dns_lookups_per_client: l.max_dns_lookups_per_client.min(l.max_dns_lookups),
             datagrams_per_second: l.max_datagrams_per_second,
+            receive_per_client: l.receive_buffer_per_client,
         }
     }
 }
@@ -170,6 +174,8 @@ pub struct Client {
     flows: AtomicUsize,
     descriptors: AtomicUsize,
     dns: Arc<Semaphore>,
+    /// The receive credit the key's sessions share ([`Budget::receive_per_client`]).
+    credit: Arc<CreditPool>,
     logged: Mutex<Option<Instant>>,
 }
 
@@ -287,6 +293,7 @@ impl Quotas {
                     flows: AtomicUsize::new(0),
                     descriptors: AtomicUsize::new(0),
                     dns: Arc::new(Semaphore::new(self.budget.dns_lookups_per_client)),
+                    credit: CreditPool::new(self.budget.receive_per_client),
                     logged: Mutex::new(None),
                 })
             })
@@ -418,6 +425,11 @@ impl SessionAccount {
         self.quotas.refuse(&self.client, limit);
     }
 
+    /// The receive credit this session shares with the other sessions of its key.
+    pub fn receive_credit(&self) -> Arc<CreditPool> {
+        self.client.credit.clone()
+    }
+
     /// The token bucket of one of this session's flows.
     pub fn datagram_rate(&self) -> Rate {
         Rate::new(self.quotas.budget.datagrams_per_second)
@@ -542,6 +554,7 @@ mod tests {
             dns_lookups: 2,
             dns_lookups_per_client: 1,
             datagrams_per_second: 100,
+            receive_per_client: 4 << 20,
         })
     }
 

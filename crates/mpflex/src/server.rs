@@ -324,7 +324,10 @@ impl Server {
         }
         let acct = self.quotas.open_session(client, name)?;
         let scheduler = self.cfg.scheduler_kind().expect("validated").build();
-        let sess = Session::new(self.cfg.tuning.engine(Role::Server), scheduler, Instant::now());
+        let mut sess = Session::new(self.cfg.tuning.engine(Role::Server), scheduler, Instant::now());
+        // What the key's clients may send ahead of their destinations is one budget
+        // over all its sessions (`limits.receive_buffer_per_client`).
+        sess.share_receive_credit(acct.receive_credit());
         let (tx, rx) = mpsc::unbounded_channel();
         let mut h = SessionHandle::new(sess, Vec::new(), Some(tx));
         h.pacing = self.cfg.tuning.pacing;

@@ -36,8 +36,17 @@ pub use route::{Route, RouteError, MAGIC as ROUTE_MAGIC, ROUTE_LEN, ROUTE_VERSIO
 /// echo messages (requests out, replies back). 10: the server sends a stream's first
 /// `Window` once its destination is connected (and none before), so a client may hold
 /// the application's connection until then. 11: a record with no plaintext is a key
-/// update: the records after it are sealed under the next key (Noise REKEY).
-pub const VERSION: u8 = 11;
+/// update: the records after it are sealed under the next key (Noise REKEY). 12: a
+/// session's credit starts at [`INITIAL_SESSION_CREDIT`] each way, whatever either end's
+/// configured window, until the receiver's first `MaxData`.
+pub const VERSION: u8 = 12;
+
+/// Stream payload a sender may put on its paths before the receiver's first `MaxData`
+/// (the receiver sends one as soon as it has a path). Explicit, as QUIC's
+/// `initial_max_data` transport parameter, so a receiver can grant less than its window
+/// (a server sharing a budget among one client's sessions) or more, and no end relies on
+/// the other's configuration.
+pub const INITIAL_SESSION_CREDIT: u64 = 1 << 20;
 /// Largest payload of a `Datagram`: the largest UDP payload over IPv4 (65535 − 20-byte IP
 /// header − 8-byte UDP header; RFC 768, RFC 791).
 pub const MAX_DATAGRAM: usize = 65_507;

@@ -28,6 +28,7 @@ mod transmit;
 mod urgent;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -37,7 +38,7 @@ use mpflex_wire::{CloseCode, FlowCloseCode, ResetCode, TargetAddr};
 use crate::config::{EngineConfig, Role};
 use crate::control::Feedback;
 use crate::datagram::{DatagramClass, DatagramCounters, Datagrams, FlowId, PendingClose};
-use crate::flow::{SessionFlow, Stream};
+use crate::flow::{CreditPool, SessionFlow, Stream};
 use crate::paths::{bytes_in_flight, Load, PathCounters, PathStatus, Paths};
 use crate::recv::Assembler;
 use crate::send::SendQueue;
@@ -230,7 +231,7 @@ impl Session {
             blocked: HashSet::new(),
             gave_up: false,
             windows_needed: BTreeSet::new(),
-            flow: SessionFlow::new(cfg.session_window),
+            flow: SessionFlow::new(cfg.session_window, None),
             send: SendQueue::default(),
             recv: Assembler::default(),
             feedback: Feedback::default(),
@@ -347,6 +348,14 @@ impl Session {
         self.wake();
     }
 
+    /// Takes this session's receive credit beyond [`crate::flow::MIN_CREDIT`] from `pool`,
+    /// shared with other sessions (a server's per client key). Call before the session
+    /// carries anything.
+    pub fn share_receive_credit(&mut self, pool: Arc<CreditPool>) {
+        debug_assert_eq!(self.flow.unread(), 0, "receive credit shared after data arrived");
+        self.flow = SessionFlow::new(self.cfg.session_window, Some(pool));
+    }
+
     /// Sequenced frames kept until the peer acknowledges them (sent or not).
     pub fn buffered_frames(&self) -> usize {
         self.send.outgoing_len()
@@ -401,7 +410,7 @@ impl Session {
         self.blocked.clear();
         self.held.clear();
         self.windows_needed.clear();
-        self.flow = SessionFlow::new(self.cfg.session_window);
+        self.flow = SessionFlow::new(self.cfg.session_window, self.flow.pool());
         self.send = SendQueue::default();
         self.recv = Assembler::default();
         self.feedback = Feedback::default();

@@ -216,6 +216,18 @@ impl Session {
 
     /// Takes received bytes (up to `max`) for the application.
     pub fn stream_recv(&mut self, stream: StreamId, max: usize) -> RecvResult {
+        let r = self.stream_take(stream, max);
+        if let RecvResult::Data(chunk) = &r {
+            self.stream_delivered(chunk.len() as u64);
+        }
+        r
+    }
+
+    /// As [`Session::stream_recv`], but the bytes taken stay charged to the session's
+    /// credit until [`Session::stream_delivered`] says the application has them: for a
+    /// reader that writes them on to a socket that may take them slowly, so what it holds
+    /// meanwhile stays within the credit the peer was granted.
+    pub fn stream_take(&mut self, stream: StreamId, max: usize) -> RecvResult {
         let Some(s) = self.streams.get_mut(&stream) else {
             return RecvResult::Gone;
         };
@@ -233,10 +245,15 @@ impl Session {
             self.windows_needed.insert(stream);
             self.wake();
         }
-        if self.flow.on_consumed(chunk.len() as u64) {
+        RecvResult::Data(chunk)
+    }
+
+    /// `n` bytes taken with [`Session::stream_take`] reached the application (or were
+    /// dropped with it): their credit re-opens.
+    pub fn stream_delivered(&mut self, n: u64) {
+        if self.flow.on_consumed(n) {
             self.wake();
         }
-        RecvResult::Data(chunk)
     }
 
     /// What `stream` has queued for the peer so far: (bytes, whether its end is queued).

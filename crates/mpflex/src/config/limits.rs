@@ -36,6 +36,11 @@ pub struct Limits {
     pub max_dns_lookups_per_client: usize,
     /// Datagrams a client may send into one flow per second; more are dropped, counted.
     pub max_datagrams_per_second: u32,
+    /// Stream bytes, over all sessions of one client key, that its peers may have sent
+    /// and the destinations not yet taken (in flight, out of order, or waiting for a slow
+    /// destination): the session credit (`MaxData`) the server grants the key's sessions
+    /// together. Each session keeps 1 MiB whatever the others hold.
+    pub receive_buffer_per_client: u64,
 }
 
 impl Default for Limits {
@@ -74,6 +79,11 @@ impl Default for Limits {
             // A gigabit QUIC download acknowledges every other packet, some 45,000 a
             // second; a flood of small datagrams into one flow beyond this is dropped.
             max_datagrams_per_second: 50_000,
+            // Three quarters of one session's window (`tuning.session_window`): an upload
+            // still fills a gigabit link 300 ms away, and a key's sessions together, with
+            // each one's own megabyte, stay within the 64 MB a key may cost the server
+            // (docs/security.md).
+            receive_buffer_per_client: 48 << 20,
         }
     }
 }
@@ -88,6 +98,12 @@ impl Limits {
         }
         if self.max_handshakes_per_source > self.max_handshakes {
             bail!("limits.max_handshakes_per_source: at most limits.max_handshakes");
+        }
+        if self.receive_buffer_per_client < mpflex_wire::INITIAL_SESSION_CREDIT {
+            bail!(
+                "limits.receive_buffer_per_client: at least {} bytes (the protocol's initial session credit)",
+                mpflex_wire::INITIAL_SESSION_CREDIT
+            );
         }
         let counts = [
             ("max_sessions_per_client", self.max_sessions_per_client),

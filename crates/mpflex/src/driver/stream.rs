@@ -201,25 +201,41 @@ async fn downlink<W: AppWrite>(h: SessionHandle, id: StreamId, mut wr: W, sig: A
     let mut chunks: Vec<Bytes> = Vec::new();
     loop {
         // Take everything that is waiting (up to a bound) in one lock, write it in one go.
-        let end = h.with(|sh| {
+        // The bytes stay charged to the session's credit until written, so a destination
+        // that reads slowly holds the peer back instead of this task's memory growing.
+        let (end, taken) = h.with(|sh| {
             let mut total = 0;
             loop {
-                match sh.sess.stream_recv(id, 1 << 20) {
+                match sh.sess.stream_take(id, 1 << 20) {
                     RecvResult::Data(b) => {
                         total += b.len();
                         chunks.push(b);
                         if total >= 1 << 20 {
-                            return None;
+                            return (None, total);
                         }
                     }
-                    other => return Some(other),
+                    other => return (Some(other), total),
                 }
             }
         });
         if !chunks.is_empty() {
-            if let Err(e) = write_all_vectored(&mut wr, &mut chunks).await {
-                debug!(stream = id, "application write failed: {e}");
-                h.with(|sh| sh.sess.stream_reset(id, ResetCode::App));
+            // A destination that stops reading does not hold the task past the session.
+            let written = tokio::select! {
+                r = write_all_vectored(&mut wr, &mut chunks) => r,
+                _ = h.closed.cancelled() => Err(io::ErrorKind::ConnectionAborted.into()),
+            };
+            // Written or lost with the application: either way no longer held.
+            h.with(|sh| {
+                sh.sess.stream_delivered(taken as u64);
+                if let Err(e) = &written {
+                    debug!(stream = id, "application write failed: {e}");
+                    sh.sess.stream_reset(id, ResetCode::App);
+                }
+            });
+            if written.is_err() {
+                if h.closed.is_cancelled() {
+                    wr.abort();
+                }
                 return;
             }
         }

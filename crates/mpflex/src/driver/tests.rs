@@ -65,6 +65,12 @@ async fn writer_ends_when_reset_with_unsent_bytes() {
     // Far more than the peer will read: unsent bytes stay in the client's kernel.
     let (id, _sig, _) = h.open_stream(TargetAddr::Domain("x".into(), 80), Bytes::new());
     let payload = Bytes::from(vec![7u8; 3 << 20]);
+    // The peer's credit, beyond the protocol's initial megabyte.
+    h.with(|sh| {
+        sh.sess
+            .handle_frame(0, mpflex_wire::Frame::MaxData { max: 1 << 30 }, Instant::now())
+            .unwrap()
+    });
     assert_eq!(h.with(|sh| sh.sess.stream_send(id, payload)), 3 << 20);
 
     let csock = Arc::new(csock);
@@ -147,7 +153,8 @@ async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
 #[tokio::test]
 async fn bytes_read_while_others_filled_the_session_window_are_kept() {
     use tokio::io::AsyncWriteExt;
-    const WINDOW: u64 = 64 * 1024;
+    // The peer's credit until it says more: the protocol's initial credit.
+    const WINDOW: u64 = mpflex_wire::INITIAL_SESSION_CREDIT;
     let mut cfg = EngineConfig::new(Role::Client);
     cfg.session_window = WINDOW;
     let sched = mpflex_sched::by_name("minrtt").unwrap();
