@@ -2,8 +2,9 @@
 # The soak (docs/security.md): a lab client and server (network namespaces; needs root,
 # python3, curl) under 1,000 streams opening and closing continuously, each exchange
 # checked byte by byte, with a random path's connection killed every 10 to 30 s; the RSS
-# of server and client sampled 60 times (each minute of the hour). Fails if any byte is
-# lost or altered, or if either RSS's last ten samples are more than 5 % off samples 10–20.
+# of server and client read every 2 s, each minute's median kept. Fails if any exchange
+# fails or arrives altered (each failure is printed with its reason), or if either RSS's
+# last ten minutes are more than 5 % off minutes 10–20.
 #
 #   scripts/soak.sh [SECONDS] [STREAMS]      (defaults: 3600 and 1000)
 set -euo pipefail
