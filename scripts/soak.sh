@@ -10,4 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MPFLEX_SOAK_SECS=${1:-3600} MPFLEX_SOAK_STREAMS=${2:-1000} CI=true
+# Each stream the peer resets is logged with its reset code (the daemons' logs are kept
+# in the lab's directory when the soak fails).
+export MPFLEX_TEST_RUST_LOG=${MPFLEX_TEST_RUST_LOG:-info,mpflex::driver::events=debug}
 cargo test --release -p mpflex --test soak -- --ignored --nocapture 2>&1 | tee "${TMPDIR:-/tmp}/mpflex-soak.log"
