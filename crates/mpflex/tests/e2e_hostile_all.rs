@@ -37,18 +37,6 @@ const RATE_MBIT: u32 = 100;
 const PINGS: usize = 200;
 const PING_BYTES: usize = 100;
 
-/// Best of `runs` honest 50 MB downloads, each checked; seconds.
-fn download_time(lab: &Lab, runs: usize) -> f64 {
-    let want = lab.expected_sha256(SIZE);
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            assert_eq!(lab.fetch(SIZE), want, "the honest download arrived corrupted or failed");
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::MAX, f64::min)
-}
-
 /// The 99th percentile of [`PINGS`] small requests, one at a time on one kept-alive
 /// stream through the honest client; ms.
 fn ping_p99(lab: &Lab) -> f64 {
@@ -199,8 +187,8 @@ fn every_attack_at_once_leaves_the_honest_client_its_rate_and_latency() {
     }
 
     // Without the attacks: warm, then the honest client's times.
-    download_time(&lab, 1);
-    let base_dl = download_time(&lab, 2);
+    best_download(&lab, SIZE, 1);
+    let base_dl = best_download(&lab, SIZE, 2);
     let base_ping = ping_p99(&lab).min(ping_p99(&lab));
     let idle_kib = rss_kib_of(server_pid);
 
@@ -250,7 +238,7 @@ fn every_attack_at_once_leaves_the_honest_client_its_rate_and_latency() {
     std::thread::sleep(Duration::from_secs(4));
 
     let attacked_ping = ping_p99(&lab).min(ping_p99(&lab));
-    let attacked_dl = download_time(&lab, 2);
+    let attacked_dl = best_download(&lab, SIZE, 2);
     let status = lab.server_status();
     let m = server_metrics(&lab);
     stop.store(true, Ordering::Relaxed);

@@ -28,18 +28,6 @@ const SILENT_PORT: u16 = 9_000;
 const SIZE: u64 = 50 << 20;
 const RATE_MBIT: u32 = 100;
 
-/// The best of `runs` downloads of [`SIZE`] by the honest client, each checked; seconds.
-fn download_time(lab: &Lab, runs: usize) -> f64 {
-    let want = lab.expected_sha256(SIZE);
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            assert_eq!(lab.fetch(SIZE), want, "the honest download arrived corrupted or failed");
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::MAX, f64::min)
-}
-
 #[test]
 fn one_hostile_key_cannot_take_what_other_clients_need() {
     let name = "one_hostile_key_cannot_take_what_other_clients_need";
@@ -76,7 +64,7 @@ fn one_hostile_key_cannot_take_what_other_clients_need() {
     let dest = lab.server_addr(0);
 
     // Without the attack.
-    let base = download_time(&lab, 2);
+    let base = best_download(&lab, SIZE, 2);
 
     // Three processes of one hostile key, each a session of its own.
     let hostile: Vec<_> = (0..HOSTILE).map(|i| hostile_client(&lab, &hostile_priv, i)).collect();
@@ -137,7 +125,7 @@ fn one_hostile_key_cannot_take_what_other_clients_need() {
         let dest = dest.clone();
         move || hold_streams(SocketAddr::from(([127, 0, 0, 1], SOCKS_PORT)), &dest, SILENT_PORT, 50)
     });
-    let attacked = download_time(&lab, 2);
+    let attacked = best_download(&lab, SIZE, 2);
     assert_eq!(open_count(&honest), 50, "the honest client's streams were refused");
     eprintln!(
         "honest 50 MB download: {base:.2} s alone, {attacked:.2} s beside the attack ({:.2} of its rate)",

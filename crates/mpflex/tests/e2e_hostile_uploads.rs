@@ -28,18 +28,6 @@ const RATE_MBIT: u32 = 200;
 /// time to send several times the key's budget if nothing held it back.
 const ATTACK: Duration = Duration::from_secs(10);
 
-/// The best of `runs` downloads of [`SIZE`] by the honest client, each checked; seconds.
-fn download_time(lab: &Lab, runs: usize) -> f64 {
-    let want = lab.expected_sha256(SIZE);
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            assert_eq!(lab.fetch(SIZE), want, "the honest download arrived corrupted or failed");
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::MAX, f64::min)
-}
-
 /// Opens a stream through `proxy` to the sink and writes into it until the write fails
 /// (the test's end kills the proxy). Returns at once; the writing runs in a thread.
 fn upload_forever(cns: &str, proxy: SocketAddr, dest: String) {
@@ -71,7 +59,7 @@ fn one_key_uploading_into_silent_destinations_holds_one_budget() {
     let dest = lab.server_addr(0);
 
     // Without the attack.
-    let base = download_time(&lab, 2);
+    let base = best_download(&lab, SIZE, 2);
     let idle = rss_kib_of(server_pid);
 
     let hostile: Vec<_> = (0..HOSTILE).map(|i| hostile_client(&lab, &hostile_priv, i)).collect();
@@ -87,7 +75,7 @@ fn one_key_uploading_into_silent_destinations_holds_one_budget() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let sessions = metric(&server_metrics(&lab), "mpflex_sessions");
-    let attacked = download_time(&lab, 1);
+    let attacked = best_download(&lab, SIZE, 1);
     peak = peak.max(rss_kib_of(server_pid));
     let grown_mb = (peak.saturating_sub(idle)) as f64 / 1024.0;
     eprintln!(

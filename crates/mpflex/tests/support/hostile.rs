@@ -57,6 +57,19 @@ pub async fn timed_join(
     Ok(t0.elapsed())
 }
 
+/// The best of `runs` downloads of `size` bytes by the lab's honest client, each
+/// checked against its sha256; seconds.
+pub fn best_download(lab: &Lab, size: u64, runs: usize) -> f64 {
+    let want = lab.expected_sha256(size);
+    (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            assert_eq!(lab.fetch(size), want, "the honest download arrived corrupted or failed");
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::MAX, f64::min)
+}
+
 /// Raises this process's soft descriptor limit to its hard one; returns the limit.
 pub fn raise_nofile() -> u64 {
     let mut r = libc::rlimit {
