@@ -6,13 +6,12 @@
 //! (docs/paths.md).
 
 mod support;
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use support::exchange::{origin, slot, Tally};
+use support::exchange::{origin, origin_listener, slot, Tally};
 use support::*;
 
 /// Exchanges in flight at once, each closed after its exchange and opened again.
@@ -33,7 +32,7 @@ impl Load {
     fn start(lab: &Lab, port: u16) -> Load {
         support::hostile::raise_nofile();
         let (sns, cns) = (lab.topo.server_ns.clone(), lab.topo.client_ns.clone());
-        let l = in_ns(&sns, move || TcpListener::bind(("0.0.0.0", port)).unwrap());
+        let l = in_ns(&sns, move || origin_listener(port));
         std::thread::spawn(move || origin(l));
         let (tally, stop) = (Arc::new(Tally::default()), Arc::new(AtomicBool::new(false)));
         let slots = (0..STREAMS)

@@ -7,13 +7,12 @@
 //! and not one byte is lost or altered.
 
 mod support;
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use support::exchange::{origin, slot, Tally};
+use support::exchange::{origin, origin_listener, slot, Tally};
 use support::*;
 
 /// Streams open at once, each closed after its exchange and opened again.
@@ -47,7 +46,7 @@ fn soak_streams_and_path_kills_keep_memory_flat_and_every_byte() {
     support::hostile::raise_nofile();
     let lab = Lab::new(Options::default());
     let (sns, cns) = (lab.topo.server_ns.clone(), lab.topo.client_ns.clone());
-    let l = in_ns(&sns, || TcpListener::bind(("0.0.0.0", PORT)).unwrap());
+    let l = in_ns(&sns, || origin_listener(PORT));
     std::thread::spawn(move || origin(l));
     let pids = [lab.server.as_ref().unwrap().id(), lab.client.as_ref().unwrap().id()];
 

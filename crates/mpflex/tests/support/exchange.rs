@@ -37,6 +37,18 @@ pub fn write_pattern(s: &mut TcpStream, seed: u64, n: usize) -> std::io::Result<
     s.write_all(&body)
 }
 
+/// The origin's listener on `port` (all addresses): an accept queue of 4,096, since a
+/// thousand slots reconnecting at once overflow the standard library's 128 — the kernel
+/// then answers with SYN cookies and resets connections the origin never accepted, which
+/// the slots would count as mpflex's failures.
+pub fn origin_listener(port: u16) -> TcpListener {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.set_reuse_address(true).unwrap();
+    s.bind(&SocketAddr::from(([0, 0, 0, 0], port)).into()).unwrap();
+    s.listen(4_096).unwrap();
+    s.into()
+}
+
 /// The origin: per connection, reads `down: u32, up: u32, seed: u64` and `up` bytes,
 /// answers 1 if they were intact (0 if not), then `down` bytes.
 pub fn origin(l: TcpListener) {
