@@ -49,10 +49,6 @@ impl CreditPool {
         self.granted.load(Ordering::Relaxed)
     }
 
-    pub fn limit(&self) -> u64 {
-        self.limit
-    }
-
     /// Takes up to `want` within the limit; what it took.
     fn take_up_to(&self, want: u64) -> u64 {
         let mut got = 0;
