@@ -40,6 +40,11 @@ fn proto(mptcp: bool) -> Protocol {
 
 /// Serves chunk requests until killed.
 pub fn serve(listen: SocketAddr, mptcp: bool, cc: Option<&str>) -> Result<()> {
+    serve_on(bind(listen, mptcp, cc)?, mptcp)
+}
+
+/// The workload server's listening socket (`listen` may name port 0).
+pub fn bind(listen: SocketAddr, mptcp: bool, cc: Option<&str>) -> Result<TcpListener> {
     let s = Socket::new(Domain::for_address(listen), Type::STREAM, Some(proto(mptcp)))
         .context("socket (is MPTCP enabled? sysctl net.mptcp.enabled)")?;
     // The sender's congestion control decides a download; accepted sockets inherit it.
@@ -50,7 +55,12 @@ pub fn serve(listen: SocketAddr, mptcp: bool, cc: Option<&str>) -> Result<()> {
     s.set_reuse_address(true)?;
     s.bind(&listen.into())?;
     s.listen(1024)?;
-    let l: TcpListener = s.into();
+    Ok(s.into())
+}
+
+/// Serves the workloads on `l` until the process ends.
+pub fn serve_on(l: TcpListener, mptcp: bool) -> Result<()> {
+    let listen = l.local_addr()?;
     // The datagram workloads' server on the same port number (the baselines' server
     // only: kernel MPTCP carries no UDP).
     if !mptcp {
