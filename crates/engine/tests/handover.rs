@@ -122,6 +122,39 @@ fn a_dark_path_is_suspected_within_its_threshold_and_nothing_is_lost() {
     );
 }
 
+/// WiFi is the only path up when it goes dark: its sender suspects it and has nowhere to
+/// re-send what it holds. A path that comes up then (an interface that appears, a
+/// cellular path the energy-aware mode dialled only now) takes what the silent one
+/// held at once, not after the silent one's path timeout.
+#[test]
+fn what_a_lone_silent_path_held_goes_on_a_path_that_comes_up() {
+    // Queue control off: with no path carrying, its bound on bytes ahead of the paths
+    // holds the fixed-rate messages back; this measures the gap on the paths.
+    let s = stream(
+        &[wifi(), lte()],
+        |c| c.queue_target = Duration::ZERO,
+        6,
+        |sim, ms| {
+            if ms == 0 {
+                sim.kill(1);
+            }
+            if ms == 3000 {
+                sim.blackhole(0);
+            }
+            if ms == 3300 {
+                assert_eq!(sim.server.path_state(0), PathState::Suspect);
+                sim.revive(1);
+            }
+        },
+    );
+    // Over the whole run: a stall would end after the stream's 6 s.
+    let gap = s.max_gap(2900, u64::MAX);
+    println!("lone path dark, another up 300 ms later: longest gap {gap} ms");
+    assert_eq!(s.lost(), 0);
+    // The outage (300 ms) plus LTE's one-way delay and a few messages' worth.
+    assert!(gap <= 450, "longest gap {gap} ms");
+}
+
 /// The same outage with LTE's congestion window at ten segments, where CUBIC leaves an
 /// idle connection (RFC 2861's restart after idle, `tcp_slow_start_after_idle`; BBR keeps
 /// its window): LTE carried nothing for seconds before WiFi went dark. The copies of what

@@ -273,6 +273,13 @@ impl Paths {
         }
     }
 
+    /// Whether some path other than `path` would take new data (the rule of
+    /// [`Paths::refresh`] with `path` left out).
+    pub fn others_carry(&self, path: usize) -> bool {
+        let exclude = self.get(path).map_or(0, |p| 1u64 << p.snap.id);
+        self.carrying_without(exclude) != 0
+    }
+
     /// The paths (a mask) that would take new data were those in `exclude` suspect: the
     /// rule of [`Paths::refresh`] over the others.
     fn carrying_without(&self, exclude: u64) -> u64 {

@@ -119,6 +119,21 @@ impl Session {
             .is_some_and(|p| p.effective_tier() >= Tier::EnergyStandby)
     }
 
+    /// (client) Whether `path` need not be connected now: the energy-aware mode holds it
+    /// back and another path carries. eMPTCP opens its cellular subflow only when the mode
+    /// first wakes it (Lim, seed 003 §4.1.5, delayed subflow establishment): the
+    /// handshake alone costs a radio promotion and its tail, the price of a whole small
+    /// transfer. A path no other can replace is never held back.
+    pub fn path_held_back(&self, path: usize) -> bool {
+        self.energy_holds(path) && self.paths.others_carry(path)
+    }
+
+    /// (client) Whether the energy-aware mode holds `path` back now (whatever else
+    /// carries).
+    pub fn energy_holds(&self, path: usize) -> bool {
+        self.aware.is_some() && self.paths.get(path).is_some_and(|p| p.energy_standby)
+    }
+
     /// Each path's modelled energy so far.
     pub fn energy(&self, now: Instant) -> Vec<PathEnergy> {
         let mut e = self.energy.report(self.us(now));

@@ -17,6 +17,11 @@ pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// the ones before it, and the next pause is [`FIRST_BACKOFF`] again.
 pub(super) const HEALTHY_RUN: Duration = Duration::from_secs(10);
 
+/// At the start, how long a path the energy-aware mode holds back lets another path with
+/// a usable link join first (and so hold it back for good): the dial's answer timeout,
+/// after which that other path is failing and this one is needed.
+pub(super) const START_GRACE: Duration = Duration::from_secs(2);
+
 /// One attempt at a connection: when it started and how many attempts failed in a row
 /// before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +42,10 @@ pub(super) enum Phase<C> {
     Joined { conn: C, at: Attempt },
     /// The last attempt failed or its connection ended: no dial before `until`.
     Backoff { until: Instant, failures: u32 },
+    /// The energy-aware mode holds the path back while another path carries: no
+    /// connection until the mode wakes it or nothing else carries (eMPTCP opens its
+    /// cellular subflow only then: Lim, seed 003 §4.1.5).
+    Held { failures: u32 },
 }
 
 /// What the task does on a transition beside entering the next phase.
@@ -78,6 +87,20 @@ impl<C> Phase<C> {
     /// through: the path continues on it, and the backoff starts afresh.
     pub fn probe_through(target: &Target, conn: C, now: Instant) -> Self {
         Phase::aim(target, 0, Some(conn), now)
+    }
+
+    /// Dialing → held back (see [`Phase::Held`]) if `held`; any other phase stays.
+    pub fn hold(self, held: bool) -> Self {
+        match self {
+            Phase::Dialing { at, .. } if held => Phase::Held { failures: at.failures },
+            p => p,
+        }
+    }
+
+    /// Held → let go (the mode woke the path, or nothing else carries): aim again, the
+    /// failures in a row kept.
+    pub fn released(target: &Target, failures: u32, now: Instant) -> Self {
+        Phase::aim(target, failures, None, now)
     }
 
     /// Backoff → its pause is over: the next attempt, one more failure in a row.
@@ -254,5 +277,28 @@ mod tests {
         // Waiting or Backoff: nothing to take down.
         assert_eq!(Phase::retarget(&dial(), now), (fresh, Ask::Nothing));
         assert_eq!(Phase::<&str>::retarget(&wait(), now), (Phase::Waiting, Ask::Nothing));
+    }
+
+    #[test]
+    fn a_held_path_dials_nothing_until_let_go() {
+        let now = Instant::now();
+        let dialing = Phase::<&str>::aim(&dial(), 2, None, now);
+        assert_eq!(dialing.clone().hold(false), dialing);
+        assert_eq!(dialing.hold(true), Phase::Held { failures: 2 });
+        // Only a dial is held: a joined connection, a pause or a wait stay what they are.
+        let joined = at(now, 0).dialled("conn");
+        assert_eq!(joined.clone().hold(true), joined);
+        assert_eq!(Phase::<&str>::Waiting.hold(true), Phase::Waiting);
+        let paused = at(now, 1).ended::<&str>(now);
+        assert_eq!(paused.clone().hold(true), paused);
+        // Let go: the dial, with the failures in a row it had; or a wait if the link went.
+        assert_eq!(
+            Phase::<&str>::released(&dial(), 2, now),
+            Phase::Dialing {
+                bind: bind(),
+                at: at(now, 2)
+            }
+        );
+        assert_eq!(Phase::<&str>::released(&wait(), 2, now), Phase::Waiting);
     }
 }

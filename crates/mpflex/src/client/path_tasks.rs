@@ -20,7 +20,7 @@ use crate::links::wifi;
 use crate::status::snapshot::WaitingView;
 
 use super::dial::{dial, Dialed, Keys};
-use super::path_phase::{Ask, Attempt, Phase};
+use super::path_phase::{Ask, Attempt, Phase, START_GRACE};
 
 /// Starts the paths of `cfg`: the fixed ones now, the others as their interfaces come.
 /// Fails only if interfaces must be watched and netlink cannot be opened.
@@ -246,8 +246,16 @@ async fn path_loop(
         probed_tx,
         shutdown.clone(),
     ));
-    let mut phase = Phase::aim(&read(&mut target), 0, None, Instant::now());
+    let started = Instant::now();
+    let grace_end = started + START_GRACE;
+    let mut held = h.held_signal(i);
+    let mut joined_once = false;
+    let mut phase = Phase::aim(&read(&mut target), 0, None, started);
     loop {
+        if matches!(phase, Phase::Dialing { .. }) {
+            let early = !joined_once && Instant::now() < grace_end && h.another_may_carry(i);
+            phase = phase.hold(*held.borrow_and_update() || early);
+        }
         phase = match phase {
             Phase::Waiting => tokio::select! {
                 _ = changed(&mut target) => asked(&h, i, Phase::retarget(&read(&mut target), Instant::now())),
@@ -263,11 +271,24 @@ async fn path_loop(
                 _ = shutdown.cancelled() => return,
             },
             Phase::Joined { conn, at } => {
+                joined_once = true;
                 info!(path = %target.borrow().name, server = %conn.server, "path up");
                 tokio::select! {
                     r = h.run_path(i, conn.stream, conn.transport, conn.joined) => ended(at, r, &target),
                     Some(d) = probed.recv() => took_over(d, &mut target),
                     _ = changed(&mut target) => asked(&h, i, at.retarget(&read(&mut target), Instant::now())),
+                    _ = shutdown.cancelled() => return,
+                }
+            }
+            Phase::Held { failures } => {
+                debug!(path = %target.borrow().name, "held back by the energy-aware mode; not dialled");
+                let early = !joined_once && Instant::now() < grace_end && h.another_may_carry(i);
+                tokio::select! {
+                    _ = flipped(&mut held) => Phase::released(&read(&mut target), failures, Instant::now()),
+                    _ = tokio::time::sleep_until(grace_end.into()), if early => {
+                        Phase::released(&read(&mut target), failures, Instant::now())
+                    }
+                    _ = changed(&mut target) => asked(&h, i, Phase::retarget(&read(&mut target), Instant::now())),
                     _ = shutdown.cancelled() => return,
                 }
             }
@@ -364,6 +385,13 @@ async fn probe_loop(
                 _ = shutdown.cancelled() => return,
             }
         }
+    }
+}
+
+/// Waits for the held-back signal to change (for ever once its sender is gone).
+async fn flipped(held: &mut watch::Receiver<bool>) {
+    if held.changed().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 

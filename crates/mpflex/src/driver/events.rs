@@ -78,6 +78,10 @@ impl SessionHandle {
                 }
             }
         }
+        for (p, slot) in sh.paths.iter().enumerate() {
+            let held = sh.sess.path_held_back(p);
+            slot.held.send_if_modified(|h| std::mem::replace(h, held) != held);
+        }
         if wake_paths {
             for p in &sh.paths {
                 p.wake.notify_one();

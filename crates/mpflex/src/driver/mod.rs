@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use mpflex_engine::{FlowId, SchedulerKind, Session, StreamId, Tier};
 use mpflex_wire::{CloseCode, FlowCloseCode, ResetCode, TargetAddr};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
@@ -76,6 +76,9 @@ pub struct PathSlot {
     pub wifi_signal: Option<i32>,
     /// Record key switches on its connections: (sent, received) (docs/security.md).
     pub rekeys: (u64, u64),
+    /// (client) Whether the energy-aware mode holds the path back while another carries
+    /// ([`mpflex_engine::Session::path_held_back`]), kept current by every dispatch.
+    pub held: watch::Sender<bool>,
 }
 
 impl PathSlot {
@@ -91,6 +94,7 @@ impl PathSlot {
             tier: Tier::Primary,
             wifi_signal: None,
             rekeys: (0, 0),
+            held: watch::channel(false).0,
         }
     }
 }
@@ -487,6 +491,25 @@ impl SessionHandle {
         self.with(|sh| sh.paths[p].probe.clone())
     }
 
+    /// (client) Follows whether path `p` is held back ([`PathSlot::held`]).
+    pub fn held_signal(&self, p: usize) -> watch::Receiver<bool> {
+        self.with(|sh| sh.paths[p].held.subscribe())
+    }
+
+    /// (client) Whether path `p`, which the energy-aware mode holds back, should let
+    /// another path join first at the start: one that the mode does not hold back has a
+    /// usable link and has not been connected yet (it may be dialling now). Once one
+    /// was, [`PathSlot::held`] says all.
+    pub fn another_may_carry(&self, p: usize) -> bool {
+        self.with(|sh| {
+            sh.sess.energy_holds(p)
+                && (0..sh.paths.len()).any(|q| {
+                    let o = &sh.paths[q];
+                    q != p && o.link.is_none() && o.generation == 0 && !sh.sess.path_energy_standby(q)
+                })
+        })
+    }
+
     /// Whether path `p` is suspect now, and how long a probe of it may take.
     pub fn probe_due(&self, p: usize) -> Option<Duration> {
         self.with(|sh| sh.sess.path_suspect(p).then(|| sh.sess.path_probe_every(p)))
@@ -516,6 +539,7 @@ impl SessionHandle {
                         kind: sess.path_kind(p).name(),
                         energy: energy.get(p).copied().unwrap_or_default(),
                         energy_standby: sess.path_energy_standby(p),
+                        held: *sh.paths[p].held.borrow(),
                         cap: sh.caps.iter().find(|c| c.slot == p).map(|c| c.view(sess)),
                         wifi_signal_dbm: sh.paths[p].wifi_signal,
                         rekeys: sh.paths[p].rekeys,

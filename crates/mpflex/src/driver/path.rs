@@ -35,6 +35,10 @@ const IDLE_REFRESH: Duration = Duration::from_millis(200);
 /// not the quarter megabyte a busy one reads into: a server's paths are mostly idle, and
 /// 4,000 of them at the largest size held 1 GB.
 const READ_ROOM_MIN: usize = 16 * 1024;
+/// How often bytes of an incomplete record are reported as a sign of life
+/// ([`mpflex_engine::Session::path_receiving`]) at most: a small fraction of the
+/// suspicion threshold's 150 ms floor, and few lock turns on a fast link.
+const RECEIVING_EVERY: Duration = Duration::from_millis(10);
 const READ_ROOM_MAX: usize = 256 * 1024;
 
 impl SessionHandle {
@@ -93,6 +97,7 @@ pub(super) async fn path_reader(
     let mut frames = Vec::new();
     let mut room = READ_ROOM_MIN;
     let config = h.with(|sh| sh.sess.config().clone());
+    let mut told = Instant::now();
     loop {
         if buf.capacity() - buf.len() < room / 2 {
             buf.reserve(room);
@@ -122,10 +127,15 @@ pub(super) async fn path_reader(
         while let Some(plain) = opener.open(&t, &mut buf)? {
             frames.extend(decode_all(plain.freeze()).context("malformed frame")?);
         }
+        let now = Instant::now();
         if frames.is_empty() {
+            if now.saturating_duration_since(told) >= RECEIVING_EVERY {
+                told = now;
+                h.with(|sh| sh.sess.path_receiving(p, now));
+            }
             continue;
         }
-        let now = Instant::now();
+        told = now;
         let switched = opener.rekeys() - counted;
         counted = opener.rekeys();
         let res = h.with(|sh| {

@@ -40,6 +40,9 @@ pub struct PathView {
     pub energy: PathEnergy,
     /// Held back by the energy-aware mode (on a server: the client said so).
     pub energy_standby: bool,
+    /// (client) Not dialled: the energy-aware mode holds it back while another path
+    /// carries (docs/energy.md).
+    pub held: bool,
     /// (client) Its data cap, if it has one.
     pub cap: Option<CapView>,
     /// (client) The WiFi signal last read on its interface, dBm (a path over WiFi).
@@ -69,6 +72,7 @@ impl PathView {
     pub fn state_name(&self) -> &'static str {
         match self.link {
             Some(why) if self.state == PathState::Down => why.name(),
+            None if self.held && self.state == PathState::Down => "held back",
             _ => self.state.name(),
         }
     }
@@ -291,10 +295,11 @@ fn energy_json(s: &SessionSnapshot) -> serde_json::Value {
 fn path_json(p: &PathView) -> serde_json::Value {
     let Some(c) = &p.counters else {
         return serde_json::json!({"id": p.id, "name": p.name, "up": false, "state": p.state_name(),
-                                  "tier": p.tier.wire(), "tier_name": tier_name(p), "device": p.device});
+                                  "tier": p.tier.wire(), "tier_name": tier_name(p), "device": p.device,
+                                  "held": p.held});
     };
     let s = &p.snap;
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "id": p.id,
         "name": p.name,
         "up": p.state != PathState::Down,
@@ -336,7 +341,9 @@ fn path_json(p: &PathView) -> serde_json::Value {
         "in_flight": s.in_flight,
         "notsent": s.notsent,
         "delivery_rate": s.delivery_rate,
-    })
+    });
+    v["held"] = p.held.into();
+    v
 }
 
 /// Per class with samples: how long its bytes took from the application to the peer.

@@ -37,6 +37,7 @@ pub(crate) fn sample_session() -> SessionView {
             ..Default::default()
         },
         energy_standby: false,
+        held: false,
         cap: (id == 1).then(|| crate::status::snapshot::CapView {
             limit: 1000,
             used: 1000,
