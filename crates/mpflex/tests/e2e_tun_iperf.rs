@@ -4,8 +4,9 @@
 //! into the TUN and at another diverted by TPROXY rules (docs/transparent.md's local
 //! application form: marked in OUTPUT, rerouted through `lo`, diverted in PREROUTING).
 //! The two take turns, so the machine's load falls on both alike, and their medians are
-//! compared: TCP through the TUN at ≥ 0.95 × TPROXY's rate, `iperf3 -u` at ≥ 0.9 × the
-//! rate TPROXY delivers (the floors of docs/tun.md). IPv4 and IPv6, each a test of its own.
+//! compared, downloading (`-R`) and uploading: TCP through the TUN at ≥ 0.95 × TPROXY's
+//! rate, `iperf3 -u` at ≥ 0.9 × the rate TPROXY delivers (the floors of docs/tun.md). IPv4
+//! and IPv6, each a test of its own.
 
 mod support;
 use std::process::Command;
@@ -71,13 +72,16 @@ ip {ip} route add local {any} dev lo table 100"
     (tun, tproxy)
 }
 
-/// One iperf3 run of `secs` from the client's namespace to `dst`, downloading (`-R`: the
-/// application's direction on a phone); `udp`: at `kbit` kbit/s. (Mbit/s the receiver
-/// got, percent of datagrams lost.)
-fn iperf(lab: &Lab, dst: &str, udp: Option<u64>, secs: u32) -> (f64, f64) {
+/// One iperf3 run of `secs` from the client's namespace to `dst`, downloading (`down`,
+/// `-R`) or uploading; `udp`: at `kbit` kbit/s. (Mbit/s the receiver got, percent of
+/// datagrams lost.)
+fn iperf(lab: &Lab, dst: &str, udp: Option<u64>, secs: u32, down: bool) -> (f64, f64) {
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &lab.topo.client_ns, "iperf3", "-c", dst]);
-    cmd.args(["-p", &IPERF_PORT.to_string(), "-R", "-J"]);
+    cmd.args(["-p", &IPERF_PORT.to_string(), "-J"]);
+    if down {
+        cmd.arg("-R");
+    }
     cmd.args(["-t", &secs.to_string()]);
     match udp {
         // 1200-byte datagrams fit a path's frame whichever ingress carries them.
@@ -135,34 +139,44 @@ fn tun_against_tproxy(test: &str, v6: bool) {
     );
     std::thread::sleep(std::time::Duration::from_millis(500));
     let profile = mpflex_lab::profile::seed_default(70);
-    let down_kbit: u64 = profile
-        .paths
-        .iter()
-        .map(|p| match p.down.rate {
-            mpflex_lab::link::Rate::Constant(k) => k,
-            _ => unreachable!("seed-default's rates are constant"),
-        })
-        .sum();
-    // UDP offered at 0.8 of the paths' summed downlink.
-    let udp_kbit = down_kbit * 8 / 10;
+    let kbit = |down: bool| -> u64 {
+        profile
+            .paths
+            .iter()
+            .map(|p| match if down { &p.down.rate } else { &p.up.rate } {
+                mpflex_lab::link::Rate::Constant(k) => *k,
+                _ => unreachable!("seed-default's rates are constant"),
+            })
+            .sum()
+    };
+    // A first, unmeasured run each way warms the paths up (their congestion windows).
+    iperf(&lab, &tun, None, 2, true);
+    iperf(&lab, &tproxy, None, 2, true);
+    for down in [true, false] {
+        // UDP offered at 0.8 of the paths' summed capacity that way.
+        compare(&lab, &tun, &tproxy, v6, down, kbit(down) * 8 / 10);
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+/// The two ingresses in turns, one direction: TCP, then UDP at `udp_kbit`; the turns
+/// alternate which goes first, so neither always follows the other. Asserts the floors.
+fn compare(lab: &Lab, tun: &str, tproxy: &str, v6: bool, down: bool, udp_kbit: u64) {
     let family = if v6 { "IPv6" } else { "IPv4" };
+    let way = if down { "download (-R)" } else { "upload" };
     let mut tcp = (Vec::new(), Vec::new());
     let mut udp = (Vec::new(), Vec::new());
-    // A first, unmeasured run each way warms the paths up (their congestion windows),
-    // and the turns alternate which goes first, so neither ingress always follows the
-    // other.
-    iperf(&lab, &tun, None, 2);
-    iperf(&lab, &tproxy, None, 2);
     for round in 0..ROUNDS {
         for via_tun in [round % 2 == 0, round % 2 == 1] {
-            let dst = if via_tun { &tun } else { &tproxy };
-            let before = tun_in(&lab);
-            let t = iperf(&lab, dst, None, SECS);
-            let u = iperf(&lab, dst, Some(udp_kbit), SECS);
-            let after = tun_in(&lab);
+            let dst = if via_tun { tun } else { tproxy };
+            let before = tun_in(lab);
+            let t = iperf(lab, dst, None, SECS, down);
+            let u = iperf(lab, dst, Some(udp_kbit), SECS, down);
+            let after = tun_in(lab);
             let ingress = if via_tun { "TUN" } else { "TPROXY" };
             eprintln!(
-                "{family} {ingress}: TCP {:.2} Mbit/s; UDP at {udp_kbit} kbit/s: {:.2} Mbit/s received, {:.2} % lost",
+                "{family} {way} {ingress}: TCP {:.2} Mbit/s; UDP at {udp_kbit} kbit/s: {:.2} Mbit/s received, {:.2} % lost",
                 t.0, u.0, u.1
             );
             if via_tun {
@@ -176,14 +190,12 @@ fn tun_against_tproxy(test: &str, v6: bool) {
             }
         }
     }
-    let _ = server.kill();
-    let _ = server.wait();
     let (tcp_tun, tcp_tproxy) = (median(tcp.0), median(tcp.1));
     let rate = |v: &[(f64, f64)]| median(v.iter().map(|u| u.0).collect());
     let loss = |v: &[(f64, f64)]| median(v.iter().map(|u| u.1).collect());
     let (udp_tun, udp_tproxy) = (rate(&udp.0), rate(&udp.1));
     eprintln!(
-        "{family} seed-default, iperf3 -R {SECS} s, medians of {ROUNDS}: TCP TUN {tcp_tun:.2} / TPROXY {tcp_tproxy:.2} Mbit/s = {:.3}; \
+        "{family} seed-default, iperf3 {way} {SECS} s, medians of {ROUNDS}: TCP TUN {tcp_tun:.2} / TPROXY {tcp_tproxy:.2} Mbit/s = {:.3}; \
          UDP at {udp_kbit} kbit/s TUN {udp_tun:.2} ({:.2} % lost) / TPROXY {udp_tproxy:.2} ({:.2} % lost) = {:.3}",
         tcp_tun / tcp_tproxy,
         loss(&udp.0),
@@ -192,17 +204,17 @@ fn tun_against_tproxy(test: &str, v6: bool) {
     );
     assert!(
         tcp_tproxy > 1.0 && udp_tproxy > 1.0,
-        "TPROXY itself carried nearly nothing"
+        "{way}: TPROXY itself carried nearly nothing"
     );
     assert!(
         tcp_tun >= 0.95 * tcp_tproxy,
-        "{family} TCP: the TUN at {:.3} of TPROXY's rate; logs in {}",
+        "{family} {way} TCP: the TUN at {:.3} of TPROXY's rate; logs in {}",
         tcp_tun / tcp_tproxy,
         lab.dir.display()
     );
     assert!(
         udp_tun >= 0.9 * udp_tproxy,
-        "{family} UDP: the TUN delivered {:.3} of TPROXY's rate",
+        "{family} {way} UDP: the TUN delivered {:.3} of TPROXY's rate",
         udp_tun / udp_tproxy
     );
 }
