@@ -75,7 +75,11 @@ fn cellular_is_dialled_only_when_the_mode_wakes_it_or_wifi_stops() {
     let (got, want) = lab.download(200_000);
     assert_eq!(got, want);
     let c = path(&lab, CELLULAR);
-    assert_eq!((c["up"].clone(), c["held"].clone()), (false.into(), true.into()), "{c:#}");
+    assert_eq!(
+        (c["up"].clone(), c["held"].clone()),
+        (false.into(), true.into()),
+        "{c:#}"
+    );
     assert_eq!(c["energy_j"].as_f64().unwrap_or(0.0), 0.0, "{c:#}");
 
     // A long download: the mode wakes cellular after τ and the path is dialled then,
@@ -98,7 +102,10 @@ fn cellular_is_dialled_only_when_the_mode_wakes_it_or_wifi_stops() {
         t0.elapsed()
     );
     assert_eq!(got.len(), 64);
-    assert!(up_after >= Duration::from_secs(2), "cellular came up before τ: {up_after:?}");
+    assert!(
+        up_after >= Duration::from_secs(2),
+        "cellular came up before τ: {up_after:?}"
+    );
     assert!(carried > 50_000, "cellular was dialled but carried {carried} bytes");
     let wakes = lab.client_status()["energy"]["aware"]["wakes"].as_u64().unwrap_or(0);
     assert!(wakes >= 1, "no wake counted");
@@ -126,9 +133,12 @@ fn cellular_is_dialled_only_when_the_mode_wakes_it_or_wifi_stops() {
     // WiFi back: it carries again, and cellular, connected, is held back from new data
     // (an energy standby) without being taken down.
     lab.link_up(WIFI);
-    wait_for(&lab, Duration::from_secs(15), "WiFi up again and cellular in energy standby", |s| {
-        s["paths"][WIFI]["up"] == true && s["paths"][CELLULAR]["energy_standby"] == true
-    });
+    wait_for(
+        &lab,
+        Duration::from_secs(15),
+        "WiFi up again and cellular in energy standby",
+        |s| s["paths"][WIFI]["up"] == true && s["paths"][CELLULAR]["energy_standby"] == true,
+    );
     let (got, want) = lab.download(200_000);
     assert_eq!(got, want);
 }

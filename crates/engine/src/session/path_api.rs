@@ -34,7 +34,11 @@ impl Session {
         for j in 0..self.paths.len() {
             if j != path && self.paths.get(j).is_some_and(|p| p.is_up() && p.suspect()) {
                 let n = self.send.lost_on(j);
-                tracing::debug!(path = j, frames = n, "re-sending what a silent path held on a path that came up");
+                tracing::debug!(
+                    path = j,
+                    frames = n,
+                    "re-sending what a silent path held on a path that came up"
+                );
             }
         }
         self.paths.entry(path).writer = Some(PathWriter::for_path(&self.cfg, socket));
