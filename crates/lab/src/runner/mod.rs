@@ -319,7 +319,7 @@ impl Bench<'_> {
 
     /// An mpflex pair's setup: the paths name their interfaces where the workload acts on
     /// links.
-    fn setup<'a>(&self, sched: &'a str, cc: &'a str, k: u16) -> mpflex::Setup<'a> {
+    fn setup<'a>(&self, sched: &'a str, cc: &'a str, k: u16, tun: bool) -> mpflex::Setup<'a> {
         mpflex::Setup {
             sched,
             cc,
@@ -332,7 +332,8 @@ impl Bench<'_> {
                 .iter()
                 .map(|p| crate::energy::kind_of(&p.name).name())
                 .collect(),
-            transparent: self.lan.is_some(),
+            transparent: self.lan.is_some() && !tun,
+            tun,
         }
     }
 
@@ -414,7 +415,7 @@ impl Bench<'_> {
     fn pairs(&self, cc: &str) -> Result<Vec<Pair>> {
         let mut pairs: Vec<Pair> = Vec::new();
         for s in &self.cfg.systems {
-            let System::Mpflex { build, sched } = s else {
+            let System::Mpflex { build, sched, tun } = s else {
                 continue;
             };
             let k = pairs.len() as u16;
@@ -430,7 +431,7 @@ impl Bench<'_> {
                 Some(mpflex::start(
                     self.topo,
                     bin,
-                    &self.setup(sched, cc, k),
+                    &self.setup(sched, cc, k, *tun),
                     &dir,
                     self.stop,
                 )?)
@@ -515,9 +516,9 @@ impl Bench<'_> {
                     self.measure(point, &via)
                 });
             }
-            System::Mpflex { build, sched } => {
+            System::Mpflex { build, sched, tun } => {
                 let pair = pairs.iter().find(|p| p.system == *sys).expect("configured");
-                self.measure_mpflex(point, pair, self.cfg.bin_of(build.as_deref())?, sched)?
+                self.measure_mpflex(point, pair, self.cfg.bin_of(build.as_deref())?, sched, *tun)?
             }
         };
         Ok(ControlFlow::Continue(m))
@@ -535,7 +536,7 @@ impl Bench<'_> {
     }
 
     /// An mpflex system's measurement, with the bytes its client counted meanwhile.
-    fn measure_mpflex(&self, point: &Point, pair: &Pair, bin: &Path, sched: &str) -> Result<Measured> {
+    fn measure_mpflex(&self, point: &Point, pair: &Pair, bin: &Path, sched: &str, tun: bool) -> Result<Measured> {
         let k = pair.k;
         // Started here unless kept up for the block; stopped when this measurement is
         // done (dropped at the end). Its energy window opens before it starts, on quiet
@@ -546,7 +547,7 @@ impl Bench<'_> {
             None => {
                 let settle = self.emu.wait_quiet(QUIET_WINDOW, QUIET_TRICKLE, QUIET_LIMIT);
                 self.emu.clear_payload_logs();
-                let setup = self.setup(sched, point.cc, k);
+                let setup = self.setup(sched, point.cc, k, tun);
                 let procs = mpflex::start(self.topo, bin, &setup, &pair.dir, self.stop)?;
                 (Pricing::BeforeSetup(settle), Some(procs))
             }
@@ -562,6 +563,23 @@ impl Bench<'_> {
         let server_before = mpflex::server_status(self.topo, bin, k).unwrap_or_default();
         let watched_before = mpflex::supervision(&status, &server_before);
         let (ms, extra) = match &self.lan {
+            // An application in the client's namespace reaches an address routed into
+            // the TUN (a LAN host's workload too: the TUN carries its UDP as well).
+            _ if tun => {
+                let dst = mpflex::tun_destination(k);
+                crate::netns::run(&[
+                    "ip",
+                    "-n",
+                    &self.topo.server_ns,
+                    "addr",
+                    "replace",
+                    &format!("{dst}/32"),
+                    "dev",
+                    "lo",
+                ])?;
+                let via = ["--server".into(), format!("{dst}:{TCP_PORT}")];
+                self.measure_in(&self.topo.client_ns, point, &via, pricing)?
+            }
             // The LAN host reaches the server's address, through the TPROXY ingress.
             Some(lan) => {
                 lan.divert_to(k)?;
@@ -747,7 +765,7 @@ impl Bench<'_> {
             extra.get("bytes").and_then(|v| v.as_u64()).unwrap_or(0)
         };
         let on_mpflex = match sys {
-            System::Mpflex { build, sched } => Some((self.builds.get(build).cloned(), mpflex::pacing(sched))),
+            System::Mpflex { build, sched, .. } => Some((self.builds.get(build).cloned(), mpflex::pacing(sched))),
             _ => None,
         };
         Record {

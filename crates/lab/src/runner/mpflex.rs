@@ -87,6 +87,17 @@ pub struct Setup<'a> {
     /// The client listens for `TPROXY`-diverted TCP and UDP ([`super::lan`]'s ports
     /// for pair `k`), for a workload a LAN host runs through it.
     pub transparent: bool,
+    /// The client runs a TUN device that [`tun_destination`] is routed into.
+    pub tun: bool,
+}
+
+/// Where the workload of pair `k` of an `mpflex-tun` system connects: an address of the
+/// server namespace's loopback (where the workload servers listen on every address),
+/// routed in the client's namespace into pair `k`'s TUN by the client itself
+/// (`tun.routes`), so an application that knows nothing of mpflex reaches it only
+/// through the TUN. One per pair, as each pair has its own device.
+pub fn tun_destination(k: u16) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(198, 18, 0, 10 + k as u8)
 }
 
 /// The system that runs mpflex's energy-aware mode (eMPTCP, docs/energy.md): MinRTT with
@@ -110,7 +121,13 @@ fn configs(topo: &Topology, bin: &Path, setup: &Setup<'_>) -> Result<(String, St
     let server = format!(
         "listen = [\"0.0.0.0:{mport}\"]\nprivate_key = \"{sp}\"\nscheduler = \"{sched}\"\n\
          status_listen = \"127.0.0.1:{stport}\"\n\
-         [[clients]]\nname = \"lab\"\npublic_key = \"{cpub}\"\n[acl]\nallow_loopback = true\nallow_private = true\n[tuning]\ncongestion = \"{cc}\"\n{tuning}"
+         [[clients]]\nname = \"lab\"\npublic_key = \"{cpub}\"\n[acl]\nallow_loopback = true\nallow_private = true\n{own}[tuning]\ncongestion = \"{cc}\"\n{tuning}",
+        // The TUN's destination is an address of the server's own (refused unless listed).
+        own = if setup.tun {
+            format!("allow_own = [\"{}/32\"]\n", tun_destination(k))
+        } else {
+            String::new()
+        }
     );
     let mut client = format!(
         "private_key = \"{cp}\"\nserver_public_key = \"{spub}\"\nscheduler = \"{sched}\"\n\
@@ -124,6 +141,13 @@ fn configs(topo: &Topology, bin: &Path, setup: &Setup<'_>) -> Result<(String, St
             "transparent_tproxy_listen = \"0.0.0.0:{}\"\ntransparent_udp_listen = \"0.0.0.0:{}\"\n",
             super::lan::TCP_PORT + k,
             super::lan::UDP_PORT + k
+        );
+    }
+    if setup.tun {
+        // The device's own /30 and name are the pair's: pairs may be up side by side.
+        client += &format!(
+            "[tun]\nname = \"mpflt{k}\"\nipv4 = \"10.233.{k}.1/30\"\nipv6 = \"\"\nroutes = [\"{}/32\"]\n",
+            tun_destination(k)
         );
     }
     for i in 0..topo.paths {

@@ -16,16 +16,21 @@ pub enum System {
     /// Static split over two single-path connections, best fraction kept.
     Oracle,
     /// mpflex client and server: `sched` is `<scheduler>[+<tuning key>=<value>...]`, on the
-    /// default binary or on the build of that name (`--builds`).
+    /// default binary or on the build of that name (`--builds`). The workload reaches the
+    /// client through SOCKS5 (or, for a LAN host, TPROXY), or with `tun` through the
+    /// client's TUN device, as an application that knows nothing of mpflex
+    /// ([`super::mpflex::tun_destination`]).
     Mpflex {
         build: Option<String>,
         sched: String,
+        tun: bool,
     },
 }
 
 impl System {
     /// `tcp-<path>`, `mptcp`, `oracle`, `mpflex`, `mpflex:<scheduler>[+<key>=<value>...]`
-    /// or `mpflex@<build>:<scheduler>[+...]`.
+    /// or `mpflex@<build>:<scheduler>[+...]`; `mpflex-tun` in place of `mpflex` for the
+    /// same through the TUN.
     pub fn parse(s: &str, profile: &Profile) -> Result<System> {
         if let Some(p) = s.strip_prefix("tcp-") {
             let i = profile
@@ -36,30 +41,39 @@ impl System {
                 .with_context(|| format!("tcp-{p}: no such path in profile {}", profile.name))?;
             return Ok(System::Tcp(i));
         }
-        if let Some(sched) = s.strip_prefix("mpflex:") {
-            return Ok(System::Mpflex {
-                build: None,
-                sched: tuned_scheduler(s, sched)?,
-            });
-        }
-        if let Some(rest) = s.strip_prefix("mpflex@") {
-            let Some((name, sched)) = rest.split_once(':').filter(|(n, _)| valid_name(n)) else {
-                bail!("{s:?}: mpflex@<build>:<scheduler>[+<tuning key>=<value>...]");
-            };
-            return Ok(System::Mpflex {
-                build: Some(name.to_string()),
-                sched: tuned_scheduler(s, sched)?,
-            });
+        for (prefix, tun) in [("mpflex-tun", true), ("mpflex", false)] {
+            let Some(rest) = s.strip_prefix(prefix) else { continue };
+            if rest.is_empty() {
+                return Ok(System::Mpflex {
+                    build: None,
+                    sched: "minrtt".into(),
+                    tun,
+                });
+            }
+            if let Some(sched) = rest.strip_prefix(':') {
+                return Ok(System::Mpflex {
+                    build: None,
+                    sched: tuned_scheduler(s, sched)?,
+                    tun,
+                });
+            }
+            if let Some(rest) = rest.strip_prefix('@') {
+                let Some((name, sched)) = rest.split_once(':').filter(|(n, _)| valid_name(n)) else {
+                    bail!("{s:?}: {prefix}@<build>:<scheduler>[+<tuning key>=<value>...]");
+                };
+                return Ok(System::Mpflex {
+                    build: Some(name.to_string()),
+                    sched: tuned_scheduler(s, sched)?,
+                    tun,
+                });
+            }
         }
         match s {
             "mptcp" => Ok(System::Mptcp),
             "oracle" => Ok(System::Oracle),
-            "mpflex" => Ok(System::Mpflex {
-                build: None,
-                sched: "minrtt".into(),
-            }),
             _ => bail!(
-                "unknown system {s:?} (tcp-<path>, mptcp, oracle, mpflex:<scheduler>, mpflex@<build>:<scheduler>)"
+                "unknown system {s:?} (tcp-<path>, mptcp, oracle, mpflex:<scheduler>, mpflex@<build>:<scheduler>, \
+                 mpflex-tun:<scheduler>, mpflex-tun@<build>:<scheduler>)"
             ),
         }
     }
@@ -70,8 +84,13 @@ impl System {
             System::Tcp(i) => format!("tcp-{}", profile.paths[*i].name),
             System::Mptcp => "mptcp".into(),
             System::Oracle => "oracle".into(),
-            System::Mpflex { build: None, sched } => format!("mpflex:{sched}"),
-            System::Mpflex { build: Some(b), sched } => format!("mpflex@{b}:{sched}"),
+            System::Mpflex { build, sched, tun } => {
+                let name = if *tun { "mpflex-tun" } else { "mpflex" };
+                match build {
+                    None => format!("{name}:{sched}"),
+                    Some(b) => format!("{name}@{b}:{sched}"),
+                }
+            }
         }
     }
 }
@@ -135,6 +154,27 @@ mod tests {
         System::Mpflex {
             build: build.map(String::from),
             sched: sched.into(),
+            tun: false,
+        }
+    }
+
+    #[test]
+    fn systems_through_the_tun() {
+        let p = crate::profile::seed_default(70);
+        let tun = |build: Option<&str>, sched: &str| System::Mpflex {
+            build: build.map(String::from),
+            sched: sched.into(),
+            tun: true,
+        };
+        assert_eq!(System::parse("mpflex-tun", &p).unwrap(), tun(None, "minrtt"));
+        let s = System::parse("mpflex-tun:ecf+pacing=false", &p).unwrap();
+        assert_eq!(s, tun(None, "ecf+pacing=false"));
+        assert_eq!(s.label(&p), "mpflex-tun:ecf+pacing=false");
+        let s = System::parse("mpflex-tun@old:dems", &p).unwrap();
+        assert_eq!(s, tun(Some("old"), "dems-f"));
+        assert_eq!(s.label(&p), "mpflex-tun@old:dems-f");
+        for bad in ["mpflex-tun:", "mpflex-tun@old", "mpflex-tunnel:minrtt"] {
+            assert!(System::parse(bad, &p).is_err(), "{bad}");
         }
     }
 
