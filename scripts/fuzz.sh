@@ -5,10 +5,11 @@
 # routing preamble (route_preamble). Not run in CI: the recorded run is in
 # docs/security.md.
 #
-#   scripts/fuzz.sh [EXECUTIONS] [JOBS]
+#   [FUZZ_TARGETS="t1 t2 ..."] scripts/fuzz.sh [EXECUTIONS] [JOBS]
 #
-# EXECUTIONS in total (default 100,000,000), split evenly over the five targets and,
-# within each, over JOBS parallel processes (default: the number of CPUs). Each target's
+# EXECUTIONS in total (default 100,000,000), split evenly over the five targets (or those
+# FUZZ_TARGETS names, to finish a run in parts) and, within each, over JOBS parallel
+# processes (default: the number of CPUs). Each target's
 # corpus is kept in fuzz/corpus/<target> and grows from run to run; a crash stops the run
 # and its input is written to fuzz/artifacts/<target>/. Needs: rustup's nightly toolchain
 # and cargo-fuzz (`cargo install cargo-fuzz`).
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/../fuzz"
 
 total=${1:-100000000}
 jobs=${2:-$(nproc)}
-targets=(decode_frames datagram_frames datagram_runs join_record route_preamble)
+read -r -a targets <<<"${FUZZ_TARGETS:-decode_frames datagram_frames datagram_runs join_record route_preamble}"
 per_job=$(( total / ${#targets[@]} / jobs ))
 
 command -v cargo-fuzz >/dev/null || { echo "fuzz.sh: needs cargo-fuzz (cargo install cargo-fuzz)" >&2; exit 1; }
