@@ -253,7 +253,7 @@ async fn path_loop(
     let mut phase = Phase::aim(&read(&mut target), 0, None, started);
     loop {
         if matches!(phase, Phase::Dialing { .. }) {
-            let early = !joined_once && Instant::now() < grace_end && h.another_may_carry(i);
+            let early = in_start_grace(&h, i, joined_once, grace_end);
             phase = phase.hold(*held.borrow_and_update() || early);
         }
         phase = match phase {
@@ -282,7 +282,7 @@ async fn path_loop(
             }
             Phase::Held { failures } => {
                 debug!(path = %target.borrow().name, "held back by the energy-aware mode; not dialled");
-                let early = !joined_once && Instant::now() < grace_end && h.another_may_carry(i);
+                let early = in_start_grace(&h, i, joined_once, grace_end);
                 tokio::select! {
                     _ = flipped(&mut held) => Phase::released(&read(&mut target), failures, Instant::now()),
                     _ = tokio::time::sleep_until(grace_end.into()), if early => {
@@ -386,6 +386,12 @@ async fn probe_loop(
             }
         }
     }
+}
+
+/// Whether path `i`, never joined yet, still lets another path join first
+/// ([`START_GRACE`], [`SessionHandle::another_may_carry`]).
+fn in_start_grace(h: &SessionHandle, i: usize, joined_once: bool, grace_end: Instant) -> bool {
+    !joined_once && Instant::now() < grace_end && h.another_may_carry(i)
 }
 
 /// Waits for the held-back signal to change (for ever once its sender is gone).
