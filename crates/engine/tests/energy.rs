@@ -75,9 +75,11 @@ fn good_wifi_keeps_cellular_in_standby_on_both_sides() {
     assert!(v.wifi_mbit.unwrap() > 15.0, "{v:?}");
 }
 
-/// Bad WiFi (0.8 Mbit/s): cellular wakes at τ (3 s), the server learns it and sends there.
+/// Bad WiFi (0.8 Mbit/s, RTT 20 ms): Eq. 4.1's τ (about 0.2 s) has passed when the
+/// predictor has its two samples (0.5 s), cellular wakes then, the server learns it and
+/// sends there. 16 KB frames arriving every 160 ms are activity, not idleness.
 #[test]
-fn bad_wifi_wakes_cellular_at_tau_and_the_server_follows() {
+fn bad_wifi_wakes_cellular_after_tau_and_the_server_follows() {
     let mut woke = None;
     let (sim, done) = download((10, 100).into(), (35, 1125).into(), 8_000_000, 15, |sim, ms| {
         if woke.is_none() && sim.server.path_tier(1) == Tier::Primary {
@@ -86,8 +88,8 @@ fn bad_wifi_wakes_cellular_at_tau_and_the_server_follows() {
         }
     });
     let woke = woke.expect("cellular woke");
-    assert!((3000..3600).contains(&woke), "woke at {woke} ms");
-    assert!(done.is_some_and(|d| d < 12_000), "{done:?}");
+    assert!((500..1200).contains(&woke), "woke at {woke} ms");
+    assert!(done.is_some_and(|d| d < 10_000), "{done:?}");
     let lte = sim.server.path_counters(1).unwrap().0;
     assert!(lte.payload_sent > 5_000_000, "{lte:?}");
     let e = sim.client.energy(sim.now);
@@ -95,40 +97,16 @@ fn bad_wifi_wakes_cellular_at_tau_and_the_server_follows() {
     assert!(e[1].fixed_j > 12.0, "{:?}", e[1]);
 }
 
-/// A shorter τ (500 ms) wakes cellular soon after it on bad WiFi: 16 KB frames arriving
-/// every 160 ms are activity, not idleness.
+/// Bad WiFi behind a long round trip (0.8 Mbit/s, RTT 300 ms, a weak signal): Eq. 4.1
+/// asks for more than 3 s there, so τ is the thesis' 3 s.
 #[test]
-fn a_short_tau_wakes_cellular_soon_after_it() {
-    let mut sim = Sim::custom(
-        || mpflex_sched::by_name("minrtt").unwrap(),
-        &[(7, 100).into(), (32, 1125).into()],
-        |_| {},
-    );
-    let now = sim.now;
-    sim.client.set_path_kind(0, LinkKind::Wifi, now);
-    sim.client.set_path_kind(1, LinkKind::Cellular, now);
-    sim.client
-        .set_energy_aware_config(mpflex_engine::emptcp::EnergyAwareConfig {
-            tau_us: 500_000,
-            ..Default::default()
-        });
-    sim.client.set_energy_mode(EnergyMode::Aware, now);
-    for _ in 0..200 {
-        sim.step();
-    }
-    let id = sim.open(b"GET");
-    let mut sent = 0;
+fn a_long_wifi_round_trip_waits_for_the_ceiling() {
     let mut woke = None;
-    for ms in 0..4000 {
-        if sim.server_rx.contains_key(&id) && sent < 8_000_000 {
-            sent += sim.server.stream_send(id, Bytes::from(vec![7u8; 64 * 1024]));
-        }
-        sim.step();
-        if sim.server.path_tier(1) == Tier::Primary {
+    download((150, 100).into(), (35, 1125).into(), 8_000_000, 5, |sim, ms| {
+        if woke.is_none() && sim.server.path_tier(1) == Tier::Primary {
             woke = Some(ms);
-            break;
         }
-    }
+    });
     let woke = woke.expect("cellular woke");
-    assert!((500..1200).contains(&woke), "woke at {woke} ms");
+    assert!((3000..3800).contains(&woke), "woke at {woke} ms");
 }

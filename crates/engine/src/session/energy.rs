@@ -167,14 +167,17 @@ impl Session {
     pub(crate) fn energy_tick(&mut self, now: Instant) {
         let t = self.us(now);
         self.energy.advance(t);
-        let rtt = (0..self.paths.len())
+        // The WiFi path's smoothed RTT (the idle test) and its smallest (τ's R_W: the
+        // handshake's RTT, the smoothed one until a minimum is known).
+        let (rtt, base) = (0..self.paths.len())
             .filter(|&i| self.energy.kind(i) == LinkKind::Wifi)
-            .filter_map(|i| self.paths.get(i).filter(|p| p.carries()).map(|p| p.snap.srtt))
+            .filter_map(|i| self.paths.get(i).filter(|p| p.carries()).map(|p| &p.snap))
+            .map(|s| (s.srtt, if s.min_rtt.is_zero() { s.srtt } else { s.min_rtt }))
             .min()
             .unwrap_or_default();
         let Some(a) = &mut self.aware else { return };
         let before = a.state();
-        if a.tick(t, rtt.as_micros() as u64) != before {
+        if a.tick(t, rtt.as_micros() as u64, base.as_micros() as u64) != before {
             self.apply_energy(now);
         }
     }

@@ -104,7 +104,9 @@ pub struct Tuning {
     /// The energy-aware mode's κ: bytes a burst moves over WiFi before cellular may carry
     /// (eMPTCP's 1 MB; docs/energy.md).
     pub energy_kappa_bytes: u64,
-    /// Its τ: how long a burst runs before cellular may carry below κ (eMPTCP's 3 s).
+    /// The ceiling of its τ, the time a burst runs before cellular may carry below κ
+    /// (eMPTCP's 3 s); below it τ follows the thesis' Eq. 4.1 at the WiFi path's round trip
+    /// and rate (docs/energy.md).
     pub energy_tau_ms: u64,
 }
 
