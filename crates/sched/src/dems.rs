@@ -69,6 +69,16 @@
 //!   rates are the initial window's), and head bytes queued behind the slow path's initial
 //!   window hold the whole chunk back by its round trips, since the receiver delivers in
 //!   order.
+//! * **Head bytes of a slower path fit the window.** The one-way delay a path reports
+//!   includes what its frames waited in its own socket, so in slow start the path given
+//!   the most bytes reads as the slower one and the roles swap back and forth within a
+//!   chunk (about four times a 256 KB chunk on two paths of ≥ 12.5 Mbit/s). When the head
+//!   role falls to a path whose srtt is not the shortest, head bytes written beyond its
+//!   window leave a round of that longer srtt later, and the receiver, delivering in
+//!   order, waits for them. So such a path takes head bytes only within its window, like
+//!   the tail path; the path with the shortest round trip keeps taking whatever it is
+//!   offered. (Reading the delay at the bytes on the wire instead, without the socket's
+//!   backlog, was measured too and made those chunks slower: docs/schedulers/dems.md.)
 
 use std::time::{Duration, Instant};
 
@@ -185,6 +195,11 @@ impl Scheduler for Dems {
             .expect("two usable paths");
         if small.id == me.id {
             if q.bytes > 0 {
+                // Head bytes on a path whose round trip is not the shortest go only
+                // within its window (see the module notes, "Head bytes of a slower path").
+                if usable.iter().any(|p| p.srtt < me.srtt) {
+                    return send_within_window(now, me, End::Head, budget);
+                }
                 return Decision::head(budget);
             }
             return match self.variant {
@@ -398,8 +413,34 @@ mod tests {
         paths[0].owd_us = Some(300_000);
         paths[1].owd_us = Some(100_000);
         let mut s = Dems::new(DemsVariant::Basic);
-        assert_eq!(s.decide(now, 1, &paths, &queue(600_000), 1000), Decision::head(1000));
+        // LTE takes the head, within its window: its round trip is not the shortest.
+        assert_eq!(
+            s.decide(now, 1, &paths, &queue(600_000), 1000),
+            Decision::in_window(End::Head, 1000)
+        );
         assert_eq!(s.decide(now, 0, &paths, &queue(600_000), 1000), tail(1000));
+    }
+
+    /// A head path whose srtt is not the shortest waits for window room instead of
+    /// queueing head bytes in its socket; the shortest-RTT path in the head role takes
+    /// whatever it is offered, window or not.
+    #[test]
+    fn head_bytes_of_a_slower_path_fit_its_window() {
+        let now = Instant::now();
+        let mut paths = seed_270();
+        paths[0].owd_us = Some(300_000);
+        paths[1].owd_us = Some(100_000);
+        paths[1].in_flight = paths[1].cwnd;
+        let mut s = Dems::new(DemsVariant::Full);
+        assert!(matches!(
+            s.decide(now, 1, &paths, &queue(600_000), 65536),
+            Decision::Wait { until: Some(_) }
+        ));
+        // The roles the other way round: WiFi, the shortest round trip, at the head with a
+        // full window still takes the head.
+        let mut paths = seed_270();
+        paths[0].in_flight = paths[0].cwnd;
+        assert_eq!(s.decide(now, 0, &paths, &queue(600_000), 65536), Decision::head(65536));
     }
 
     /// Without feedback on every path, half the srtt stands in for the OWD (a fresh session).
