@@ -4,9 +4,9 @@
 //! session, over both families.
 
 mod support;
-use std::net::UdpSocket;
 use std::process::Command;
 
+use support::dns::{dig_answered, start_dns};
 use support::*;
 
 const TUN: &str = "mpft0";
@@ -27,41 +27,6 @@ name = "by-tun"
 listeners = ["tun"]
 paths = ["p2"]
 "#;
-
-/// A DNS responder on port 53 that answers every A query with 192.0.2.53 (one answer
-/// pointing back at the question's name; RFC 1035 §4.1).
-fn start_dns(ns: &str) {
-    let sock = in_ns(ns, || UdpSocket::bind(("::", 53)).expect("dns socket"));
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 512];
-        while let Ok((n, from)) = sock.recv_from(&mut buf) {
-            if n < 12 {
-                continue;
-            }
-            let mut r = buf[..n].to_vec();
-            r[2] |= 0x80;
-            r[3] = 0;
-            r[7] = 1;
-            // Drop any additional records (dig's EDNS OPT) so the answer follows the
-            // question directly.
-            let end = question_end(&r).unwrap_or(r.len());
-            r.truncate(end);
-            r[10] = 0;
-            r[11] = 0;
-            r.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 53]);
-            let _ = sock.send_to(&r, from);
-        }
-    });
-}
-
-/// Where the first question of a DNS message ends.
-fn question_end(m: &[u8]) -> Option<usize> {
-    let mut i = 12;
-    while *m.get(i)? != 0 {
-        i += 1 + usize::from(m[i]);
-    }
-    Some(i + 5)
-}
 
 /// A remote address on the server's loopback, routed into the TUN in the client.
 fn route_into_tun(lab: &Lab, addr: &str, v6: bool) {
@@ -272,7 +237,7 @@ fn curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6() {
     // DNS: 1,000 queries with dig, each family; a query is retried as a stub would.
     for server in [&v4, &v6] {
         assert_eq!(
-            dig_answered(&lab, server, 1000, "q"),
+            dig_answered(&lab, &lab.topo.client_ns, server, 1000, "q"),
             "1000",
             "dig answers via {server}"
         );
@@ -432,25 +397,9 @@ fn dns_via_the_server_answers_queries_to_any_address_over_ipv4_and_ipv6() {
     ]);
     std::thread::sleep(std::time::Duration::from_millis(300));
     for server in [v4, v6] {
-        let out = dig_answered(&lab, server, 100, "d");
+        let out = dig_answered(&lab, &lab.topo.client_ns, server, 100, "d");
         assert_eq!(out, "100", "dig via {server}, answered by the server's resolver");
     }
     let tun = &lab.client_status()["tun"];
     assert!(tun["udp_in"].as_u64().unwrap_or(0) >= 200, "TUN counters: {tun}");
-}
-
-/// How many of `n` names (`<prefix><i>.example.test`) dig, in the client namespace, got
-/// answered with the origin's test address from `server` (port 53; a query is retried as a
-/// stub would).
-fn dig_answered(lab: &Lab, server: &str, n: usize, prefix: &str) -> String {
-    let batch = lab.dir.join(format!("queries-{prefix}"));
-    let lines: String = (0..n).map(|i| format!("{prefix}{i}.example.test\n")).collect();
-    std::fs::write(&batch, lines).unwrap();
-    client_sh(
-        lab,
-        &format!(
-            "dig @{server} -p 53 +short +tries=3 +timeout=1 -f {} | grep -c '^192.0.2.53$'",
-            batch.display()
-        ),
-    )
 }

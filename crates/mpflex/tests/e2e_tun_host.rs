@@ -1,8 +1,8 @@
 //! `tun.routes = "default"` with the real `mpflex client`: the host's traffic (IPv4 and
 //! IPv6) goes into the TUN while the path connections keep leaving on their links, and
 //! every exit — SIGTERM, SIGINT, and `kill -9` followed by a restart — leaves the host's
-//! rules and routes exactly as they were. And `tun.lan`: a LAN behind the client reaches
-//! the origin through the TUN.
+//! rules and routes exactly as they were. And `tun.lan`: a LAN behind the client gets
+//! through the TUN what the host gets (downloads, uploads, DNS, pings).
 //!
 //! The server is reachable from the client only by its default routes (one per path, as
 //! on a host with several uplinks; `Options::routed`), so a path socket without the mark
@@ -184,24 +184,79 @@ fn default_routes_carry_the_hosts_traffic_and_every_exit_restores_the_host() {
     );
 }
 
+/// Uploads `n` random bytes to the origin over each family from namespace `ns`; the origin
+/// answers with the sha256 and length of what it received.
+fn uploads(lab: &Lab, ns: &str, v4: &str, v6: &str, n: u64) {
+    let file = lab.dir.join("upload.bin");
+    let local = run_in(
+        ns,
+        &format!(
+            "head -c {n} /dev/urandom | tee {} | sha256sum | cut -c1-64",
+            file.display()
+        ),
+    );
+    for url in [
+        format!("http://{v4}:{ORIGIN_PORT}/upload"),
+        format!("http://[{v6}]:{ORIGIN6_PORT}/upload"),
+    ] {
+        let got = run_in(
+            ns,
+            &format!(
+                "curl -sS --max-time 60 -H 'Expect:' --data-binary @{} {url}",
+                file.display()
+            ),
+        );
+        assert_eq!(got, format!("{local} {n}"), "upload to {url} from {ns}");
+    }
+}
+
+/// The LAN gets what the host itself gets through the TUN (e2e_tun's
+/// `curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6`): 200 MB downloads and 50 MB
+/// uploads with their sha256, 1,000 dig queries answered and pings, over both families,
+/// all through the TUN; and exit leaves the host as it was.
 #[test]
-fn a_lan_behind_the_client_reaches_the_origin_through_the_tun() {
-    let test = "a_lan_behind_the_client_reaches_the_origin_through_the_tun";
-    if !ready(test) || !mpflex_netns::require_tools(test, &["sha256sum"]) {
+fn a_lan_behind_the_client_gets_what_the_host_gets_through_the_tun() {
+    let test = "a_lan_behind_the_client_gets_what_the_host_gets_through_the_tun";
+    if !ready(test) || !mpflex_netns::require_tools(test, &["sha256sum", "dig", "ping"]) {
         return;
     }
     let mut lab = lab("routes = \"default\"\nlan = [\"lan0\"]\n");
     let (v4, v6, _origin6) = remotes(&lab);
+    dns::start_dns(&lab.topo.server_ns);
+    // The server's ping sockets: its group (root's here) may open them.
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.topo.server_ns,
+        "sysctl",
+        "-qw",
+        "net.ipv4.ping_group_range=0 2147483647",
+    ]);
     let lan = lan::lan_namespace(&lab);
     settled(&lab);
     let before = snapshot(&lab);
     lab.start_client("client.log", 2);
-    downloads(&lab, &lan.0, &v4, &v6, 8 << 20);
+    downloads(&lab, &lan.0, &v4, &v6, 200 << 20);
+    uploads(&lab, &lan.0, &v4, &v6, 50 << 20);
+    for server in [&v4, &v6] {
+        assert_eq!(
+            dns::dig_answered(&lab, &lan.0, server, 1000, "lan"),
+            "1000",
+            "dig answers via {server} from the LAN"
+        );
+    }
+    for (flag, dst) in [("-4", &v4), ("-6", &v6)] {
+        let out = run_in(&lan.0, &format!("ping {flag} -n -c 3 -i 0.2 -W 2 {dst}"));
+        assert!(out.contains("3 received"), "ping {dst} from the LAN: {out}");
+    }
     let tun = &lab.client_status()["tun"];
     assert!(
-        tun["tcp_accepted"].as_u64().unwrap_or(0) >= 2,
-        "the LAN's downloads came through the TUN: {tun}"
+        tun["tcp_accepted"].as_u64().unwrap_or(0) >= 4,
+        "the LAN's transfers came through the TUN: {tun}"
     );
+    assert!(tun["udp_in"].as_u64().unwrap_or(0) >= 2000, "the LAN's queries: {tun}");
+    assert!(tun["echo_in"].as_u64().unwrap_or(0) >= 6, "the LAN's pings: {tun}");
     assert!(lab.stop_client("TERM"));
     assert_eq!(snapshot(&lab), before);
     let fwd = sh(&[

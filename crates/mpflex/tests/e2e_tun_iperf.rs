@@ -18,7 +18,7 @@ const TUN: &str = "mpfi0";
 const IPERF_PORT: u16 = 5201;
 /// Seconds of each measured run; a TCP run's first [`OMIT_S`] (slow start) is left out.
 /// (A UDP run leaves out nothing: iperf3 miscounts UDP loss across `--omit`.)
-const SECS: u32 = 5;
+const SECS: u32 = 4;
 const OMIT_S: u32 = 1;
 /// Measured turns each ingress takes: a median of three outlasts one run a load spike
 /// spoilt.

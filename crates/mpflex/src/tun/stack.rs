@@ -14,6 +14,16 @@
 //! instead of a SYN-ACK: "connection refused", as from the destination itself. With
 //! `hosts` matchers in `[[rules]]` the SYN is answered at once instead: the server name
 //! they match is in the connection's first bytes, which come only after the handshake.
+//!
+//! Holding costs the connection one round trip over the paths, which a browser pays once
+//! per wave of connections to a host (the page's, then its objects'). So a destination
+//! the server connected within the last [`REACHED_FOR`] has its SYNs answered at once,
+//! as SOCKS5's reply is: the stream is opened as the application's first bytes arrive,
+//! and should the server fail to connect it after all, the application's connection is
+//! closed (not refused). Only a held SYN's success renews a destination, so one that has
+//! gone away is held again, and refused, at most [`REACHED_FOR`] after it last answered.
+//! A destination never reached, or refused, is always held: it gets its RST, never a
+//! connection that hangs.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -55,6 +65,11 @@ pub const MAX_CONNS: usize = 16_384;
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(60);
 /// Packets read from the device in one round before the stack answers.
 const READ_BATCH: usize = 64;
+/// How long a destination the server connected for a held SYN has its SYNs answered at
+/// once.
+const REACHED_FOR: Duration = Duration::from_secs(30);
+/// Destinations remembered as reached, at most (beyond, the oldest are forgotten).
+const MAX_REACHED: usize = 4096;
 
 /// Packets between the device task and smoltcp.
 #[derive(Default)]
@@ -128,6 +143,8 @@ struct Inner {
     released: Vec<SocketHandle>,
     /// SYNs held while the server dials their destination, by (application, destination).
     held: HashMap<(SocketAddr, SocketAddr), Vec<u8>>,
+    /// Destinations the server connected, and when it last did ([`REACHED_FOR`]).
+    reached: HashMap<SocketAddr, std::time::Instant>,
     /// A refusal has been logged (the first only: a flood must not flood the log).
     refusal_logged: bool,
     /// Bytes of all sockets' buffers ([`BUFFER_BUDGET`]).
@@ -163,6 +180,7 @@ impl Stack {
                 conns: HashMap::new(),
                 released: Vec::new(),
                 held: HashMap::new(),
+                reached: HashMap::new(),
                 refusal_logged: false,
                 buffered: 0,
                 counters: TunCounters::default(),
@@ -208,6 +226,7 @@ impl Stack {
             let mut guard = self.inner.lock().expect("tun stack lock");
             let g = &mut *guard;
             let syn = g.held.remove(&(app, dst))?;
+            g.reached_now(dst);
             let h = g.add_socket(app, dst)?;
             g.dev.rx.push_back(syn);
             g.iface.poll(SmolInstant::now(), &mut g.dev, &mut g.sockets);
@@ -221,6 +240,7 @@ impl Stack {
     /// server refused or could not reach the destination.
     pub(super) fn refuse_held(&self, app: SocketAddr, dst: SocketAddr) {
         let mut g = self.inner.lock().expect("tun stack lock");
+        g.reached.remove(&dst);
         let Some(syn) = g.held.remove(&(app, dst)) else { return };
         g.counters.tcp_refused += 1;
         if !std::mem::replace(&mut g.refusal_logged, true) {
@@ -258,7 +278,7 @@ impl Stack {
                     debug!(%app, %dst, "TUN: connection dropped, the stack holds as many as it may");
                     continue;
                 }
-                if hold {
+                if hold && !g.reached_lately(dst) {
                     g.held.insert((app, dst), p);
                     held.push((app, dst));
                     continue;
@@ -306,6 +326,26 @@ struct Stepped {
 }
 
 impl Inner {
+    /// The server connected `dst` just now.
+    fn reached_now(&mut self, dst: SocketAddr) {
+        let now = std::time::Instant::now();
+        if self.reached.len() >= MAX_REACHED && !self.reached.contains_key(&dst) {
+            self.reached.retain(|_, t| now.duration_since(*t) < REACHED_FOR);
+            if self.reached.len() >= MAX_REACHED {
+                let oldest = self.reached.iter().min_by_key(|(_, t)| **t).map(|(d, _)| *d);
+                if let Some(d) = oldest {
+                    self.reached.remove(&d);
+                }
+            }
+        }
+        self.reached.insert(dst, now);
+    }
+
+    /// Whether the server connected `dst` within [`REACHED_FOR`].
+    fn reached_lately(&self, dst: SocketAddr) -> bool {
+        self.reached.get(&dst).is_some_and(|t| t.elapsed() < REACHED_FOR)
+    }
+
     /// A socket listening on exactly `dst` for the connection (app, dst), counted.
     fn add_socket(&mut self, app: SocketAddr, dst: SocketAddr) -> Option<SocketHandle> {
         let size = buffer_size(self.buffered);
@@ -522,5 +562,29 @@ mod tests {
             4 * 1024,
             "beyond the budget: the smallest"
         );
+    }
+
+    /// A destination counts as reached once the server connected it for a held SYN, not
+    /// after a refusal, and the memory of destinations is bounded: the oldest goes first.
+    #[test]
+    fn reached_destinations_are_remembered_within_a_bound() {
+        let stack = Stack::new(1500);
+        let mut g = stack.inner.lock().unwrap();
+        let a: SocketAddr = "192.0.2.1:443".parse().unwrap();
+        assert!(!g.reached_lately(a));
+        g.reached_now(a);
+        assert!(g.reached_lately(a));
+        g.reached.insert(a, std::time::Instant::now() - REACHED_FOR);
+        assert!(!g.reached_lately(a), "expired");
+        for port in 0..MAX_REACHED as u16 + 10 {
+            g.reached_now(SocketAddr::from(([198, 51, 100, 1], port)));
+        }
+        assert_eq!(g.reached.len(), MAX_REACHED);
+        assert!(g.reached_lately(SocketAddr::from(([198, 51, 100, 1], MAX_REACHED as u16 + 9))));
+        drop(g);
+        // A refusal forgets it.
+        stack.inner.lock().unwrap().reached_now(a);
+        stack.refuse_held("10.0.0.2:5000".parse().unwrap(), a);
+        assert!(!stack.inner.lock().unwrap().reached_lately(a));
     }
 }

@@ -29,6 +29,7 @@ pub const SERVER_PORT: u16 = 7000;
 pub const CLIENT_STATUS: u16 = 9190;
 pub const SERVER_STATUS: u16 = 9191;
 
+pub mod dns;
 pub mod exchange;
 pub mod hostile;
 pub mod lan;
