@@ -5,8 +5,7 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use mpflex_engine::harness::{placeholder_addr, Pair, PathSpec};
+use mpflex_engine::harness::{Pair, PathSpec};
 
 /// The grid's rates, kbit/s: 2.5–27.5 Mbit/s in 5 Mbit/s steps, per path.
 const RATES: [usize; 6] = [2500, 7500, 12500, 17500, 22500, 27500];
@@ -30,38 +29,11 @@ fn grid(wifi_kbit: usize, lte_kbit: usize) -> [PathSpec; 2] {
 /// defaults): ms from the request to the last byte, and the payload each path carried.
 fn chunk(sched: &str, specs: &[PathSpec], size: usize) -> (u64, Vec<u64>) {
     let mut pair = Pair::custom(|| mpflex_sched::by_name(sched).unwrap(), specs, |_| {});
-    let id = pair.client.open_stream(placeholder_addr());
-    pair.client.stream_send(id, Bytes::from_static(b"GET"));
-    let t0 = pair.now;
-    let mut sent = 0usize;
-    for _ in 0..60_000 {
-        if pair.server_rx.contains_key(&id) && sent < size {
-            while sent < size {
-                let n = (pair.server.send_capacity(id) as usize).min(size - sent).min(64 * 1024);
-                let took = pair.server.stream_send(id, Bytes::from(vec![7u8; n]));
-                sent += took;
-                if n == 0 || took < n {
-                    break;
-                }
-            }
-            if sent == size {
-                pair.server.stream_finish(id);
-            }
-        }
-        pair.step();
-        if pair.client_fin.get(&id) == Some(&true) {
-            break;
-        }
-    }
-    assert_eq!(
-        pair.client_rx.get(&id).map_or(0, Vec::len),
-        size,
-        "{sched}: chunk incomplete"
-    );
+    let ms = pair.request(size).as_millis() as u64;
     let per_path = (0..specs.len())
         .map(|p| pair.client.path_counters(p).unwrap().0.bytes_received)
         .collect();
-    ((pair.now - t0).as_millis() as u64, per_path)
+    (ms, per_path)
 }
 
 /// Fresh 256 KB chunks over all 36 rate pairs: DEMS-F is nowhere more than 5 % slower than

@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use mpflex_engine::harness::{placeholder_addr, Pair, PathSpec};
+use mpflex_engine::harness::{Pair, PathSpec};
 
 /// seed-default's downlinks with LTE at `lte_rtt` ms: WiFi 7.04 Mbit/s, RTT 50 ms, 50 ms
 /// buffer; LTE 9.185 Mbit/s behind a 500 ms buffer; both paced by the kernel, as
@@ -45,7 +44,7 @@ fn chunk(sched: &str, specs: &[PathSpec], size: usize, target_ms: u64, warm: boo
         },
     );
     let before: Vec<u64> = if warm {
-        transfer(&mut pair, sched, 1 << 20);
+        pair.request(1 << 20);
         for _ in 0..1000 {
             pair.step();
         }
@@ -55,53 +54,12 @@ fn chunk(sched: &str, specs: &[PathSpec], size: usize, target_ms: u64, warm: boo
     } else {
         vec![0; specs.len()]
     };
-    let ms = transfer(&mut pair, sched, size);
+    let ms = pair.request(size).as_millis() as u64;
     let per_path = (0..specs.len())
         .map(|p| pair.client.path_counters(p).unwrap().0.bytes_received - before[p])
         .collect();
     let drops = (0..specs.len()).map(|p| pair.socket(p, false).drops).collect();
     Outcome { ms, per_path, drops }
-}
-
-/// One request and its `size`-byte response over `pair`: milliseconds from the request.
-fn transfer(pair: &mut Pair, sched: &str, size: usize) -> u64 {
-    let id = pair.client.open_stream(placeholder_addr());
-    pair.client.stream_send(id, Bytes::from_static(b"GET"));
-    let t0 = pair.now;
-    let mut sent = 0usize;
-    let mut asked = false;
-    for _ in 0..60_000 {
-        if pair.server_rx.contains_key(&id) {
-            asked = true;
-        }
-        if asked && sent < size {
-            loop {
-                let cap = pair.server.send_capacity(id) as usize;
-                if cap == 0 || sent == size {
-                    break;
-                }
-                let n = cap.min(size - sent).min(64 * 1024);
-                let took = pair.server.stream_send(id, Bytes::from(vec![7u8; n]));
-                sent += took;
-                if took < n {
-                    break;
-                }
-            }
-            if sent == size {
-                pair.server.stream_finish(id);
-            }
-        }
-        pair.step();
-        if pair.client_fin.get(&id) == Some(&true) {
-            break;
-        }
-    }
-    assert_eq!(
-        pair.client_rx.get(&id).map_or(0, Vec::len),
-        size,
-        "{sched}: chunk incomplete"
-    );
-    (pair.now - t0).as_millis() as u64
 }
 
 /// On against off for one cell: the ratio, and a line describing both runs.

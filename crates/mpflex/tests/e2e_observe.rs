@@ -39,17 +39,6 @@ fn prometheus_python() -> Option<&'static str> {
     })
 }
 
-/// Debian's headless Chromium, or the full browser (which then needs `--headless`).
-fn chromium() -> Option<(&'static str, &'static [&'static str])> {
-    if mpflex_netns::have_command("chromium-headless-shell") {
-        Some(("chromium-headless-shell", &[]))
-    } else if mpflex_netns::have_command("chromium") {
-        Some(("chromium", &["--headless"]))
-    } else {
-        None
-    }
-}
-
 /// Parses metrics texts with the Python parsers: `(file, "prometheus" | "openmetrics")`
 /// → every sample as (name, labels, value).
 const PARSE: &str = r#"

@@ -151,15 +151,7 @@ fn curl_dig_and_ping_through_the_tun_over_ipv4_and_ipv6() {
     let (v4, v6, _origin6) = remotes(&lab);
     start_dns(&lab.topo.server_ns);
     // The server's ping sockets: its group (root's here) may open them.
-    sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.topo.server_ns,
-        "sysctl",
-        "-qw",
-        "net.ipv4.ping_group_range=0 2147483647",
-    ]);
+    allow_ping_sockets(&lab.topo.server_ns);
     std::thread::sleep(std::time::Duration::from_millis(500));
 
     // Bad input first, so the transfers below show the ingress kept working: ten TCP

@@ -224,15 +224,7 @@ fn a_lan_behind_the_client_gets_what_the_host_gets_through_the_tun() {
     let (v4, v6, _origin6) = remotes(&lab);
     dns::start_dns(&lab.topo.server_ns);
     // The server's ping sockets: its group (root's here) may open them.
-    sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &lab.topo.server_ns,
-        "sysctl",
-        "-qw",
-        "net.ipv4.ping_group_range=0 2147483647",
-    ]);
+    allow_ping_sockets(&lab.topo.server_ns);
     let lan = lan::lan_namespace(&lab);
     settled(&lab);
     let before = snapshot(&lab);

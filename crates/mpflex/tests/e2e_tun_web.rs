@@ -20,17 +20,6 @@ const WEB_PORT: u16 = 8090;
 const LOADS: usize = 5;
 const OBJECTS: usize = 100;
 
-/// Debian's headless Chromium, or the full browser (which then needs `--headless`).
-fn chromium() -> Option<(&'static str, &'static [&'static str])> {
-    if mpflex_netns::have_command("chromium-headless-shell") {
-        Some(("chromium-headless-shell", &[]))
-    } else if mpflex_netns::have_command("chromium") {
-        Some(("chromium", &["--headless"]))
-    } else {
-        None
-    }
-}
-
 /// An HTTP/1.1 file server (persistent connections, so the browser keeps a few open and
 /// sends its requests along them), dual-stack on `WEB_PORT`.
 const SERVER: &str = r#"

@@ -12,6 +12,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
+use support::dns::start_dns;
 use support::lan::{lan_behind_client, Divert, Tool};
 use support::*;
 
@@ -27,25 +28,6 @@ fn start_echo(ns: &str, port: u16) {
         let mut buf = [0u8; 65536];
         while let Ok((n, from)) = sock.recv_from(&mut buf) {
             let _ = sock.send_to(&buf[..n], from);
-        }
-    });
-}
-
-/// A DNS responder on port 53 that answers every A query for a name with 192.0.2.53
-/// (one answer, pointing back at the question's name; RFC 1035 §4.1).
-fn start_dns(ns: &str) {
-    let sock = in_ns(ns, || UdpSocket::bind(("::", 53)).expect("dns socket"));
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 512];
-        while let Ok((n, from)) = sock.recv_from(&mut buf) {
-            if n < 12 {
-                continue;
-            }
-            let mut r = buf[..n].to_vec();
-            r[2] |= 0x80; // QR: a response
-            r[7] = 1; // ANCOUNT = 1
-            r.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 53]);
-            let _ = sock.send_to(&r, from);
         }
     });
 }

@@ -311,6 +311,37 @@ impl Pair {
         assert_eq!(self.client.stream_send(id, Bytes::copy_from_slice(first)), first.len());
         id
     }
+
+    /// One request and its `size`-byte response on a new stream, the server's application
+    /// writing as the session takes it (as the proxy's reader does): the time from the
+    /// request to the response's last byte at the client. Panics if the response is not
+    /// complete within a minute of simulated steps.
+    pub fn request(&mut self, size: usize) -> std::time::Duration {
+        let id = self.open(b"GET");
+        let t0 = self.now;
+        let mut sent = 0usize;
+        for _ in 0..60_000 {
+            if self.server_rx.contains_key(&id) && sent < size {
+                while sent < size {
+                    let n = (self.server.send_capacity(id) as usize).min(size - sent).min(64 * 1024);
+                    let took = self.server.stream_send(id, Bytes::from(vec![7u8; n]));
+                    sent += took;
+                    if n == 0 || took < n {
+                        break;
+                    }
+                }
+                if sent == size {
+                    self.server.stream_finish(id);
+                }
+            }
+            self.step();
+            if self.client_fin.get(&id) == Some(&true) {
+                break;
+            }
+        }
+        assert_eq!(self.client_rx.get(&id).map_or(0, Vec::len), size, "response incomplete");
+        self.now - t0
+    }
 }
 
 /// The destination streams of the harness name (nothing connects to it).

@@ -863,3 +863,29 @@ pub fn run_in(ns: &str, script: &str) -> String {
         )
     }
 }
+
+/// Debian's headless Chromium, or the full browser (which then needs `--headless`): the
+/// command and its extra arguments.
+pub fn chromium() -> Option<(&'static str, &'static [&'static str])> {
+    if mpflex_netns::have_command("chromium-headless-shell") {
+        Some(("chromium-headless-shell", &[]))
+    } else if mpflex_netns::have_command("chromium") {
+        Some(("chromium", &["--headless"]))
+    } else {
+        None
+    }
+}
+
+/// Lets every group of namespace `ns` open ICMP echo ("ping") sockets, as the server's
+/// echo relay needs (docs/tun.md).
+pub fn allow_ping_sockets(ns: &str) {
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "sysctl",
+        "-qw",
+        "net.ipv4.ping_group_range=0 2147483647",
+    ]);
+}
