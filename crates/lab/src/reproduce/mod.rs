@@ -253,6 +253,21 @@ pub fn results_file(opts: &Options, run: &Run) -> PathBuf {
     opts.out_dir.join(format!("{}.jsonl", run.name))
 }
 
+/// One run, one build: a new run forgets every pair and record of `runs` at its start,
+/// not run by run as it reaches them, so that a sitting stopped early leaves nothing of
+/// an earlier build for `--resume` to trip on (its ledger lines) or to append to (its
+/// results files). Other runs' files and pairs stay.
+fn start_anew(opts: &Options, runs: &[&Run], book: &mut ledger::Ledger) -> Result<()> {
+    for run in runs {
+        let f = results_file(opts, run);
+        if f.exists() {
+            std::fs::remove_file(&f)?;
+        }
+        book.forget_run(run.name)?;
+    }
+    Ok(())
+}
+
 /// The `run` configuration of `run`, on its first profile, and all its profiles.
 fn config(run: &Run, opts: &Options) -> Result<(RunConfig, Vec<profile::Profile>)> {
     config_of(run, opts.quick, &results_file(opts, run), &opts.mpflex_bin)
@@ -323,15 +338,11 @@ pub fn reproduce(claims: &[&Claim], which: &str, opts: &Options, stop: &AtomicBo
             book.check_same(&me)?;
         }
         let sitting = ledger::now();
+        if !opts.resume {
+            start_anew(opts, &runs, &mut book)?;
+        }
         for (run, (mut cfg, profiles)) in runs.iter().zip(configs) {
             let f = results_file(opts, run);
-            if !opts.resume {
-                // One run, one file: what the doc is made of comes from this run alone.
-                if f.exists() {
-                    std::fs::remove_file(&f)?;
-                }
-                book.forget_run(run.name)?;
-            }
             eprintln!("reproduce: run {} ({})", run.name, pick(opts.quick, run.profiles));
             for p in profiles {
                 if stop.load(std::sync::atomic::Ordering::SeqCst) {

@@ -625,3 +625,48 @@ fn the_finish_gap_figure_is_cited_where_the_paper_gives_it() {
         }
     }
 }
+
+/// A new run clears all of its runs' records and ledger lines before its first pair, so
+/// that a sitting stopped in its first run can be resumed: nothing of the earlier build
+/// is left in a later run's file or in the ledger. Runs it does not do keep theirs.
+#[test]
+fn a_new_run_forgets_the_earlier_builds_pairs_of_all_its_runs_at_once() {
+    let dir = std::env::temp_dir().join(format!("mpflex-reproduce-anew-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let opts = Options {
+        quick: false,
+        out_dir: dir.clone(),
+        doc: None,
+        readme: None,
+        mpflex_bin: std::env::current_exe().unwrap(),
+        report_only: false,
+        resume: false,
+    };
+    let old = ledger::Identity {
+        commit: "old".into(),
+        mpflex: "1-aa".into(),
+        quick: false,
+    };
+    let mut book = ledger::Ledger::load(&dir).unwrap();
+    for run in RUNS {
+        std::fs::write(results_file(&opts, run), "{}\n").unwrap();
+        book.record(ledger::Entry {
+            run: run.name.into(),
+            profile: "p".into(),
+            who: old.clone(),
+            sitting: "then".into(),
+        })
+        .unwrap();
+    }
+    let runs = runs_for(&[claim("dems"), claim("qcut")]);
+    assert!(runs.len() >= 2, "two runs at least");
+    start_anew(&opts, &runs, &mut book).unwrap();
+    let reloaded = ledger::Ledger::load(&dir).unwrap();
+    for run in RUNS {
+        let mine = runs.iter().any(|r| r.name == run.name);
+        assert_eq!(results_file(&opts, run).exists(), !mine, "{}", run.name);
+        assert_eq!(reloaded.done(run.name, "p"), !mine, "{}", run.name);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
