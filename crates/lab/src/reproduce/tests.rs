@@ -570,15 +570,7 @@ fn a_quick_row_names_what_quick_cuts() {
 fn a_table_drawn_by_a_later_lab_says_so() {
     let dir = std::env::temp_dir().join(format!("mpflex-reproduce-drawn-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let opts = Options {
-        quick: false,
-        out_dir: dir.clone(),
-        doc: None,
-        readme: None,
-        mpflex_bin: std::env::current_exe().unwrap(),
-        report_only: true,
-        resume: false,
-    };
+    let opts = full_options(&dir, true);
     let c = claim("emptcp-small");
     let run = run_of(c.run);
     let file = results_file(&opts, run);
@@ -634,15 +626,7 @@ fn a_new_run_forgets_the_earlier_builds_pairs_of_all_its_runs_at_once() {
     let dir = std::env::temp_dir().join(format!("mpflex-reproduce-anew-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let opts = Options {
-        quick: false,
-        out_dir: dir.clone(),
-        doc: None,
-        readme: None,
-        mpflex_bin: std::env::current_exe().unwrap(),
-        report_only: false,
-        resume: false,
-    };
+    let opts = full_options(&dir, false);
     let old = ledger::Identity {
         commit: "old".into(),
         mpflex: "1-aa".into(),
@@ -669,4 +653,17 @@ fn a_new_run_forgets_the_earlier_builds_pairs_of_all_its_runs_at_once() {
         assert_eq!(reloaded.done(run.name, "p"), !mine, "{}", run.name);
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Full-run options writing to `dir` (any existing file stands for the mpflex binary).
+fn full_options(dir: &std::path::Path, report_only: bool) -> Options {
+    Options {
+        quick: false,
+        out_dir: dir.to_path_buf(),
+        doc: None,
+        readme: None,
+        mpflex_bin: std::env::current_exe().unwrap(),
+        report_only,
+        resume: false,
+    }
 }
