@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Throughput and latency benchmark, on loopback (no namespaces, no root needed), in one run:
 #   (a) curl fetching SIZE_MB from a local origin directly over TCP,
-#   (b) the same through mpflex client + server over 2 encrypted paths (SOCKS5; the paths
-#       are two TCP connections over lo, from source addresses 127.0.0.1 and 127.0.0.2),
+#   (b) the same through mpflex client + server over PATHS encrypted paths (SOCKS5; the
+#       paths are TCP connections over lo, from source addresses 127.0.0.1, 127.0.0.2, …),
 #   (c) as root: the same through the TUN ingress of the same client and session (curl in
 #       a namespace whose default route is the client's TUN device, docs/tun.md),
-# interleaved REPS times; prints the median throughputs, the ratios b/a and c/b, the CPU
-# seconds per GB that mpflex client + server spent for (b) and (c), how the bytes were
-# split over the paths, and the time to first byte of a 10 KB object over the established
-# session vs over a fresh direct TCP connection.
+# interleaved REPS times; prints the median throughputs and every transfer's rate, the
+# ratios b/a and c/b, the CPU seconds per GB that the mpflex client and server each spent
+# for (b) and (c), against what curl + origin spend for (a) (the bare kernel TCP transfer's
+# cost: CPU time is the process's own accounting, /proc/<pid>/stat, so it stays
+# meaningful on a busy machine where rates do not), how the bytes were split over the
+# paths, and the time to first byte of a 10 KB object over the established session vs
+# over a fresh direct TCP connection.
 #
 # As root the whole run happens in a network namespace of its own (its loopback is the
 # paths' and the origin's; the origin is also at 198.18.0.1 there, the address (c) fetches
@@ -23,15 +26,21 @@
 # the commit of the source tree: `git describe --always --dirty`, the machine's cores
 # and load) to RECORD: the docs' loopback figures come from these records.
 #
-# Environment: SIZE_MB (512), REPS (5), TTFB_REPS (20), SCHEDULER (roundrobin),
+# Environment: SIZE_MB (512), REPS (5), TTFB_REPS (20), SCHEDULER (roundrobin), PATHS (2;
+# 1 to 8 paths, from 127.0.0.1 to 127.0.0.PATHS),
 # TUN (1 as root, else 0), TUN_MTU (the client's default), RECORD
 # (lab-results/bench-loopback.jsonl; empty: no record), MPFLEX_BIN (a prebuilt binary;
-# otherwise `cargo build --release`, honouring CARGO_TARGET_DIR).
+# otherwise `cargo build --release`, honouring CARGO_TARGET_DIR), PERF (a directory: the
+# client and server are sampled with `perf record $PERF_ARGS` (-g) during the transfers,
+# into client.data and server.data there; `perf report -i <file> --no-children` reads
+# them, docs/performance.md).
 set -euo pipefail
 SIZE_MB=${SIZE_MB:-512}
 REPS=${REPS:-5}
 TTFB_REPS=${TTFB_REPS:-20}
 SCHEDULER=${SCHEDULER:-roundrobin}
+PATHS=${PATHS:-2}
+[[ $PATHS =~ ^[1-8]$ ]] || { echo "bench: PATHS is 1 to 8, not $PATHS" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 RECORD=${RECORD-$root/lab-results/bench-loopback.jsonl}
 commit=$(git -C "$root" describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
@@ -96,15 +105,10 @@ server_public_key = "$(key "$work/s.key" public_key)"
 scheduler = "$SCHEDULER"
 socks_listen = "127.0.0.1:$SOCKS"
 status_listen = "127.0.0.1:$CST"
-[[paths]]
-name = "a"
-server = "127.0.0.1:$PP"
-source = "127.0.0.1"
-[[paths]]
-name = "b"
-server = "127.0.0.1:$PP"
-source = "127.0.0.2"
 TOML
+for i in $(seq "$PATHS"); do
+  printf '[[paths]]\nname = "p%s"\nserver = "127.0.0.1:%s"\nsource = "127.0.0.%s"\n' "$i" "$PP" "$i" >>"$work/client.toml"
+done
 if [ "$TUN" = 1 ]; then
   printf '[tun]\nname = "%s"\nipv6 = ""\n' "$TUN_DEV" >>"$work/client.toml"
   [ -n "${TUN_MTU:-}" ] && printf 'mtu = %s\n' "$TUN_MTU" >>"$work/client.toml"
@@ -147,7 +151,7 @@ PY
 head -c $((SIZE_MB << 20)) /dev/urandom >"$data/blob"
 head -c 10240 /dev/urandom >"$data/small"
 [ "$TUN" = 1 ] && BIND=0.0.0.0 || BIND=127.0.0.1
-python3 "$work/origin.py" "$data" "$ORIGIN" "$BIND" >"$work/origin.log" 2>&1 & pids+=($!)
+python3 "$work/origin.py" "$data" "$ORIGIN" "$BIND" >"$work/origin.log" 2>&1 & opid=$!; pids+=($opid)
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$ORIGIN/small" && break; sleep 0.1; done
 RUST_LOG=warn $B server --config "$work/server.toml" >"$work/server.log" 2>&1 & spid=$!; pids+=($spid)
 for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PP") 2>/dev/null && break; sleep 0.1; done
@@ -156,8 +160,8 @@ paths_up() {
   $B status --json --addr "127.0.0.1:$CST" 2>/dev/null |
     python3 -c 'import json,sys; print(sum(1 for p in json.load(sys.stdin)["paths"] if p["up"]))' 2>/dev/null || echo 0
 }
-for _ in $(seq 100); do [ "$(paths_up)" = 2 ] && break; sleep 0.1; done
-[ "$(paths_up)" = 2 ] || die "the client's 2 paths did not come up"
+for _ in $(seq 100); do [ "$(paths_up)" = "$PATHS" ] && break; sleep 0.1; done
+[ "$(paths_up)" = "$PATHS" ] || die "the client's $PATHS paths did not come up"
 if [ "$TUN" = 1 ]; then
   # The client made its device here; the applications of (c) get it, as their default
   # route (a device keeps its descriptor and MTU across namespaces, not its addresses).
@@ -169,15 +173,19 @@ if [ "$TUN" = 1 ]; then
 fi
 
 want=$((SIZE_MB << 20))
-# fetch [--tun] <curl args...>: prints the speed; fails unless the whole object arrived.
-# --tun: curl runs in the namespace routed into the TUN.
+# fetch [--tun] <curl args...>: prints the speed and the CPU milliseconds curl spent;
+# fails unless the whole object arrived. --tun: curl runs in the namespace routed into
+# the TUN.
 fetch() {
   local pre=() out code size speed
   [ "$1" = --tun ] && { pre=(ip netns exec "$BENCH_TUN_NS"); shift; }
-  out=$("${pre[@]}" curl -s -o /dev/null -w '%{http_code} %{size_download} %{speed_download}' "$@") || die "curl $* failed"
-  read -r code size speed <<<"$out"
+  # `times` in the command substitution's shell: its second line is its children's (curl's)
+  # user and system time.
+  out=$("${pre[@]}" curl -s -o /dev/null -w '%{http_code} %{size_download} %{speed_download}\n' "$@" && times) ||
+    die "curl $* failed"
+  read -r code size speed <<<"$(head -1 <<<"$out")"
   [ "$code" = 200 ] && [ "$size" = "$want" ] || die "curl $*: HTTP $code, $size of $want bytes"
-  echo "$speed"
+  echo "$speed $(tail -1 <<<"$out" | sed 's/m/ /g; s/s//g' | awk '{printf "%d", ($1 * 60 + $2 + $3 * 60 + $4) * 1000}')"
 }
 via=(--socks5-hostname "127.0.0.1:$SOCKS")
 # One checked transfer through mpflex (not timed).
@@ -191,20 +199,46 @@ fi
 
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
-direct=(); through=(); tun=(); ctick=0; stick=0; tctick=0; tstick=0
+# What each path received (client side) so far, comma-separated.
+path_bytes() {
+  $B status --json --addr "127.0.0.1:$CST" |
+    python3 -c 'import json,sys; print(",".join(str(p["bytes_received"]) for p in json.load(sys.stdin)["paths"]))'
+}
+perfs=()
+if [ -n "${PERF:-}" ]; then
+  mkdir -p "$PERF"
+  for side in client:$cpid server:$spid; do
+    # shellcheck disable=SC2086 # PERF_ARGS is a list of perf's options
+    perf record -q -F "${PERF_FREQ:-999}" ${PERF_ARGS:--g} -p "${side#*:}" -o "$PERF/${side%%:*}.data" \
+      >"$work/perf-${side%%:*}.log" 2>&1 &
+    perfs+=($!)
+  done
+  sleep 0.5
+fi
+splits=()
+direct=(); through=(); tun=(); ctick=0; stick=0; tctick=0; tstick=0; dtick=0; dms=0
 for _ in $(seq "$REPS"); do
-  direct+=("$(fetch "http://127.0.0.1:$ORIGIN/blob")")
-  c0=$(cpu $cpid); s0=$(cpu $spid)
-  through+=("$(fetch "${via[@]}" "http://127.0.0.1:$ORIGIN/blob")")
+  o0=$(cpu $opid)
+  read -r speed ms <<<"$(fetch "http://127.0.0.1:$ORIGIN/blob")"
+  direct+=("$speed"); dtick=$((dtick + $(cpu $opid) - o0)); dms=$((dms + ms))
+  c0=$(cpu $cpid); s0=$(cpu $spid); b0=$(path_bytes)
+  read -r speed _ <<<"$(fetch "${via[@]}" "http://127.0.0.1:$ORIGIN/blob")"
+  through+=("$speed")
   ctick=$((ctick + $(cpu $cpid) - c0)); stick=$((stick + $(cpu $spid) - s0))
+  splits+=("$(python3 -c 'import sys; a, b = (list(map(int, x.split(","))) for x in sys.argv[1:]); print(",".join(str(y - x) for x, y in zip(a, b)))' "$b0" "$(path_bytes)")")
   if [ "$TUN" = 1 ]; then
     c0=$(cpu $cpid); s0=$(cpu $spid)
-    tun+=("$(fetch --tun "$tun_url")")
+    read -r speed _ <<<"$(fetch --tun "$tun_url")"
+    tun+=("$speed")
     tctick=$((tctick + $(cpu $cpid) - c0)); tstick=$((tstick + $(cpu $spid) - s0))
   fi
 done
-split=$($B status --json --addr "127.0.0.1:$CST" |
-  python3 -c 'import json,sys; print(" ".join(str(p["bytes_received"]) for p in json.load(sys.stdin)["paths"]))')
+if [ ${#perfs[@]} -gt 0 ]; then
+  kill -INT "${perfs[@]}"
+  wait "${perfs[@]}" || true
+  echo "perf: $PERF/client.data, $PERF/server.data (perf report -i <file> --no-children)"
+fi
+split=$(path_bytes | tr , ' ')
 want=10240
 ttfb_direct=(); ttfb_via=()
 for _ in $(seq "$TTFB_REPS"); do
@@ -213,7 +247,7 @@ for _ in $(seq "$TTFB_REPS"); do
 done
 python3 - "$SIZE_MB" "$REPS" "$hz" "$ctick" "$stick" "${direct[*]}" "${through[*]}" \
   "${ttfb_direct[*]}" "${ttfb_via[*]}" "$SCHEDULER" "$split" "$(nproc)" "${tun[*]}" "$tctick" "$tstick" \
-  "$RECORD" "$commit" "$($B --version 2>/dev/null || echo mpflex)" <<'PY'
+  "$RECORD" "$commit" "$($B --version 2>/dev/null || echo mpflex)" "$PATHS" "$dtick" "$dms" "${splits[*]}" <<'PY'
 import json, os, statistics as st, sys
 size_mb, reps, hz, ct, stk = (int(x) for x in sys.argv[1:6])
 d = [float(x) for x in sys.argv[6].split()]; v = [float(x) for x in sys.argv[7].split()]
@@ -223,11 +257,21 @@ gbit = lambda bps: bps * 8 / 1e9
 md, mv = st.median(d), st.median(v)
 gb = size_mb * reps / 1024
 p90 = lambda xs: xs[max(0, int(round(0.9 * len(xs))) - 1)]
-print(f"transfer: {size_mb} MB x {reps}, loopback, 2 paths, scheduler {sys.argv[10]}, Noise AES-GCM, {sys.argv[12]} cores")
-print(f"(a) direct TCP      : {gbit(md):6.2f} Gbit/s (median; min {gbit(min(d)):.2f}, max {gbit(max(d)):.2f})")
-print(f"(b) through mpflex  : {gbit(mv):6.2f} Gbit/s (median; min {gbit(min(v)):.2f}, max {gbit(max(v)):.2f})")
+npaths, dtk, dms = int(sys.argv[19]), int(sys.argv[20]), int(sys.argv[21])
+# CPU seconds per GB: each mpflex process for (b), and curl + origin for (a), which is
+# what the kernel's TCP costs both ends of the bare transfer.
+cpu_c, cpu_s = ct / hz / gb, stk / hz / gb
+cpu_d = (dtk / hz + dms / 1000) / gb
+of_d = lambda x: f"{x / cpu_d:.2f} x direct" if cpu_d > 0 else "direct not measured"
+rates = lambda xs: " ".join(f"{gbit(x):.2f}" for x in xs)
+print(f"transfer: {size_mb} MB x {reps}, loopback, {npaths} paths, scheduler {sys.argv[10]}, Noise AES-GCM, {sys.argv[12]} cores")
+print(f"(a) direct TCP      : {gbit(md):6.2f} Gbit/s (median; each: {rates(d)})")
+print(f"(b) through mpflex  : {gbit(mv):6.2f} Gbit/s (median; each: {rates(v)})")
 print(f"ratio b/a           : {mv / md:.3f}")
-print(f"CPU, client+server  : {(ct + stk) / hz / gb:.2f} s per GB (client {ct / hz / gb:.2f}, server {stk / hz / gb:.2f})")
+print(f"CPU, direct TCP     : {cpu_d:.2f} s per GB (curl + origin, both ends of (a))")
+print(f"CPU, mpflex client  : {cpu_c:.2f} s per GB ({of_d(cpu_c)})")
+print(f"CPU, mpflex server  : {cpu_s:.2f} s per GB ({of_d(cpu_s)})")
+print(f"CPU, client+server  : {cpu_c + cpu_s:.2f} s per GB ({of_d(cpu_c + cpu_s)})")
 if sys.argv[13]:
     t = [float(x) for x in sys.argv[13].split()]; tct, tst = int(sys.argv[14]), int(sys.argv[15])
     mt = st.median(t)
@@ -237,17 +281,22 @@ if sys.argv[13]:
     print(f"CPU per GB, TUN/SOCKS5: {(tct + tst) / max(ct + stk, 1):.2f} (client alone {tct / max(ct, 1):.2f})")
 tot = sum(split) or 1
 print("bytes per path      : " + ", ".join(f"{b / tot:.0%}" for b in split) + " (client, received)")
+# Each transfer of (b): its rate beside its split over the paths.
+per = [[int(x) for x in t.split(",")] for t in sys.argv[22].split()]
+for r, sp in zip(v, per):
+    print(f"  {gbit(r):6.2f} Gbit/s, paths " + " ".join(f"{b / (sum(sp) or 1):.0%}" for b in sp))
 print(f"TTFB 10 KB, direct fresh TCP  : median {st.median(td):.2f} ms (p90 {p90(td):.2f})")
 print(f"TTFB 10 KB, mpflex session    : median {st.median(tv):.2f} ms (p90 {p90(tv):.2f})")
 record, commit, version = sys.argv[16], sys.argv[17], sys.argv[18]
 if record:
     rec = {
         "bench": "loopback", "commit": commit, "mpflex": version, "size_mb": size_mb, "reps": reps,
-        "scheduler": sys.argv[10], "cores": int(sys.argv[12]), "loadavg": [float(x) for x in os.getloadavg()],
+        "scheduler": sys.argv[10], "paths": npaths, "cores": int(sys.argv[12]), "loadavg": [float(x) for x in os.getloadavg()],
         "direct_gbit": [round(gbit(x), 3) for x in d], "mpflex_gbit": [round(gbit(x), 3) for x in v],
         "ratio": round(mv / md, 4), "cpu_s_per_gb": round((ct + stk) / hz / gb, 3),
-        "cpu_s_per_gb_client": round(ct / hz / gb, 3), "cpu_s_per_gb_server": round(stk / hz / gb, 3),
-        "path_bytes": split, "ttfb_direct_ms": [round(x, 3) for x in td], "ttfb_mpflex_ms": [round(x, 3) for x in tv],
+        "cpu_s_per_gb_client": round(cpu_c, 3), "cpu_s_per_gb_server": round(cpu_s, 3),
+        "cpu_s_per_gb_direct": round(cpu_d, 3),
+        "path_bytes": split, "transfer_path_bytes": per, "ttfb_direct_ms": [round(x, 3) for x in td], "ttfb_mpflex_ms": [round(x, 3) for x in tv],
     }
     if sys.argv[13]:
         rec["tun_gbit"] = [round(gbit(x), 3) for x in t]
