@@ -3,6 +3,11 @@
 //! missing file fails, as does a file no doc cites, or one `lab-results/README.md` (the
 //! index) does not list.
 //!
+//! The experiments of earlier builds keep their data in `docs/history/data/`, cited as
+//! `history/data/<path>` by the pages of `docs/history/` only: every file there must be
+//! cited by one, and a page for users may not cite it (its figures stand on `lab-results/`,
+//! whose every record names the commit that measured it).
+//!
 //! A citation is the text `lab-results/<path>`, where `<path>` may hold one `{a,b,…}`
 //! alternation and `*` wildcards within a file name (`lab-results/x-{a,b}.jsonl`,
 //! `lab-results/x-*.jsonl`); a wildcard that matches nothing is a missing file. The index
@@ -41,9 +46,10 @@ fn docs(root: &Path) -> Vec<String> {
     out
 }
 
-/// The data files, relative to `lab-results/`, the index excepted.
-fn data(root: &Path) -> Vec<String> {
-    let dir = root.join("lab-results");
+/// The data files below `dir` (relative to the repository), relative to it, its index
+/// (README.md) excepted.
+fn data_in(root: &Path, dir: &str) -> Vec<String> {
+    let dir = root.join(dir);
     let mut out = Vec::new();
     files_below(&dir, &dir, &mut out);
     out.retain(|p| p != "README.md");
@@ -51,14 +57,28 @@ fn data(root: &Path) -> Vec<String> {
     out
 }
 
+fn data(root: &Path) -> Vec<String> {
+    data_in(root, "lab-results")
+}
+
+const HISTORY_DATA: &str = "docs/history/data";
+
+fn is_history_page(doc: &str) -> bool {
+    doc.starts_with("docs/history/")
+}
+
 /// The paths cited in `text`: what follows each `lab-results/`, up to the first
 /// character that cannot be part of a path, with trailing punctuation trimmed.
 pub fn citations(text: &str) -> Vec<String> {
-    const KEY: &str = "lab-results/";
+    citations_of(text, "lab-results/")
+}
+
+/// The paths cited in `text` after each `key` (`lab-results/` or `history/data/`).
+fn citations_of(text: &str, key: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = text;
-    while let Some(i) = rest.find(KEY) {
-        rest = &rest[i + KEY.len()..];
+    while let Some(i) = rest.find(key) {
+        rest = &rest[i + key.len()..];
         // The path runs to the first character a path cannot hold, or to a comma
         // outside an alternation; a sentence's full stop after it is not part of it.
         let mut depth = 0;
@@ -164,6 +184,49 @@ fn every_cited_lab_result_exists_and_every_lab_result_is_cited() {
 }
 
 #[test]
+fn history_data_is_cited_by_history_pages_only_and_every_file_of_it_is_cited() {
+    let root = root();
+    let files = data_in(&root, HISTORY_DATA);
+    let mut cited: BTreeSet<String> = BTreeSet::new();
+    let mut missing = Vec::new();
+    let mut from_user_docs = Vec::new();
+    for doc in docs(&root) {
+        let Ok(text) = std::fs::read_to_string(root.join(&doc)) else {
+            continue;
+        };
+        for c in citations_of(&text, "history/data/") {
+            if c == "README.md" {
+                continue;
+            }
+            if !is_history_page(&doc) {
+                from_user_docs.push(format!("{doc}: history/data/{c}"));
+            }
+            let named = resolve(&c, &files);
+            if named.is_empty() && !is_directory(&c, &files) {
+                missing.push(format!("{doc}: history/data/{c}"));
+            }
+            cited.extend(named);
+        }
+    }
+    let uncited: Vec<&String> = files.iter().filter(|f| !cited.contains(*f)).collect();
+    assert!(
+        from_user_docs.is_empty(),
+        "pages for users cite the history's data (measure again into lab-results/, or move the claim to docs/history/):\n  {}",
+        from_user_docs.join("\n  ")
+    );
+    assert!(
+        missing.is_empty(),
+        "history pages cite data that does not exist:\n  {}",
+        missing.join("\n  ")
+    );
+    assert!(
+        uncited.is_empty(),
+        "{HISTORY_DATA} files no history page cites (cite them or delete them):\n  {}",
+        uncited.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  ")
+    );
+}
+
+#[test]
 fn the_index_lists_every_lab_result_and_nothing_else() {
     let root = root();
     let files: BTreeSet<String> = data(&root).into_iter().collect();
@@ -181,17 +244,12 @@ fn the_index_lists_every_lab_result_and_nothing_else() {
     );
 }
 
-/// Every record in `lab-results/` says which commit measured it (`commit`), but for the
-/// files written before the lab recorded one (`records_without_commit.txt`, which may only
-/// shrink): a figure must name its build.
+/// Every record in `lab-results/` says which commit measured it (`commit`): a figure a
+/// page for users shows must name its build. Records of earlier builds without one belong
+/// to the history (`docs/history/data/`).
 #[test]
 fn every_record_carries_its_commit() {
     let root = root();
-    let legacy: BTreeSet<String> = include_str!("records_without_commit.txt")
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(String::from)
-        .collect();
     let mut without = Vec::new();
     let mut unparsed = Vec::new();
     for f in data(&root).into_iter().filter(|f| f.ends_with(".jsonl")) {
@@ -204,7 +262,7 @@ fn every_record_carries_its_commit() {
                 Err(e) => unparsed.push(format!("{f}: {e}")),
             }
         }
-        if lacking > 0 && !legacy.contains(&f) {
+        if lacking > 0 {
             without.push(format!("{f} ({lacking} records)"));
         }
     }
@@ -218,11 +276,6 @@ fn every_record_carries_its_commit() {
         "records without a commit (write them with the lab or a bench that records one):\n  {}",
         without.join("\n  ")
     );
-    let gone: Vec<&String> = legacy
-        .iter()
-        .filter(|f| !root.join("lab-results").join(f).exists())
-        .collect();
-    assert!(gone.is_empty(), "remove from records_without_commit.txt: {gone:?}");
 }
 
 #[test]
