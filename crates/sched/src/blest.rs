@@ -32,8 +32,15 @@
 //!   on the window — and falls by 0.01 otherwise. [`BlestConfig::adaptive`] = false pins λ.
 //! * **Paths.** x_f is the fastest usable path with an RTT sample, ready or not; the asking
 //!   path is x_s if MinRTT would pick it, otherwise it waits like MinRTT. If the asking path is
-//!   x_f (or has no RTT sample) it sends the whole budget. With more than two paths only x_f's
-//!   sending is estimated (a middle path's share is ignored, as in the two-path paper).
+//!   x_f (or has no RTT sample) it sends the whole budget.
+//! * **More than two paths.** The paper estimates two subflows. What blocks is the shared
+//!   window running out while x_s's bytes are outstanding, and during RTT_s every path
+//!   faster than x_s sends into that window, not only x_f: X is summed over every usable
+//!   path j with a smaller srtt than x_s, each with its own `r_j = RTT_s / RTT_j`
+//!   (`X = Σ_j MSS_j · (CWND_j + (r_j − 1)/2) · r_j`, [`Blest::faster_bytes`]). With two
+//!   paths that is the paper's X. A path slower than x_s (or without an RTT sample)
+//!   waits for x_s's round like any byte in it and is not counted. So with N paths the
+//!   slowest ones are the first kept out when the window is tight, the fastest last.
 //! * **Waiting** returns `until` = now + RTT_f: x_f should have had an RTT's worth of ACKs.
 
 use std::time::{Duration, Instant};
@@ -133,6 +140,19 @@ impl Blest {
         let r = slow.srtt.as_nanos() as f64 / fast.srtt.as_nanos().max(1) as f64;
         fast.mss.max(1) as f64 * (fast.cwnd.max(1) as f64 + (r - 1.0) / 2.0) * r
     }
+
+    /// Bytes every usable path faster than `slow` (smaller srtt, with a sample) can send
+    /// during one RTT of it: X summed over them (see the module notes, "More than two
+    /// paths"); with two paths [`Blest::fast_bytes`] of x_f.
+    pub fn faster_bytes(slow: usize, paths: &[PathSnapshot], allow_backup: bool) -> f64 {
+        let s = &paths[slow];
+        paths
+            .iter()
+            .enumerate()
+            .filter(|&(i, p)| i != slow && p.usable(allow_backup) && !p.srtt.is_zero() && p.srtt < s.srtt)
+            .map(|(_, p)| Self::fast_bytes(p, s))
+            .sum()
+    }
 }
 
 impl Scheduler for Blest {
@@ -173,7 +193,7 @@ impl Scheduler for Blest {
             .map(|(_, p)| queued_on_path(p))
             .sum();
         let window = queue.send_window.saturating_add(recycled) as f64;
-        let room = window - self.lambda * Self::fast_bytes(fp, me);
+        let room = window - self.lambda * Self::faster_bytes(path, paths, allow_backup);
         if room < me.mss.max(1) as f64 {
             let until = now + fp.srtt.max(Duration::from_millis(1));
             return Decision::Wait { until: Some(until) };
@@ -400,9 +420,10 @@ mod tests {
     }
 
     #[test]
-    fn three_paths_estimate_the_fastest() {
-        // 10 ms (full), 20 ms (full), 40 ms asking: X uses the 10 ms path, as with two paths.
-        // W = w + 10 + 10 + 5 MSS; room = w + 20 MSS − 46 MSS = w − 26 MSS.
+    fn three_paths_count_every_faster_path() {
+        // 10 ms (full), 20 ms (full), 40 ms asking. X: the 10 ms path's 46 MSS, and the
+        // 20 ms path's (r = 2) MSS · (10 + 1/2) · 2 = 21 MSS, 67 MSS in all.
+        // W = w + 10 + 10 + 5 MSS; room = w + 20 MSS − 67 MSS = w − 47 MSS.
         let now = Instant::now();
         let mut p = vec![path(0, 10), path(1, 20), path(2, 40)];
         for q in &mut p[..2] {
@@ -410,14 +431,72 @@ mod tests {
             q.ready = false;
         }
         p[2].in_flight = 5;
+        assert_eq!(Blest::faster_bytes(2, &p, false), (67 * MSS) as f64);
         let mut s = fixed(1.0);
         assert!(matches!(
-            s.decide(now, 2, &p, &queue_win(1000, 26 * MSS), 1 << 20),
+            s.decide(now, 2, &p, &queue_win(1000, 47 * MSS), 1 << 20),
             Decision::Wait { .. }
         ));
         assert_eq!(
-            s.decide(now, 2, &p, &queue_win(1000, 27 * MSS), 1 << 20),
+            s.decide(now, 2, &p, &queue_win(1000, 48 * MSS), 1 << 20),
             Decision::head(MSS as usize)
         );
+        // The middle path, asking, counts only the 10 ms one (r = 2: 21 MSS), as with two
+        // paths: W = w + 10 + 10 + 5 MSS less its own 10, room = w + 15 − 21 = w − 6 MSS.
+        p[1].ready = true;
+        p[0].in_flight = 10;
+        assert_eq!(Blest::faster_bytes(1, &p, false), (21 * MSS) as f64);
+        assert!(matches!(
+            s.decide(now, 1, &p, &queue_win(1000, 6 * MSS), 1 << 20),
+            Decision::Wait { .. }
+        ));
+        // A dead faster path is not counted.
+        p[0].alive = false;
+        assert_eq!(Blest::faster_bytes(2, &p, false), (21 * MSS) as f64);
+    }
+
+    /// Five paths: 10, 20, 40, 80 and 160 ms. X of the 80 ms path sums the three faster
+    /// ones; the slowest path is the first kept out as the window tightens, the fastest
+    /// never.
+    #[test]
+    fn five_paths_keep_the_slowest_out_first() {
+        let now = Instant::now();
+        let mut p: Vec<PathSnapshot> = [10, 20, 40, 80, 160]
+            .iter()
+            .enumerate()
+            .map(|(i, &ms)| path(i, ms))
+            .collect();
+        for q in &mut p {
+            q.in_flight = 10;
+            q.ready = false;
+        }
+        // X for the 80 ms path: r = 8, 4, 2 → (10 + 3.5)·8 + (10 + 1.5)·4 + (10 + 0.5)·2
+        // = 108 + 46 + 21 = 175 MSS.
+        assert_eq!(Blest::faster_bytes(3, &p, false), (175 * MSS) as f64);
+        assert_eq!(Blest::faster_bytes(0, &p, false), 0.0);
+        // A window where the 80 ms path may send but the 160 ms one may not: the 80 ms path
+        // needs w + 35 MSS (the others' bytes) − 175 MSS ≥ 1 MSS, i.e. w ≥ 141 MSS; the
+        // 160 ms path's X (r = 16, 8, 4, 2) is 280 + 108 + 46 + 21 = 455 MSS.
+        assert_eq!(Blest::faster_bytes(4, &p, false), (455 * MSS) as f64);
+        let w = queue_win(1000, 141 * MSS);
+        let mut s = fixed(1.0);
+        for (i, q) in p.iter_mut().enumerate() {
+            q.ready = i >= 3;
+        }
+        p[4].in_flight = 5;
+        p[3].in_flight = 5;
+        // With the 80 ms path ready and holding room, the 160 ms one waits for it (MinRTT).
+        assert_eq!(s.decide(now, 4, &p, &w, 1 << 20), Decision::Wait { until: None });
+        assert_eq!(s.decide(now, 3, &p, &w, 1 << 20), Decision::head(MSS as usize));
+        p[3].ready = false;
+        p[3].in_flight = 10;
+        assert!(matches!(
+            s.decide(now, 4, &p, &w, 1 << 20),
+            Decision::Wait { until: Some(_) }
+        ));
+        // The fastest path always sends.
+        p[0].ready = true;
+        p[0].in_flight = 0;
+        assert_eq!(s.decide(now, 0, &p, &queue_win(1000, 0), 4096), Decision::head(4096));
     }
 }

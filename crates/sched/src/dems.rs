@@ -36,9 +36,21 @@
 //!   new bytes from the tail while any remain (the threshold is ≤ 0), but does not go on to
 //!   re-send the other path's bytes after the meeting point as Alg. 1 read literally would;
 //!   duplicates stay the small-OWD path's job, bounded by its ΔOWD + δ window.
-//! * **More than two paths:** the smallest-OWD path takes the head; every other path applies
-//!   the tail rule against it with its own ΔOWD. The small path's reinjection window is the
-//!   largest ΔOWD + δ among the others.
+//! * **More than two paths.** The paper designs for two and sketches the rest (§8,
+//!   "Limitation"): a path stops "if the remaining data in the meta buffer can be
+//!   delivered earlier by some other subflows with smaller OWD", so that the largest-OWD
+//!   path finishes sending first and the smallest-OWD one last, and all arrive together.
+//!   mpflex's rule: the smallest-OWD path alone takes the head (the two-way split keeps
+//!   one in-order front, which the receiver delivers from); every other path works from
+//!   the tail, and stops when the bytes still unsent, D, fall below what all the paths of
+//!   smaller OWD deliver in the time it trails them, `Σ_j (ΔOWD_ij − δ_ij)⁺ · BW_j`
+//!   ([`Dems::stop_threshold`]; Eq. 9 summed over the faster paths, each pair with its
+//!   own δ). With two paths that is Eq. 9 itself. The tail paths take the tail bytes in
+//!   the order they ask (interleaved but decoupled, as §8 suggests), and since the
+//!   threshold grows with a path's OWD they stop in the order of their OWDs, largest
+//!   first. The horizon below counts every usable path's rate. The small path's
+//!   reinjection window (DEMS-F) is the largest ΔOWD + δ among the others; in DEMS-S
+//!   every tail path re-sends downwards.
 //! * **Growing chunk:** bytes queued during a transfer join the tail (the queue is a deque);
 //!   D is always the current unsent count, so the stop rule follows the chunk as it grows.
 //! * **Bandwidth** of the small path: the kernel's delivery-rate estimate, or cwnd·mss/srtt
@@ -50,9 +62,10 @@
 //!   path's bytes wait in the receiver's reorder buffer until the small path reaches them;
 //!   the gap grows until the stream's flow-control window (4 MB) is full of them, and the
 //!   application receives data seconds late, its in-order goodput well below the paths'
-//!   capacity. So a chunk end is in reach only when the backlog is at most what both paths
-//!   deliver in one round of the two, `(BW_small + BW_large)·(srtt_small + srtt_large)`
-//!   ([`Dems::horizon`]; each BW the larger of window/srtt and the delivery rate); above it
+//!   capacity. So a chunk end is in reach only when the backlog is at most what the
+//!   paths deliver in one round of the two, `(Σ BW)·(srtt_small + srtt_large)` over every
+//!   usable path ([`Dems::horizon`]; each BW the larger of window/srtt and the delivery
+//!   rate; with two paths `BW_small + BW_large`); above it
 //!   the large path takes from the head like MinRTT, and from the tail (with the stop rule)
 //!   once the rest fits. The horizon is at least twice the stop threshold, so the stop rule
 //!   always has room. `horizon = false` is the paper's rule.
@@ -218,46 +231,9 @@ impl Scheduler for Dems {
                 },
             };
         }
-        // The asking path has the larger OWD: it works from the tail (Eq. 9 / Alg. 1 l. 15–18).
-        let (d, delta) = self.delta(small, me, measured);
-        let threshold = (d - delta) * bandwidth(small);
+        // The asking path has a larger OWD: it works from the tail (Eq. 9 / Alg. 1 l. 15–18).
         if q.bytes > 0 {
-            // A bulk transfer that the bound on bytes ahead of the paths holds back
-            // (`QueueView::sustained`): the queue here is a window onto a backlog whose end
-            // the application has not written yet. There is no tail to work from, and the
-            // threshold would compare ΔOWD's bytes with a window of the bound's size: the
-            // slow path would wait for an end that stays ahead for as long as the transfer
-            // lasts. It sends from the head, as beyond the horizon.
-            if q.sustained {
-                return send_within_window(now, me, End::Head, budget);
-            }
-            if self.horizon {
-                let round = (small.srtt + me.srtt).as_secs_f64();
-                // Each path's rate as the larger of its window per srtt and the kernel's
-                // delivery rate: after an idle spell the delivery rate is the last sample,
-                // often an application-limited trickle, which would shrink the horizon to
-                // nothing.
-                let reach = ((small.rate_estimate() + me.rate_estimate()) * round).max(2.0 * threshold);
-                if q.bytes as f64 > reach {
-                    // From the head too only what its window sends now: behind a full
-                    // window head bytes wait a round of the slow path's srtt, and the
-                    // receiver's in-order delivery with them (a chunk on paths that never
-                    // carried data looks endless: their rates are the initial window's).
-                    return send_within_window(now, me, End::Head, budget);
-                }
-            }
-            let left = q.bytes as f64 - threshold.max(0.0);
-            if threshold <= 0.0 || left >= 0.0 {
-                let max_bytes = if threshold <= 0.0 {
-                    budget
-                } else {
-                    (left.round() as usize).clamp(1, budget.max(1))
-                };
-                // Only what its window sends now: a byte behind a full window leaves a
-                // round later and arrives a whole srtt after ΔOWD says.
-                return send_within_window(now, me, End::Tail, max_bytes);
-            }
-            return wait;
+            return self.tail(now, me, small, &usable, measured, q, budget);
         }
         match self.variant {
             DemsVariant::Simple => Decision::Reinject {
@@ -268,6 +244,76 @@ impl Scheduler for Dems {
             },
             _ => wait,
         }
+    }
+}
+
+impl Dems {
+    /// Bytes still unsent below which `me` stops taking tail bytes: what the paths of
+    /// smaller OWD together deliver in the time `me` trails each of them,
+    /// `Σ_j (ΔOWD_j − δ_j)⁺ · BW_j` (Eq. 9 summed over the faster paths, §8's rule for
+    /// more than two paths; with two paths Eq. 9 itself, a non-positive one read as 0).
+    fn stop_threshold(&self, me: &PathSnapshot, usable: &[&PathSnapshot], measured: bool) -> f64 {
+        usable
+            .iter()
+            .filter(|p| p.id != me.id)
+            .map(|p| {
+                let (d, delta) = self.delta(p, me, measured);
+                (d - delta).max(0.0) * bandwidth(p)
+            })
+            .sum()
+    }
+
+    /// A larger-OWD path's decision while bytes are queued: from the tail with the stop
+    /// rule within the horizon, from the head (within its window) beyond it.
+    #[allow(clippy::too_many_arguments)]
+    fn tail(
+        &self,
+        now: Instant,
+        me: &PathSnapshot,
+        small: &PathSnapshot,
+        usable: &[&PathSnapshot],
+        measured: bool,
+        q: &QueueView,
+        budget: usize,
+    ) -> Decision {
+        // A bulk transfer that the bound on bytes ahead of the paths holds back
+        // (`QueueView::sustained`): the queue here is a window onto a backlog whose end
+        // the application has not written yet. There is no tail to work from, and the
+        // threshold would compare ΔOWD's bytes with a window of the bound's size: the
+        // slow path would wait for an end that stays ahead for as long as the transfer
+        // lasts. It sends from the head, as beyond the horizon.
+        if q.sustained {
+            return send_within_window(now, me, End::Head, budget);
+        }
+        let threshold = self.stop_threshold(me, usable, measured);
+        if self.horizon {
+            let round = (small.srtt + me.srtt).as_secs_f64();
+            // Each path's rate as the larger of its window per srtt and the kernel's
+            // delivery rate: after an idle spell the delivery rate is the last sample,
+            // often an application-limited trickle, which would shrink the horizon to
+            // nothing. Every usable path drains the backlog, so every one counts.
+            let rates: f64 = usable.iter().map(|p| p.rate_estimate()).sum();
+            let reach = (rates * round).max(2.0 * threshold);
+            if q.bytes as f64 > reach {
+                // From the head too only what its window sends now: behind a full
+                // window head bytes wait a round of the slow path's srtt, and the
+                // receiver's in-order delivery with them (a chunk on paths that never
+                // carried data looks endless: their rates are the initial window's).
+                return send_within_window(now, me, End::Head, budget);
+            }
+        }
+        let left = q.bytes as f64 - threshold;
+        if threshold <= 0.0 || left >= 0.0 {
+            let max_bytes = if threshold <= 0.0 {
+                budget
+            } else {
+                (left.round() as usize).clamp(1, budget.max(1))
+            };
+            // Only what its window sends now: a byte behind a full window leaves a
+            // round later and arrives a whole srtt after ΔOWD says.
+            return send_within_window(now, me, End::Tail, max_bytes);
+        }
+        Decision::Wait { until: None }
     }
 }
 
@@ -568,8 +614,9 @@ mod tests {
         );
     }
 
-    /// Three paths: the smallest OWD takes the head, each other path applies the tail rule
-    /// against it with its own ΔOWD.
+    /// Three paths: the smallest OWD takes the head; each other path works from the tail
+    /// and stops when what the paths of smaller OWD deliver in the time it trails them
+    /// covers the bytes left (§8).
     #[test]
     fn three_paths() {
         let now = Instant::now();
@@ -580,12 +627,122 @@ mod tests {
         let paths = [wifi, lte, mid];
         let mut s = Dems::new(DemsVariant::Basic);
         assert_eq!(s.decide(now, 0, &paths, &queue(100_000), 1000), Decision::head(1000));
-        // Path 2: ΔOWD 25 ms → 22,000 bytes; path 1: 96,800.
+        // Path 2 trails only WiFi: ΔOWD 25 ms × 880,000 B/s = 22,000 bytes.
         assert_eq!(s.decide(now, 2, &paths, &queue(50_000), 65536), tail(28_000));
+        // Path 1 (LTE) trails WiFi by 110 ms (96,800 bytes) and path 2 by 85 ms at its
+        // 40 segments per 100 ms, 579,200 B/s (49,232 bytes): it stops at 146,032, not at
+        // WiFi's 96,800 alone, whose share path 2 also delivers.
+        let usable: Vec<&PathSnapshot> = paths.iter().collect();
+        assert_eq!(s.stop_threshold(&paths[1], &usable, true).round(), 146_032.0);
+        assert_eq!(s.decide(now, 1, &paths, &queue(150_000), 65536), tail(3_968));
         assert_eq!(
-            s.decide(now, 1, &paths, &queue(50_000), 65536),
+            s.decide(now, 1, &paths, &queue(146_000), 65536),
             Decision::Wait { until: None }
         );
+        // Path 2 goes on, at most its window's room (40 segments).
+        assert_eq!(s.decide(now, 2, &paths, &queue(146_000), 65536), tail(57_920));
+    }
+
+    /// Five paths with OWDs 90, 135, 40, 25 and 60 ms (the smallest is not the first in
+    /// the list), windows of 1000 segments, delivery rates 500, 1000, 2000, 1000 and
+    /// 250 KB/s.
+    fn five() -> Vec<PathSnapshot> {
+        [
+            (180, 90, 500_000),
+            (270, 135, 1_000_000),
+            (80, 40, 2_000_000),
+            (50, 25, 1_000_000),
+            (120, 60, 250_000),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, &(srtt, owd_ms, rate))| {
+            let mut p = path(i, srtt);
+            p.cwnd = 1000;
+            p.delivery_rate = rate;
+            p.owd_us = Some(5_000_000 + owd_ms * 1000);
+            p
+        })
+        .collect()
+    }
+
+    /// The 25 ms path takes the head; the others' stop thresholds grow with their OWD, so
+    /// they stop taking the tail largest first; when the head path dies the next smallest
+    /// takes the head and the thresholds follow.
+    #[test]
+    fn five_paths_stop_from_the_tail_largest_owd_first() {
+        let now = Instant::now();
+        let paths = five();
+        let usable: Vec<&PathSnapshot> = paths.iter().collect();
+        let mut s = Dems::new(DemsVariant::Basic);
+        // Σ (ΔOWD × BW) over the paths of smaller OWD:
+        // 40 ms: 15 × 1,000; 60 ms: 35 × 1,000 + 20 × 2,000;
+        // 90 ms: 65 × 1,000 + 50 × 2,000 + 30 × 250;
+        // 135 ms: 110 × 1,000 + 95 × 2,000 + 75 × 250 + 45 × 500 (ms × bytes per ms).
+        let thresholds: Vec<f64> = [2, 4, 0, 1]
+            .iter()
+            .map(|&i| s.stop_threshold(&paths[i], &usable, true).round())
+            .collect();
+        assert_eq!(thresholds, [15_000.0, 75_000.0, 172_500.0, 341_250.0]);
+        let q = queue(100_000);
+        assert_eq!(s.decide(now, 3, &paths, &q, 65536), Decision::head(65536));
+        assert_eq!(s.decide(now, 2, &paths, &q, 65536), tail(65536));
+        assert_eq!(s.decide(now, 4, &paths, &q, 65536), tail(25_000));
+        let wait = Decision::Wait { until: None };
+        assert_eq!(s.decide(now, 0, &paths, &q, 65536), wait);
+        assert_eq!(s.decide(now, 1, &paths, &q, 65536), wait);
+        // The head path gone: the 40 ms one takes the head, the 60 ms one trails it alone.
+        let mut paths = five();
+        paths[3].alive = false;
+        assert_eq!(s.decide(now, 2, &paths, &q, 65536), Decision::head(65536));
+        assert_eq!(s.decide(now, 4, &paths, &q, 65536), tail(60_000));
+    }
+
+    /// After the last byte is sent, with five paths: DEMS-F's head path re-sends what the
+    /// others sent within the largest ΔOWD + δ (110 ms, δ = 0 here); DEMS-S's head path
+    /// re-sends upwards and every tail path downwards.
+    #[test]
+    fn five_paths_reinject_as_two_do() {
+        let now = Instant::now();
+        let paths = five();
+        let mut f = Dems::new(DemsVariant::Full);
+        let Decision::Reinject {
+            end: End::Head,
+            max_bytes: 4096,
+            max_age: Some(age),
+            sooner_only: false,
+        } = f.decide(now, 3, &paths, &queue(0), 4096)
+        else {
+            panic!("the head path re-sends");
+        };
+        assert!(
+            age.abs_diff(Duration::from_millis(110)) < Duration::from_micros(1),
+            "{age:?}"
+        );
+        for i in [0, 1, 2, 4] {
+            assert_eq!(
+                f.decide(now, i, &paths, &queue(0), 4096),
+                Decision::Wait { until: None }
+            );
+        }
+        let mut simple = Dems::new(DemsVariant::Simple);
+        for (i, end) in [
+            (3, End::Head),
+            (0, End::Tail),
+            (1, End::Tail),
+            (2, End::Tail),
+            (4, End::Tail),
+        ] {
+            assert_eq!(
+                simple.decide(now, i, &paths, &queue(0), 4096),
+                Decision::Reinject {
+                    end,
+                    max_bytes: 4096,
+                    max_age: None,
+                    sooner_only: false,
+                }
+            );
+        }
     }
 
     /// Tail bytes fit the window a write now gets. LTE with 200 of its 214 segments in

@@ -3,6 +3,10 @@
 //! every faster path is full. With paths of unequal delay that spills a transfer's last
 //! bytes onto the slow path, where they arrive after the fast path would have delivered
 //! them — the case ECF, BLEST and DEMS are built against. It is kept as the baseline.
+//!
+//! With any number of paths the rule is the same: paths rank by srtt, and a path sends
+//! only while every faster usable path is full (or not ready), so with N paths the k-th
+//! fastest carries once the k − 1 faster ones are full.
 
 use std::time::Instant;
 
@@ -96,6 +100,36 @@ mod tests {
         paths[0].pacing_rate = 4 * 1448 * 20 * 6 / 5;
         assert!(!paths[0].probing_rtt());
         assert_eq!(MinRtt.decide(now, 1, &paths, &queue(1000), 4096), Decision::head(4096));
+    }
+
+    /// Five paths listed out of RTT order (30, 10, 50, 20, 40 ms): the 10 ms one sends;
+    /// as the faster ones fill up (a full path's socket holds its backlog: it is not
+    /// ready), the next fastest does; the slowest only once all four faster paths are full.
+    #[test]
+    fn five_paths_fill_in_rtt_order() {
+        let now = Instant::now();
+        let mut paths: Vec<PathSnapshot> = [30, 10, 50, 20, 40]
+            .iter()
+            .enumerate()
+            .map(|(i, &ms)| path(i, ms))
+            .collect();
+        let q = queue(1 << 20);
+        let senders = |paths: &[PathSnapshot]| -> Vec<usize> {
+            // Only a ready path is asked (late binding).
+            (0..paths.len())
+                .filter(|&i| paths[i].ready && MinRtt.decide(now, i, paths, &q, 4096) == Decision::head(4096))
+                .collect()
+        };
+        assert_eq!(senders(&paths), [1]);
+        for (full, next) in [(1, 3), (3, 0), (0, 4), (4, 2)] {
+            paths[full].in_flight = paths[full].cwnd;
+            paths[full].ready = false;
+            assert_eq!(senders(&paths), [next], "with {full} full");
+        }
+        // Three paths, the fastest dead: the next one takes its place.
+        let mut three = [path(0, 10), path(1, 20), path(2, 30)];
+        three[0].alive = false;
+        assert_eq!(senders(&three), [1]);
     }
 
     #[test]

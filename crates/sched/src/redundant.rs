@@ -1,5 +1,9 @@
 //! Redundant: every frame goes out on every usable path; the receiver keeps the first
 //! copy. Lowest latency under loss or a failing link, at the price of the bytes.
+//!
+//! With N paths every usable path carries every frame (N copies; the first to arrive
+//! counts), so the transfer runs at about the slowest usable path's rate and the latency of
+//! the fastest: what redundancy buys with N paths is surviving N − 1 failures, not rate.
 
 use std::time::Instant;
 
@@ -57,5 +61,29 @@ mod tests {
             Redundant.decide(now, 1, &paths, &queue(10), 10),
             Decision::Wait { until: None }
         );
+    }
+
+    /// Three and five paths: each usable path sends with copies; a dead one and a backup
+    /// (while a regular path lives) do not.
+    #[test]
+    fn every_usable_path_of_many_duplicates() {
+        let now = Instant::now();
+        let dup = Decision::Send {
+            end: End::Head,
+            max_bytes: 10,
+            duplicate: true,
+            exact: false,
+        };
+        let three = [path(0, 10), path(1, 50), path(2, 200)];
+        for i in 0..3 {
+            assert_eq!(Redundant.decide(now, i, &three, &queue(10), 10), dup);
+        }
+        let mut five: Vec<_> = (0..5).map(|i| path(i, 10 + 20 * i as u64)).collect();
+        five[1].alive = false;
+        five[3].backup = true;
+        let sends: Vec<bool> = (0..5)
+            .map(|i| Redundant.decide(now, i, &five, &queue(10), 10) == dup)
+            .collect();
+        assert_eq!(sends, [true, false, true, false, true]);
     }
 }

@@ -1,5 +1,9 @@
 //! Round-robin: usable paths take turns, one quantum each. A path whose turn it is but
 //! which cannot take bytes is skipped, so a blocked path never stalls the others.
+//!
+//! With N paths the turn goes round all N in index order; a path that is dead (or a backup
+//! while a regular path lives) is never a turn holder, so N live paths get a quantum each
+//! per round whatever their rates.
 
 use std::time::Instant;
 
@@ -71,6 +75,36 @@ mod tests {
             s.decide(now, 1, &paths, &queue(1 << 20), 1 << 20),
             Decision::head(QUANTUM)
         );
+    }
+
+    /// The paths that send, in order, when every path asks once per round.
+    fn rounds(s: &mut RoundRobin, paths: &[PathSnapshot], n: usize) -> Vec<usize> {
+        let now = Instant::now();
+        let mut order = Vec::new();
+        for _ in 0..n {
+            for i in 0..paths.len() {
+                if s.decide(now, i, paths, &queue(1 << 20), 1 << 20) == Decision::head(QUANTUM) {
+                    order.push(i);
+                }
+            }
+        }
+        order
+    }
+
+    /// Three and five paths take turns in index order; a dead path and a backup are
+    /// skipped, a path that is not ready only while it is not.
+    #[test]
+    fn three_and_five_paths_take_turns() {
+        let mut s = RoundRobin::default();
+        let three = [path(0, 10), path(1, 50), path(2, 200)];
+        assert_eq!(rounds(&mut s, &three, 2), [0, 1, 2, 0, 1, 2]);
+        let mut five: Vec<PathSnapshot> = (0..5).map(|i| path(i, 10 + 20 * i as u64)).collect();
+        let mut s = RoundRobin::default();
+        assert_eq!(rounds(&mut s, &five, 2), [0, 1, 2, 3, 4, 0, 1, 2, 3, 4]);
+        five[1].alive = false;
+        five[3].backup = true;
+        let mut s = RoundRobin::default();
+        assert_eq!(rounds(&mut s, &five, 2), [0, 2, 4, 0, 2, 4]);
     }
 
     #[test]

@@ -41,6 +41,10 @@
 //!   idle path's srtt frozen at its last sample); the paper's early binding let B_f grow
 //!   until the slow path won. That is the per-message rule; ECF is the backlog-aware
 //!   choice.
+//! * **Any number of paths.** The rule is a minimum over all usable paths with an RTT
+//!   sample, so with N paths each byte goes to the path that delivers it first; a path
+//!   takes bytes while its queue keeps it the earliest, and with N comparable paths all
+//!   of them do.
 
 use std::time::{Duration, Instant};
 
@@ -297,6 +301,38 @@ mod tests {
                 until: Some(now + Duration::from_millis(30))
             }
         );
+    }
+
+    /// Five paths: the earliest expected delivery wins, whichever path it is; when the
+    /// winner fills up the next earliest takes over.
+    #[test]
+    fn five_paths_pick_the_earliest() {
+        // 10 ms with 50 segments queued (10 + 50 = 60 ms), 30 ms with 5 in flight
+        // (30 + 15 = 45 ms), then 40, 60 and 80 ms idle: the 40 ms path sends.
+        let now = Instant::now();
+        let mut paths: Vec<PathSnapshot> = [10, 30, 40, 60, 80]
+            .iter()
+            .enumerate()
+            .map(|(i, &ms)| path(i, ms))
+            .collect();
+        paths[0].in_flight = 10;
+        paths[0].notsent = 40 * MSS;
+        paths[0].ready = false;
+        paths[1].in_flight = 5;
+        let senders = |paths: &[PathSnapshot]| -> Vec<usize> {
+            (0..5)
+                .filter(|&i| txd().decide(now, i, paths, &queue(1000), 4096) == Decision::head(4096))
+                .collect()
+        };
+        assert_eq!(senders(&paths), [2]);
+        assert_eq!(
+            txd().decide(now, 4, &paths, &queue(1000), 4096),
+            Decision::Wait { until: None }
+        );
+        // The 40 ms path with a full window (40 + 40 = 80 ms): the 30 ms one (45 ms) sends.
+        paths[2].in_flight = 10;
+        paths[2].ready = false;
+        assert_eq!(senders(&paths), [1]);
     }
 
     #[test]

@@ -346,6 +346,53 @@ fn three_paths_compare_fastest_with_the_minrtt_choice() {
     assert!(!is_wait(fixed(0).decide(now, 2, &paths, &queue(MSS), 4096)));
 }
 
+/// Five paths (10, 50, 100, 200, 400 ms): only MinRTT's choice among the rest compares
+/// itself with x_f, the slower ones wait for it; as the choices fill up the comparison
+/// moves down the list, and a bulk backlog the bound on bytes ahead holds back
+/// (`sustained`) is carried by each of them within its window.
+#[test]
+fn five_paths_compare_fastest_with_the_minrtt_choice() {
+    let now = Instant::now();
+    let mut paths: Vec<PathSnapshot> = [10, 50, 100, 200, 400]
+        .iter()
+        .enumerate()
+        .map(|(i, &ms)| path(i, ms))
+        .collect();
+    paths[0].in_flight = 10;
+    paths[0].ready = false;
+    let none = Decision::Wait { until: None };
+    for slower in 2..5 {
+        assert_eq!(fixed(0).decide(now, slower, &paths, &queue(MSS), 4096), none);
+    }
+    // 50 ms vs 10 ms for one packet: wait for x_f.
+    assert!(is_wait(fixed(0).decide(now, 1, &paths, &queue(MSS), 4096)));
+    // 50 ms full too: 100 ms is compared with x_f and waits (2·10 < 100, 100 ≥ 20).
+    paths[1].in_flight = 10;
+    assert!(is_wait(fixed(0).decide(now, 2, &paths, &queue(MSS), 4096)));
+    assert_eq!(fixed(0).decide(now, 3, &paths, &queue(MSS), 4096), none);
+    // A held-back bulk backlog: every path that MinRTT would pick sends, the slowest too
+    // once the four faster ones are full.
+    let bulk = QueueView {
+        sustained: true,
+        ..queue(1 << 20)
+    };
+    for p in &mut paths[2..4] {
+        p.in_flight = 10;
+    }
+    assert_eq!(
+        fixed(0).decide(now, 4, &paths, &bulk, 1 << 20),
+        Decision::in_window(End::Head, 10 * MSS as usize)
+    );
+    // x_f dead: the 50 ms path is x_f.
+    paths[0].alive = false;
+    paths[1].ready = false;
+    for p in &mut paths[2..4] {
+        p.in_flight = 0;
+    }
+    // 100 ms vs 50 ms: (1) 2·50 = 100 ≥ 100 holds, so it sends.
+    assert!(!is_wait(fixed(0).decide(now, 2, &paths, &queue(MSS), 4096)));
+}
+
 #[test]
 fn backups_and_dead_paths() {
     let now = Instant::now();
