@@ -43,6 +43,9 @@ impl Layout {
     }
 }
 
+/// The kernel's limit on MPTCP subflows and accepted addresses (`MPTCP_PM_ADDR_MAX`).
+pub const MPTCP_MAX: usize = 8;
+
 pub struct Topology {
     pub name: String,
     pub client_ns: String,
@@ -157,36 +160,61 @@ impl Topology {
 
     /// The server announces its other addresses; each side allows a subflow per path.
     fn enable_mptcp(&self) -> Result<()> {
-        let n = self.paths.to_string();
-        for ns in [&self.client_ns, &self.server_ns] {
-            run(&[
-                "ip",
-                "-n",
-                ns,
-                "mptcp",
-                "limits",
-                "set",
-                "subflows",
-                &n,
-                "add_addr_accepted",
-                &n,
-            ])?;
-        }
-        for i in 1..self.paths {
-            run(&[
-                "ip",
-                "-n",
-                &self.server_ns,
-                "mptcp",
-                "endpoint",
-                "add",
-                &self.server_addr(i),
-                "dev",
-                &self.server_dev(i),
-                "signal",
-            ])?;
+        for cmd in self.mptcp_commands() {
+            let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+            run(&args)?;
         }
         Ok(())
+    }
+
+    /// The `ip mptcp` commands that ready kernel MPTCP for a subflow on every path: both
+    /// ends accept up to one subflow and one announced address per path (the first path's
+    /// subflow is the connection's own, so N − 1 would do; the spare one lets a path whose
+    /// address comes back join while its old subflow is still being torn down), and the
+    /// server announces the address of every path but the first (`signal`), so the
+    /// client's in-kernel path manager opens a subflow to each, routed over that path's
+    /// link. The kernel allows at most 8 of each (`MPTCP_PM_ADDR_MAX`).
+    pub fn mptcp_commands(&self) -> Vec<Vec<String>> {
+        let n = self.paths.min(MPTCP_MAX).to_string();
+        let mut cmds = Vec::new();
+        for ns in [&self.client_ns, &self.server_ns] {
+            cmds.push(
+                [
+                    "ip",
+                    "-n",
+                    ns,
+                    "mptcp",
+                    "limits",
+                    "set",
+                    "subflows",
+                    &n,
+                    "add_addr_accepted",
+                    &n,
+                ]
+                .map(String::from)
+                .to_vec(),
+            );
+        }
+        for i in 1..self.paths {
+            let (addr, dev) = (self.server_addr(i), self.server_dev(i));
+            cmds.push(
+                [
+                    "ip",
+                    "-n",
+                    &self.server_ns,
+                    "mptcp",
+                    "endpoint",
+                    "add",
+                    &addr,
+                    "dev",
+                    &dev,
+                    "signal",
+                ]
+                .map(String::from)
+                .to_vec(),
+            );
+        }
+        cmds
     }
 
     /// `ip netns exec <client ns>` prefix.

@@ -273,6 +273,89 @@ pub fn wifi_onoff(mean_s: f64) -> Result<Profile> {
     Ok(energy_pair(&name, Rate::Trace(Trace::from_millis(ms)?)))
 }
 
+/// One path of an N-path profile: `name`, (down, up) kbit/s, RTT ms, buffer in ms of its
+/// rate.
+fn path(name: &str, (down, up): (u64, u64), rtt_ms: u64, queue_ms: u64) -> PathSpec {
+    PathSpec {
+        name: name.into(),
+        down: constant(down, rtt_ms, queue_ms),
+        up: constant(up, rtt_ms, queue_ms),
+    }
+}
+
+/// A wired WAN (cable or DSL): 10000/2000 kbit/s, RTT 30 ms, 100 ms buffer.
+fn wired() -> PathSpec {
+    path("wired", (10_000, 2000), 30, 100)
+}
+
+/// seed-default's WiFi and LTE paths ([`seed_default`]).
+fn seed_paths() -> [PathSpec; 2] {
+    let [wifi, lte]: [PathSpec; 2] = seed_default(70).paths.try_into().expect("two paths");
+    [wifi, lte]
+}
+
+/// `three-wan`: a router with three WANs of mixed rates and delays: [`wired`], then
+/// seed-default's WiFi (7040/2020 kbit/s, RTT 50 ms, 50 ms buffer) and LTE
+/// (9185/2286 kbit/s, RTT 70 ms, 500 ms buffer).
+pub fn three_wan() -> Profile {
+    let [wifi, lte] = seed_paths();
+    Profile {
+        name: "three-wan".into(),
+        paths: vec![wired(), wifi, lte],
+        events: Vec::new(),
+    }
+}
+
+/// `four-mixed`: `three-wan` and a second, slower and farther cellular link, `lte2`
+/// (4000/1000 kbit/s, RTT 120 ms, 500 ms buffer: a weak-signal LTE or a 3G modem).
+pub fn four_mixed() -> Profile {
+    let mut p = three_wan();
+    p.name = "four-mixed".into();
+    p.paths.push(path("lte2", (4000, 1000), 120, 500));
+    p
+}
+
+/// The trace `five-router` replays on its cellular link unless given another, relative to
+/// the working directory (the repository's root beside `../shared`): a drive on AT&T's LTE
+/// network, 4.6/1.9 Mbit/s on average with outages of several seconds.
+pub const FIVE_ROUTER_TRACE: &str = "../shared/traces/ATT-LTE-driving-2016";
+
+/// `five-router[:<trace prefix>]`: five WANs on one router: a fast wired link, `fiber`
+/// (20000/10000 kbit/s, RTT 15 ms, 50 ms buffer); a `dsl` line (6000/1000 kbit/s, RTT
+/// 40 ms, 200 ms buffer); seed-default's WiFi and LTE; and `lte-trace`, a cellular link
+/// replaying `<prefix>.down` / `<prefix>.up` (mahimahi; default [`FIVE_ROUTER_TRACE`]) with
+/// RTT 90 ms and a 500 ms buffer.
+pub fn five_router(trace: &str) -> Result<Profile> {
+    let load = |dir: &str| -> Result<Trace> {
+        Trace::load(Path::new(&format!("{trace}.{dir}"))).with_context(|| format!("profile five-router:{trace}"))
+    };
+    let mut traced = path("lte-trace", (1, 1), 90, 500);
+    traced.down.rate = Rate::Trace(load("down")?);
+    traced.up.rate = Rate::Trace(load("up")?);
+    let [wifi, lte] = seed_paths();
+    let name = if trace == FIVE_ROUTER_TRACE {
+        "five-router".to_string()
+    } else {
+        format!(
+            "five-router:{}",
+            Path::new(trace)
+                .file_name()
+                .map_or(trace.into(), |n| n.to_string_lossy())
+        )
+    };
+    Ok(Profile {
+        name,
+        paths: vec![
+            path("fiber", (20_000, 10_000), 15, 50),
+            path("dsl", (6000, 1000), 40, 200),
+            wifi,
+            lte,
+            traced,
+        ],
+        events: Vec::new(),
+    })
+}
+
 /// DEMS's bandwidth grid, in kbit/s: each of WiFi and LTE takes every value (6 x 6 profiles).
 pub const BW_GRID_KBIT: [u64; 6] = [2500, 7500, 12_500, 17_500, 22_500, 27_500];
 
@@ -562,7 +645,8 @@ impl Profile {
     ///
     /// Built-ins: `seed-default`, `seed-default-270`, `seed-default-470` ([`seed_default`]),
     /// `seed-default-wifi20`, `seed-default-lossy`, `wifi-good`, `wifi-good-lte-bad`,
-    /// `wifi-bad`, `wifi-onoff`;
+    /// `wifi-bad`, `wifi-onoff`; with more than two paths `three-wan`, `four-mixed` and
+    /// `five-router[:<trace prefix>]`;
     /// `bw-grid:<wifi>x<lte>` ([`bw_grid`]) and `ecf-asym:<wifi>x<lte>` ([`ecf_asym`]) with
     /// rates in Mbit/s, fractions allowed, rounded to whole kbit/s (the name is normalised
     /// to the shortest decimals: `bw-grid:2.50x27.5` is named `bw-grid:2.5x27.5`);
@@ -579,7 +663,13 @@ impl Profile {
             "wifi-bad" => return Ok(wifi_bad()),
             "wifi-good-lte-bad" => return Ok(wifi_good_lte_bad()),
             "wifi-onoff" => return wifi_onoff(40.0),
+            "three-wan" => return Ok(three_wan()),
+            "four-mixed" => return Ok(four_mixed()),
+            "five-router" => return five_router(FIVE_ROUTER_TRACE),
             _ => {}
+        }
+        if let Some(trace) = spec.strip_prefix("five-router:") {
+            return five_router(trace);
         }
         if let Some(mean) = spec.strip_prefix("wifi-onoff:") {
             let mean: f64 = mean
@@ -616,7 +706,7 @@ impl Profile {
             if FAMILIES.contains(&spec) || spec.starts_with("traces:") {
                 bail!("profile {spec:?} is a family of several profiles; it is accepted where profiles are expanded, or pick one, e.g. bw-grid:2.5x27.5");
             }
-            bail!("unknown profile {spec:?}: not a built-in (seed-default, seed-default-270, seed-default-470, seed-default-wifi20, seed-default-lossy, wifi-good, wifi-good-lte-bad, wifi-bad, wifi-onoff[:<mean s>], bw-grid:<wifi>x<lte>, ecf-asym:<wifi>x<lte> in Mbit/s, trace:<path-prefix>; families: bw-grid, ecf-asym, ecf-asym-all, seed-default-all, traces:<dir>) and no such file");
+            bail!("unknown profile {spec:?}: not a built-in (seed-default, seed-default-270, seed-default-470, seed-default-wifi20, seed-default-lossy, wifi-good, wifi-good-lte-bad, wifi-bad, wifi-onoff[:<mean s>], three-wan, four-mixed, five-router[:<trace prefix>], bw-grid:<wifi>x<lte>, ecf-asym:<wifi>x<lte> in Mbit/s, trace:<path-prefix>; families: bw-grid, ecf-asym, ecf-asym-all, seed-default-all, traces:<dir>) and no such file");
         }
         let text = std::fs::read_to_string(path)?;
         let t: ProfileToml = toml::from_str(&text).with_context(|| format!("profile {}", path.display()))?;

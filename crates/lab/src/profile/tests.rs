@@ -335,3 +335,53 @@ fn energy_profiles() {
     assert!(Profile::resolve("wifi-onoff:0").is_err());
     assert!(Profile::resolve("wifi-onoff:x").is_err());
 }
+
+/// The N-path built-ins: three, four and five paths with distinct names (systems name
+/// them, `tcp-<path>`), mixed rates and RTTs, each kind of link the energy model knows;
+/// `five-router`'s cellular link replays the trace it is given.
+#[test]
+fn n_path_builtins() {
+    use mpflex_engine::energy::LinkKind;
+    let rtts = |p: &Profile| -> Vec<u64> {
+        p.paths
+            .iter()
+            .map(|x| (x.down.delay + x.up.delay).as_millis() as u64)
+            .collect()
+    };
+    let names = |p: &Profile| -> Vec<String> { p.paths.iter().map(|x| x.name.clone()).collect() };
+    let three = Profile::resolve("three-wan").unwrap();
+    assert_eq!(names(&three), ["wired", "wifi", "lte"]);
+    assert_eq!(rtts(&three), [30, 50, 70]);
+    assert!((three.down_capacity_mbit() - (10.0 + 7.04 + 9.185)).abs() < 1e-9);
+    let four = Profile::resolve("four-mixed").unwrap();
+    assert_eq!(names(&four), ["wired", "wifi", "lte", "lte2"]);
+    assert_eq!(rtts(&four), [30, 50, 70, 120]);
+    assert_eq!(four.paths[3].down.rate, Rate::Constant(4000));
+    assert_eq!(four.paths[3].down.queue, QueueLimit::Millis(500));
+    for p in [&three, &four] {
+        let kinds: Vec<_> = p.paths.iter().map(|x| crate::energy::kind_of(&x.name)).collect();
+        assert_eq!(kinds[..3], [LinkKind::Wired, LinkKind::Wifi, LinkKind::Cellular]);
+    }
+    let e = format!("{:#}", Profile::resolve("five-router:/no/such/trace").unwrap_err());
+    assert!(e.contains("five-router") && e.contains("/no/such/trace.down"), "{e}");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+    if !dir.is_dir() {
+        crate::netns::skip("n_path_builtins", &format!("{} is missing", dir.display()));
+        return;
+    }
+    let prefix = dir.join("ATT-LTE-driving-2016");
+    let five = Profile::resolve(&format!("five-router:{}", prefix.display())).unwrap();
+    assert_eq!(five.name, "five-router:ATT-LTE-driving-2016");
+    assert_eq!(names(&five), ["fiber", "dsl", "wifi", "lte", "lte-trace"]);
+    assert_eq!(rtts(&five), [15, 40, 50, 70, 90]);
+    assert!(matches!(five.paths[4].down.rate, Rate::Trace(_)));
+    assert!(matches!(five.paths[4].up.rate, Rate::Trace(_)));
+    // Four constant links and the trace's mean (4.56 Mbit/s).
+    let constant = 20.0 + 6.0 + 7.04 + 9.185;
+    assert!(
+        (five.down_capacity_mbit() - constant - 4.56).abs() < 0.1,
+        "{}",
+        five.down_capacity_mbit()
+    );
+    assert_eq!(expand("three-wan,four-mixed").unwrap().len(), 2);
+}

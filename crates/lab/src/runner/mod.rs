@@ -227,6 +227,8 @@ struct Plan<'a> {
 impl<'a> Plan<'a> {
     fn new(cfg: &'a RunConfig) -> Plan<'a> {
         let spec = cfg.workload.spec();
+        // The oracle splits a chunk over the first two paths: with more it bounds nothing.
+        let two_paths = cfg.profile.paths.len() == 2;
         let items = if spec.chunks() {
             cfg.sizes.iter().map(|&s| (s, None)).collect()
         } else if cfg.variants.is_empty() {
@@ -242,11 +244,11 @@ impl<'a> Plan<'a> {
         let systems: Vec<&System> = cfg
             .systems
             .iter()
-            .filter(|s| spec.chunks() || **s != System::Oracle)
+            .filter(|s| (spec.chunks() && two_paths) || **s != System::Oracle)
             .filter(|s| !spec.datagrams() || **s != System::Mptcp)
             .collect();
         for (s, why) in [
-            (System::Oracle, "oracle is a chunk baseline"),
+            (System::Oracle, "oracle is a chunk baseline over two paths"),
             (System::Mptcp, "kernel MPTCP carries no UDP"),
         ] {
             if cfg.systems.contains(&s) && !systems.contains(&&s) {

@@ -150,24 +150,52 @@ fn configs(topo: &Topology, bin: &Path, setup: &Setup<'_>) -> Result<(String, St
             tun_destination(k)
         );
     }
-    for i in 0..topo.paths {
-        client += &format!(
-            "[[paths]]\nname = \"p{i}\"\nserver = \"{}:{mport}\"\nsource = \"{}\"\n",
-            topo.server_addr(i),
-            topo.client_addr(i)
-        );
-        if setup.devices {
-            client += &format!("device = \"{}\"\n", topo.client_dev(i));
-        }
-        if backup.contains(&i) {
-            client += "priority = \"backup\"\n";
-        }
-        if energy_aware {
-            client += &format!("kind = \"{}\"\n", setup.kinds.get(i).copied().unwrap_or("wired"));
-        }
-    }
+    let addrs = |i| PathAddrs {
+        server: format!("{}:{mport}", topo.server_addr(i)),
+        source: topo.client_addr(i),
+        device: topo.client_dev(i),
+    };
+    client += &client_paths(topo.paths, addrs, setup, &backup, energy_aware);
     client += &format!("[tuning]\ncongestion = \"{cc}\"\n{tuning}");
     Ok((server, client))
+}
+
+/// Where one path of the client's configuration goes: the server's address and port on
+/// that path's link, the client's address on it and its interface.
+struct PathAddrs {
+    server: String,
+    source: String,
+    device: String,
+}
+
+/// The client's `[[paths]]`: one per link of the topology, each bound to its link's
+/// address (and interface), so mpflex runs a path over every one of the profile's links,
+/// as kernel MPTCP runs a subflow over each.
+fn client_paths(
+    n: usize,
+    addrs: impl Fn(usize) -> PathAddrs,
+    setup: &Setup<'_>,
+    backup: &[usize],
+    energy_aware: bool,
+) -> String {
+    let mut out = String::new();
+    for i in 0..n {
+        let a = addrs(i);
+        out += &format!(
+            "[[paths]]\nname = \"p{i}\"\nserver = \"{}\"\nsource = \"{}\"\n",
+            a.server, a.source
+        );
+        if setup.devices {
+            out += &format!("device = \"{}\"\n", a.device);
+        }
+        if backup.contains(&i) {
+            out += "priority = \"backup\"\n";
+        }
+        if energy_aware {
+            out += &format!("kind = \"{}\"\n", setup.kinds.get(i).copied().unwrap_or("wired"));
+        }
+    }
+    out
 }
 
 /// Starts mpflex server and client (`bin`) as `setup` says, configuration
@@ -364,6 +392,38 @@ mod tests {
         assert_eq!(supervision(&client, &server), [vec![4, 5, 1], vec![1, 2, 0]]);
         let none = serde_json::Value::default();
         assert_eq!(supervision(&client, &none), [vec![1, 0], vec![0, 2]]);
+    }
+
+    /// Five links give five paths, each bound to its own link's addresses and interface,
+    /// in the configuration's TOML; a backup and the energy kinds land on theirs.
+    #[test]
+    fn the_client_gets_a_path_per_link() {
+        let setup = Setup {
+            sched: "minrtt",
+            cc: "cubic",
+            k: 0,
+            devices: true,
+            kinds: vec!["wired", "wired", "wifi", "cellular", "cellular"],
+            transparent: false,
+            tun: false,
+        };
+        let addrs = |i: usize| PathAddrs {
+            server: format!("10.80.{}.2:7000", i + 1),
+            source: format!("10.80.{}.1", i + 1),
+            device: format!("c{i}"),
+        };
+        let text = client_paths(5, addrs, &setup, &[4], true);
+        let v: toml::Value = toml::from_str(&text).unwrap();
+        let paths = v["paths"].as_array().unwrap();
+        assert_eq!(paths.len(), 5);
+        for (i, p) in paths.iter().enumerate() {
+            assert_eq!(p["name"].as_str(), Some(format!("p{i}").as_str()));
+            assert_eq!(p["server"].as_str(), Some(format!("10.80.{}.2:7000", i + 1).as_str()));
+            assert_eq!(p["source"].as_str(), Some(format!("10.80.{}.1", i + 1).as_str()));
+            assert_eq!(p["device"].as_str(), Some(format!("c{i}").as_str()));
+            assert_eq!(p.get("priority").is_some(), i == 4, "path {i}");
+            assert_eq!(p["kind"].as_str(), Some(setup.kinds[i]));
+        }
     }
 
     #[test]
