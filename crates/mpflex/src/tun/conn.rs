@@ -27,7 +27,7 @@ impl Conn {
         Conn { stack, socket }
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut tcp::Socket<'static>) -> R) -> R {
+    pub(super) fn with<R>(&self, f: impl FnOnce(&mut tcp::Socket<'static>) -> R) -> R {
         self.stack.with_socket(self.socket, f)
     }
 }
@@ -44,7 +44,7 @@ pub struct ConnRead(pub Arc<Conn>);
 pub struct ConnWrite(pub Arc<Conn>);
 
 /// Whether the handshake is still under way: nothing to read or write yet.
-fn opening(s: &tcp::Socket<'_>) -> bool {
+pub(super) fn opening(s: &tcp::Socket<'_>) -> bool {
     matches!(s.state(), State::Listen | State::SynReceived | State::SynSent)
 }
 

@@ -21,6 +21,8 @@ use tracing::info;
 
 use crate::driver::SessionHandle;
 
+#[doc(hidden)]
+pub mod bench;
 mod conn;
 mod packet;
 pub mod routes;

@@ -64,7 +64,7 @@ pub const MAX_CONNS: usize = 16_384;
 /// (smoltcp's socket timeout): a SYN flood's half-open sockets go after it.
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(60);
 /// Packets read from the device in one round before the stack answers.
-const READ_BATCH: usize = 64;
+pub(super) const READ_BATCH: usize = 64;
 /// How long a destination the server connected for a held SYN has its SYNs answered at
 /// once.
 const REACHED_FOR: Duration = Duration::from_secs(30);
@@ -155,7 +155,7 @@ struct Inner {
 pub struct Stack {
     inner: Mutex<Inner>,
     /// A half queued data, read some, or closed: the stack has something to send.
-    poked: Notify,
+    pub(super) poked: Notify,
 }
 
 impl Stack {
@@ -256,7 +256,7 @@ impl Stack {
     /// it sends goes to `out` (whose buffers, written by now, are kept for reuse first).
     /// Returns the connections accepted now, those whose SYN is
     /// held now, and when smoltcp next wants to run.
-    fn step(&self, tcp: &mut Vec<Vec<u8>>, out: &mut Vec<Vec<u8>>, hold: bool) -> Stepped {
+    pub(super) fn step(&self, tcp: &mut Vec<Vec<u8>>, out: &mut Vec<Vec<u8>>, hold: bool) -> Stepped {
         let mut g = self.inner.lock().expect("tun stack lock");
         let g = &mut *g;
         let room = SPARE_PACKETS.saturating_sub(g.dev.spare.len());
@@ -319,10 +319,10 @@ impl Stack {
 }
 
 /// What one [`Stack::step`] found.
-struct Stepped {
-    accepted: Vec<(SocketHandle, SocketAddr)>,
-    held: Vec<(SocketAddr, SocketAddr)>,
-    delay: Duration,
+pub(super) struct Stepped {
+    pub accepted: Vec<(SocketHandle, SocketAddr)>,
+    pub held: Vec<(SocketAddr, SocketAddr)>,
+    pub delay: Duration,
 }
 
 impl Inner {
