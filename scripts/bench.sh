@@ -10,8 +10,9 @@
 # for (b) and (c), against what curl + origin spend for (a) (the bare kernel TCP transfer's
 # cost: CPU time is the process's own accounting, /proc/<pid>/stat, so it stays
 # meaningful on a busy machine where rates do not), how the bytes were split over the
-# paths, and the time to first byte of a 10 KB object over the established session vs
-# over a fresh direct TCP connection.
+# paths (and for each transfer of (b): its rate, its split, the CPU per GB and the
+# wake-ups per GB of each process), and the time to first byte of a 10 KB object over the
+# established session vs over a fresh direct TCP connection.
 #
 # As root the whole run happens in a network namespace of its own (its loopback is the
 # paths' and the origin's; the origin is also at 198.18.0.1 there, the address (c) fetches
@@ -27,8 +28,8 @@
 # and load) to RECORD: the docs' loopback figures come from these records.
 #
 # Environment: SIZE_MB (512), REPS (5), TTFB_REPS (20), SCHEDULER (roundrobin), PATHS (2;
-# 1 to 8 paths, from 127.0.0.1 to 127.0.0.PATHS),
-# TUN (1 as root, else 0), TUN_MTU (the client's default), RECORD
+# 1 to 8 paths, from 127.0.0.1 to 127.0.0.PATHS), TUN (1 as root, else 0), TUN_MTU (the
+# client's default), CLIENT_CPUS and SERVER_CPUS (see below), RECORD
 # (lab-results/bench-loopback.jsonl; empty: no record), MPFLEX_BIN (a prebuilt binary;
 # otherwise `cargo build --release`, honouring CARGO_TARGET_DIR), PERF (a directory: the
 # client and server are sampled with `perf record $PERF_ARGS` (-g) during the transfers,
@@ -153,9 +154,16 @@ head -c 10240 /dev/urandom >"$data/small"
 [ "$TUN" = 1 ] && BIND=0.0.0.0 || BIND=127.0.0.1
 python3 "$work/origin.py" "$data" "$ORIGIN" "$BIND" >"$work/origin.log" 2>&1 & opid=$!; pids+=($opid)
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$ORIGIN/small" && break; sleep 0.1; done
-RUST_LOG=warn $B server --config "$work/server.toml" >"$work/server.log" 2>&1 & spid=$!; pids+=($spid)
+# CLIENT_CPUS, SERVER_CPUS: pin a process to these cores (taskset lists), to tell core
+# placement from code paths when transfers' rates differ.
+pin_c=(); pin_s=()
+[ -n "${CLIENT_CPUS:-}" ] && pin_c=(taskset -c "$CLIENT_CPUS")
+[ -n "${SERVER_CPUS:-}" ] && pin_s=(taskset -c "$SERVER_CPUS")
+RUST_LOG=warn "${pin_s[@]}" $B server --config "$work/server.toml" \
+  >"$work/server.log" 2>&1 & spid=$!; pids+=($spid)
 for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PP") 2>/dev/null && break; sleep 0.1; done
-RUST_LOG=warn $B client --config "$work/client.toml" >"$work/client.log" 2>&1 & cpid=$!; pids+=($cpid)
+RUST_LOG=warn "${pin_c[@]}" $B client --config "$work/client.toml" \
+  >"$work/client.log" 2>&1 & cpid=$!; pids+=($cpid)
 paths_up() {
   $B status --json --addr "127.0.0.1:$CST" 2>/dev/null |
     python3 -c 'import json,sys; print(sum(1 for p in json.load(sys.stdin)["paths"] if p["up"]))' 2>/dev/null || echo 0
@@ -198,6 +206,9 @@ if [ "$TUN" = 1 ]; then
 fi
 
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
+# Times a process's threads went to sleep waiting (voluntary context switches, summed over
+# its threads): one per wake-up that found too little to do.
+waits() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches/ {n += $2} END {print n + 0}'; }
 hz=$(getconf CLK_TCK)
 # What each path received (client side) so far, comma-separated.
 path_bytes() {
@@ -215,17 +226,21 @@ if [ -n "${PERF:-}" ]; then
   done
   sleep 0.5
 fi
-splits=()
+# The difference of two comma-separated lists of counts.
+delta='import sys; a, b = (x.split(",") for x in sys.argv[1:]); print(",".join(str(int(y) - int(x)) for x, y in zip(a, b)))'
+splits=(); cpus=()
 direct=(); through=(); tun=(); ctick=0; stick=0; tctick=0; tstick=0; dtick=0; dms=0
 for _ in $(seq "$REPS"); do
   o0=$(cpu $opid)
   read -r speed ms <<<"$(fetch "http://127.0.0.1:$ORIGIN/blob")"
   direct+=("$speed"); dtick=$((dtick + $(cpu $opid) - o0)); dms=$((dms + ms))
-  c0=$(cpu $cpid); s0=$(cpu $spid); b0=$(path_bytes)
+  c0=$(cpu $cpid); s0=$(cpu $spid); b0=$(path_bytes); cw0=$(waits $cpid); sw0=$(waits $spid)
   read -r speed _ <<<"$(fetch "${via[@]}" "http://127.0.0.1:$ORIGIN/blob")"
   through+=("$speed")
-  ctick=$((ctick + $(cpu $cpid) - c0)); stick=$((stick + $(cpu $spid) - s0))
-  splits+=("$(python3 -c 'import sys; a, b = (list(map(int, x.split(","))) for x in sys.argv[1:]); print(",".join(str(y - x) for x, y in zip(a, b)))' "$b0" "$(path_bytes)")")
+  c1=$(cpu $cpid); s1=$(cpu $spid)
+  ctick=$((ctick + c1 - c0)); stick=$((stick + s1 - s0))
+  cpus+=("$((c1 - c0)),$((s1 - s0)),$(($(waits $cpid) - cw0)),$(($(waits $spid) - sw0))")
+  splits+=("$(python3 -c "$delta" "$b0" "$(path_bytes)")")
   if [ "$TUN" = 1 ]; then
     c0=$(cpu $cpid); s0=$(cpu $spid)
     read -r speed _ <<<"$(fetch --tun "$tun_url")"
@@ -247,7 +262,7 @@ for _ in $(seq "$TTFB_REPS"); do
 done
 python3 - "$SIZE_MB" "$REPS" "$hz" "$ctick" "$stick" "${direct[*]}" "${through[*]}" \
   "${ttfb_direct[*]}" "${ttfb_via[*]}" "$SCHEDULER" "$split" "$(nproc)" "${tun[*]}" "$tctick" "$tstick" \
-  "$RECORD" "$commit" "$($B --version 2>/dev/null || echo mpflex)" "$PATHS" "$dtick" "$dms" "${splits[*]}" <<'PY'
+  "$RECORD" "$commit" "$($B --version 2>/dev/null || echo mpflex)" "$PATHS" "$dtick" "$dms" "${splits[*]}" "${cpus[*]}" <<'PY'
 import json, os, statistics as st, sys
 size_mb, reps, hz, ct, stk = (int(x) for x in sys.argv[1:6])
 d = [float(x) for x in sys.argv[6].split()]; v = [float(x) for x in sys.argv[7].split()]
@@ -281,10 +296,15 @@ if sys.argv[13]:
     print(f"CPU per GB, TUN/SOCKS5: {(tct + tst) / max(ct + stk, 1):.2f} (client alone {tct / max(ct, 1):.2f})")
 tot = sum(split) or 1
 print("bytes per path      : " + ", ".join(f"{b / tot:.0%}" for b in split) + " (client, received)")
-# Each transfer of (b): its rate beside its split over the paths.
+# Each transfer of (b): its rate beside its split over the paths and the CPU it cost.
 per = [[int(x) for x in t.split(",")] for t in sys.argv[22].split()]
-for r, sp in zip(v, per):
-    print(f"  {gbit(r):6.2f} Gbit/s, paths " + " ".join(f"{b / (sum(sp) or 1):.0%}" for b in sp))
+per_cpu = [[int(x) for x in t.split(",")] for t in sys.argv[23].split()]
+per_cpu = [(c / hz / (size_mb / 1024), s / hz / (size_mb / 1024), cw, sw) for c, s, cw, sw in per_cpu]
+for r, sp, (c, s, cw, sw) in zip(v, per, per_cpu):
+    per_gb = 1024 / size_mb
+    print(f"  {gbit(r):6.2f} Gbit/s, paths " + " ".join(f"{b / (sum(sp) or 1):.0%}" for b in sp) +
+          f", CPU s/GB client {c:.2f} server {s:.2f}," +
+          f" wake-ups per GB client {cw * per_gb:.0f} server {sw * per_gb:.0f}")
 print(f"TTFB 10 KB, direct fresh TCP  : median {st.median(td):.2f} ms (p90 {p90(td):.2f})")
 print(f"TTFB 10 KB, mpflex session    : median {st.median(tv):.2f} ms (p90 {p90(tv):.2f})")
 record, commit, version = sys.argv[16], sys.argv[17], sys.argv[18]
@@ -296,7 +316,9 @@ if record:
         "ratio": round(mv / md, 4), "cpu_s_per_gb": round((ct + stk) / hz / gb, 3),
         "cpu_s_per_gb_client": round(cpu_c, 3), "cpu_s_per_gb_server": round(cpu_s, 3),
         "cpu_s_per_gb_direct": round(cpu_d, 3),
-        "path_bytes": split, "transfer_path_bytes": per, "ttfb_direct_ms": [round(x, 3) for x in td], "ttfb_mpflex_ms": [round(x, 3) for x in tv],
+        "path_bytes": split, "transfer_path_bytes": per,
+        "transfer_cpu_s_per_gb": [[round(c, 3), round(s, 3)] for c, s, _, _ in per_cpu],
+        "transfer_waits": [[cw, sw] for _, _, cw, sw in per_cpu], "ttfb_direct_ms": [round(x, 3) for x in td], "ttfb_mpflex_ms": [round(x, 3) for x in tv],
     }
     if sys.argv[13]:
         rec["tun_gbit"] = [round(gbit(x), 3) for x in t]
