@@ -92,8 +92,9 @@ fn all_paths_killed_at_once_and_while_rejoining_lose_no_stream() {
     }
     const ROUNDS: usize = 4;
     // How long each round keeps killing the paths' new connections as they come: the
-    // client re-dials after 100, 200, 400 and 800 ms, so several are killed, at any
-    // stage of their handshake and join.
+    // client re-dials a connection that ended after 100, 200, 400 and 800 ms (a dial
+    // that failed after a second or so), so several are killed, at any stage of their
+    // handshake and join.
     const HAMMER: Duration = Duration::from_millis(1500);
     // How long the paths then live before the next round: longer than a connection must
     // last for the client's re-dial backoff to start again from its first step.

@@ -3,20 +3,24 @@
 //! the session ([`Placement::refused`]).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::net::{TcpSocket, TcpStream};
-use tracing::{debug, warn};
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
 
 use crate::config::ServerList;
 use crate::crypto::{client_handshake, Transport};
 use crate::driver::SessionHandle;
 use crate::links::table::Binding;
 use crate::pathconn::{configure_path_socket, join_as_client, Joined};
+use crate::status::snapshot::DialState;
 
-use super::placement::{Placement, Ticket};
+use super::link_wait::{Failure, LinkWait, Say, SYN_RTO};
+use super::placement::Placement;
 
 /// What every path connection authenticates, routes and joins with.
 #[derive(Clone)]
@@ -29,10 +33,76 @@ pub struct Keys {
     pub placement: Arc<Placement>,
 }
 
-/// How long a connection attempt waits for the server's SYN-ACK before the next attempt
-/// starts with a fresh SYN. The kernel retransmits a SYN after 1 s, 3 s, 7 s: over a link
-/// that was dark and is back, a long attempt would leave the path unused for seconds.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// After how long without an answer the next of the server's addresses is dialled beside
+/// the ones already dialling: by then the first SYN and the kernel's first retransmission
+/// of it went unanswered ([`SYN_RTO`]). The earlier dials go on (their SYNs may yet be
+/// answered, and the first answer wins), as Happy Eyeballs (RFC 8305) keeps its earlier
+/// attempts; an address that fails outright is followed by the next at once.
+const NEXT_ADDRESS_AFTER: Duration = Duration::from_secs(2);
+
+/// The bounds of how long the server's answers to the handshake and to the join request
+/// may take ([`answer_timeout`]): never shorter than what a busy server needs on any link,
+/// never longer than RFC 6298 (2.5)'s floor for a maximum RTO.
+const ANSWER_FLOOR: Duration = Duration::from_secs(10);
+const ANSWER_CAP: Duration = Duration::from_secs(60);
+/// The answer timeout in retransmission timeouts of the new connection: the request and
+/// the kernel's first three backed-off retransmissions of it (1 + 2 + 4 + 8, RFC 6298
+/// (5.5)).
+const ANSWER_RTOS: u32 = 15;
+
+/// How long the server's answers after the TCP handshake may take on `stream`: from the
+/// retransmission timeout the kernel derived from that handshake's round trip (three
+/// seconds once its SYN was retransmitted, RFC 6298 (5.7)), so a connection made across a
+/// slow or just-returned link is given the time its own retransmissions need.
+fn answer_timeout(stream: &TcpStream) -> Duration {
+    let rto = crate::tcpinfo::tcp_info(stream).map_or(Duration::ZERO, |t| Duration::from_micros(t.rto.into()));
+    answer_timeout_for(rto)
+}
+
+fn answer_timeout_for(rto: Duration) -> Duration {
+    rto.saturating_mul(ANSWER_RTOS).clamp(ANSWER_FLOOR, ANSWER_CAP)
+}
+
+/// A path's own dial (a probe's says nothing): the path's name for the log, and its wait
+/// for the link ([`LinkWait`]), which outlives each dial.
+pub(super) struct Watch<'a> {
+    pub path: &'a str,
+    pub wait: &'a Mutex<LinkWait>,
+}
+
+impl Watch<'_> {
+    /// The dial to `server` started at `started` is unanswered now: said, and shown.
+    fn unanswered(&self, h: &SessionHandle, i: usize, server: SocketAddr, started: Instant) {
+        let say = self
+            .wait
+            .lock()
+            .expect("link wait")
+            .unanswered(started.into_std(), std::time::Instant::now());
+        let path = self.path;
+        match say {
+            Say::Nothing => {}
+            Say::Waiting => warn!(
+                path,
+                "no answer yet from {server}: waiting for the link (the kernel retransmits the SYN, each time \
+                 later; the path joins when one is answered)"
+            ),
+            Say::StillWaiting(d) => info!(
+                path,
+                "still waiting for the link: no answer from {server} for {:.0?}", d
+            ),
+        }
+        if say != Say::Nothing || self.wait.lock().expect("link wait").said() {
+            h.set_path_dial(i, Some(DialState::WaitingForLink));
+        }
+    }
+
+    /// A dial got an answer from `server`.
+    fn answered(&self, server: SocketAddr) {
+        if let Some(d) = self.wait.lock().expect("link wait").answered(std::time::Instant::now()) {
+            info!(path = self.path, "{server} answered after {:.1?}: the link is back", d);
+        }
+    }
+}
 
 /// A path connection that is dialled, authenticated and joined, ready to run.
 pub(super) struct Dialed {
@@ -50,7 +120,9 @@ pub(super) struct Dialed {
 struct Refusal(anyhow::Error);
 
 /// Dials path `i` from `bind` to the session's server: connect, handshake, join. With
-/// `reach`, a server not reached (connected and authenticated) within it fails the dial.
+/// `reach`, a server not reached (connected and authenticated) within it fails the dial;
+/// without, the connect lasts as long as the kernel retransmits its SYN. With `watch`, an
+/// unanswered dial is said and shown as waiting for the link.
 pub(super) async fn dial(
     h: &SessionHandle,
     i: usize,
@@ -58,11 +130,11 @@ pub(super) async fn dial(
     bind: &Binding,
     keys: &Keys,
     reach: Option<Duration>,
+    watch: Option<&Watch<'_>>,
 ) -> Result<Dialed> {
     let placement = &keys.placement;
-    let ticket = placement.ticket().await;
-    let by = reach.map(|d| (tokio::time::Instant::now() + d, d));
-    let r = dial_with(h, i, servers, bind, keys, &ticket, by).await;
+    let by = reach.map(|d| (Instant::now() + d, d));
+    let r = dial_with(h, i, servers, bind, keys, by, watch).await;
     if let Err(e) = &r {
         if e.downcast_ref::<Refusal>().is_some() {
             if let Some(s) = placement.refused(h.any_path_up()) {
@@ -127,29 +199,64 @@ async fn resolve(server: &str) -> std::io::Result<Vec<SocketAddr>> {
     }
 }
 
-/// Connects path `i` from `bind`, trying `addrs` in order from the one that answered last.
-async fn connect(bind: &Binding, addrs: &[SocketAddr], placement: &Placement) -> Result<(TcpStream, SocketAddr)> {
-    let start = placement.endpoint() % addrs.len();
-    let mut last = None;
-    for k in 0..addrs.len() {
-        let idx = (start + k) % addrs.len();
-        match connect_one(bind, addrs[idx]).await {
-            Ok(s) => {
-                placement.set_endpoint(idx);
-                return Ok((s, addrs[idx]));
+/// Connects path `i` from `bind` to one of `addrs`, the one that answered last first, the
+/// next ones [`NEXT_ADDRESS_AFTER`] apart (or at once after one failed); the first to
+/// connect wins. No attempt is cut short: each lasts while the kernel retransmits its SYN
+/// (a second apart at first, `net.ipv4.tcp_syn_linear_timeouts`, then with RFC 6298
+/// (5.5)'s doubling timeout, until `tcp_syn_retries` more went unanswered), so a link that
+/// comes back during it carries the next SYN and the path joins then. The kernel's own
+/// schedule, rather than a cap of ours, is kept: it is what every TCP and MPTCP connection
+/// of the host meets, and what `tcp_syn_retries` tunes.
+async fn connect(
+    h: &SessionHandle,
+    i: usize,
+    bind: &Binding,
+    addrs: &[SocketAddr],
+    placement: &Placement,
+    watch: Option<&Watch<'_>>,
+) -> Result<(TcpStream, SocketAddr)> {
+    let n = addrs.len();
+    let first = placement.endpoint() % n;
+    let started = Instant::now();
+    let mut dialling = FuturesUnordered::new();
+    let mut next = 0;
+    let stagger = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(stagger);
+    let mut tick = tokio::time::interval_at(started + SYN_RTO, SYN_RTO);
+    loop {
+        tokio::select! {
+            _ = &mut stagger, if next < n => {
+                let idx = (first + next) % n;
+                next += 1;
+                dialling.push(async move { (idx, connect_one(bind, addrs[idx]).await) });
+                stagger.as_mut().reset(Instant::now() + NEXT_ADDRESS_AFTER);
             }
-            Err(e) => {
-                if addrs.len() > 1 {
-                    debug!("{e:#}; trying the next server address");
+            Some((idx, r)) = dialling.next() => match r {
+                Ok(s) => {
+                    placement.set_endpoint(idx);
+                    if let Some(w) = watch {
+                        w.answered(addrs[idx]);
+                    }
+                    return Ok((s, addrs[idx]));
                 }
-                last = Some(e);
+                Err(e) if next == n && dialling.is_empty() => return Err(e),
+                Err(e) => {
+                    debug!("{e:#}; trying the other server addresses");
+                    if next < n {
+                        stagger.as_mut().reset(Instant::now());
+                    }
+                }
+            },
+            _ = tick.tick(), if watch.is_some() => {
+                if let Some(w) = watch {
+                    w.unanswered(h, i, addrs[first], started);
+                }
             }
         }
     }
-    Err(last.expect("at least one address"))
 }
 
-/// Dials path `i` with `ticket`: connect, handshake, join the session. A `reach`
+/// Dials path `i` with the placement's ticket: connect, handshake, join the session. A `reach`
 /// deadline (a probe's interval) bounds the connect and the handshake only: the server
 /// moves the path onto a connection as soon as it has read its join request, so once that
 /// is sent the dial runs to its answer, whatever the time.
@@ -159,24 +266,29 @@ async fn dial_with(
     servers: &ServerList,
     bind: &Binding,
     keys: &Keys,
-    ticket: &Ticket,
-    reach: Option<(tokio::time::Instant, Duration)>,
+    reach: Option<(Instant, Duration)>,
+    watch: Option<&Watch<'_>>,
 ) -> Result<Dialed> {
     let placement = &keys.placement;
+    let ticket = &placement.ticket().await;
     // A server that gave a join address is dialled there directly when the source's
     // family can reach it.
     let addrs = match ticket.join {
         Some(j) if bind.source.is_none_or(|src| src.is_ipv4() == j.is_ipv4()) => vec![j],
         _ => candidates(servers, bind).await?,
     };
-    let (mut stream, server) = within(reach, connect(bind, &addrs, placement)).await?;
+    let (mut stream, server) = within(reach, connect(h, i, bind, &addrs, placement, watch)).await?;
+    if watch.is_some() {
+        h.set_path_dial(i, Some(DialState::Dialing));
+    }
+    let answer = answer_timeout(&stream);
     let handshake = async {
         tokio::time::timeout(
-            Duration::from_secs(10),
+            answer,
             client_handshake(&mut stream, &ticket.route.encode(), &keys.private, &keys.server_public),
         )
         .await
-        .context("handshake timed out")?
+        .with_context(|| format!("no answer to the handshake within {answer:?}"))?
     };
     let t = within(reach, handshake).await.map_err(|e| {
         let closed = e.chain().any(|c| {
@@ -196,9 +308,9 @@ async fn dial_with(
         }
     })?;
     // From here the server may have the path on this connection: no giving up.
-    let (ack, joined) = tokio::time::timeout(Duration::from_secs(10), join_as_client(&mut stream, &t, keys.token, i))
+    let (ack, joined) = tokio::time::timeout(answer, join_as_client(&mut stream, &t, keys.token, i))
         .await
-        .context("no answer to Hello")??;
+        .with_context(|| format!("no answer to Hello within {answer:?}"))??;
     if !placement.joined(ticket.route, ack.server) {
         anyhow::bail!(
             "the session moved to another server while this path joined server {}",
@@ -220,10 +332,7 @@ async fn dial_with(
 }
 
 /// `f`, failed if `reach` (a deadline and the interval it ends) passes first.
-async fn within<T>(
-    reach: Option<(tokio::time::Instant, Duration)>,
-    f: impl std::future::Future<Output = Result<T>>,
-) -> Result<T> {
+async fn within<T>(reach: Option<(Instant, Duration)>, f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
     match reach {
         Some((by, every)) => tokio::time::timeout_at(by, f)
             .await
@@ -232,7 +341,7 @@ async fn within<T>(
     }
 }
 
-/// Connects to `server` from `bind` (one attempt, at most [`CONNECT_TIMEOUT`]).
+/// Connects to `server` from `bind`: one attempt, as long as the kernel retransmits its SYN.
 async fn connect_one(bind: &Binding, server: SocketAddr) -> Result<TcpStream> {
     let sock = if server.is_ipv4() {
         TcpSocket::new_v4()?
@@ -261,21 +370,30 @@ async fn connect_one(bind: &Binding, server: SocketAddr) -> Result<TcpStream> {
             anyhow::anyhow!("source {src}: cannot bind to it: {e}; is it an address of this host (`ip addr`)?")
         })?;
     }
-    let r = tokio::time::timeout(CONNECT_TIMEOUT, sock.connect(server))
-        .await
-        .map_err(|_| {
-            anyhow::anyhow!(
-                "no answer from {server} within {CONNECT_TIMEOUT:?}: check the route over this link and that the \
-             server's firewall lets the port in"
-            )
-        })?;
-    r.map_err(|e| {
-        if e.kind() == std::io::ErrorKind::ConnectionRefused {
-            return anyhow::Error::new(Refusal(anyhow::anyhow!(
-                "cannot connect to {server}: {e}; nothing listens there: is `mpflex server` running with this \
-                 address in its listen?"
-            )));
+    sock.connect(server).await.map_err(|e| {
+        let failure = Failure::of(&e);
+        let err = anyhow::anyhow!("cannot connect to {server}: {e}; {}", failure.hint());
+        match failure {
+            Failure::Refused => anyhow::Error::new(Refusal(err)),
+            _ => err,
         }
-        anyhow::anyhow!("cannot connect to {server}: {e}; check the server address and the route over this link")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_timeout_follows_the_connections_rto_within_its_bounds() {
+        let ms = Duration::from_millis;
+        // An RTO at the kernel's floor, or none read: the floor.
+        assert_eq!(answer_timeout_for(ms(200)), ANSWER_FLOOR);
+        assert_eq!(answer_timeout_for(Duration::ZERO), ANSWER_FLOOR);
+        // A long round trip, or a SYN that was retransmitted (an RTO of three seconds):
+        // the request and three backed-off retransmissions of it.
+        assert_eq!(answer_timeout_for(ms(1200)), ms(18_000));
+        assert_eq!(answer_timeout_for(ms(3000)), ms(45_000));
+        assert_eq!(answer_timeout_for(Duration::from_secs(120)), ANSWER_CAP);
+    }
 }

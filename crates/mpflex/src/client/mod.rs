@@ -18,6 +18,7 @@ use crate::listen::{accept_each, bind};
 
 pub mod caps;
 mod dial;
+mod link_wait;
 mod path_phase;
 mod path_tasks;
 mod placement;

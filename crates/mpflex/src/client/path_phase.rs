@@ -7,19 +7,33 @@ use std::time::{Duration, Instant};
 
 use crate::links::plan::Target;
 use crate::links::table::Binding;
+use crate::status::snapshot::DialState;
 
-/// The pause after the first failed attempt in a row; each further failure doubles it, up
-/// to [`MAX_BACKOFF`].
-pub(super) const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-/// The longest pause between failed attempts (an attempt costs a SYN).
-pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// After a connection that ended, the pause before the first re-dial; each further end
+/// in a row (a connection that did not run [`HEALTHY_RUN`]) doubles it, up to
+/// [`MAX_RESTART`]. Short: the link may well be back, and a dial over a dark link is not
+/// lost, it waits for the kernel's retransmitted SYN to be answered.
+pub(super) const FIRST_RESTART: Duration = Duration::from_millis(100);
+/// The longest pause before re-dialling after a connection that ended.
+pub(super) const MAX_RESTART: Duration = Duration::from_secs(1);
+/// The pause after the first dial in a row that failed; each further failure doubles it,
+/// up to [`MAX_RETRY`]. A dial fails only when it is refused, has no route, or the kernel
+/// has given up retransmitting its SYN (`net.ipv4.tcp_syn_retries`): a link that is
+/// merely dark does not fail it. The kernel's initial SYN retransmission timeout (RFC 6298
+/// (2.1)) as the first step keeps a dial that fails at once from becoming a SYN storm.
+pub(super) const FIRST_RETRY: Duration = Duration::from_secs(1);
+/// The longest pause between failed dials: it bounds how late a path whose route or
+/// server came back without a link event (which re-aims the path at once) is dialled
+/// again, while a path that keeps failing costs one SYN and one log line per pause.
+pub(super) const MAX_RETRY: Duration = Duration::from_secs(30);
 /// An attempt whose connection ran this long worked: its end is no failure in a row with
-/// the ones before it, and the next pause is [`FIRST_BACKOFF`] again.
+/// the ones before it, and the next pause is [`FIRST_RESTART`] again.
 pub(super) const HEALTHY_RUN: Duration = Duration::from_secs(10);
 
 /// At the start, how long a path the energy-aware mode holds back lets another path with
-/// a usable link join first (and so hold it back for good): the dial's answer timeout,
-/// after which that other path is failing and this one is needed.
+/// a usable link join first (and so hold it back for good): by then the other path's SYN
+/// and the kernel's first retransmission of it (RFC 6298's initial timeout) went
+/// unanswered, so that path waits for its link and this one is needed.
 pub(super) const START_GRACE: Duration = Duration::from_secs(2);
 
 /// One attempt at a connection: when it started and how many attempts failed in a row
@@ -57,11 +71,24 @@ pub(super) enum Ask {
     DropPath,
 }
 
-/// The pause after `failures` failed attempts in a row before the one that just failed.
-pub(super) fn pause(failures: u32) -> Duration {
-    FIRST_BACKOFF
+/// The pause before re-dialling after a connection ended, `failures` attempts in a row
+/// having failed or ended early before it.
+pub(super) fn restart_pause(failures: u32) -> Duration {
+    FIRST_RESTART
         .checked_mul(1 << failures.min(16))
-        .map_or(MAX_BACKOFF, |d| d.min(MAX_BACKOFF))
+        .map_or(MAX_RESTART, |d| d.min(MAX_RESTART))
+}
+
+/// The pause after a failed dial, `failures` attempts in a row having failed before it:
+/// [`FIRST_RETRY`] doubled per failure up to [`MAX_RETRY`], then drawn from the upper half
+/// of that by `jitter` (in [0, 1)): paths and clients that failed together (a server that
+/// restarted, a route that went for all) do not re-dial in step ("equal jitter"
+/// exponential backoff).
+pub(super) fn retry_pause(failures: u32, jitter: f64) -> Duration {
+    let full = FIRST_RETRY
+        .checked_mul(1 << failures.min(16))
+        .map_or(MAX_RETRY, |d| d.min(MAX_RETRY));
+    full.mul_f64(1.0 - jitter.clamp(0.0, 1.0) / 2.0)
 }
 
 impl<C> Phase<C> {
@@ -121,9 +148,8 @@ impl Attempt {
         Phase::Joined { conn, at: self }
     }
 
-    /// Dialing or Joined → the dial failed or the connection ended: pause before the next
-    /// attempt, longer with each failure in a row, afresh after a connection that ran
-    /// [`HEALTHY_RUN`].
+    /// Joined → the connection ended: pause before the next attempt, longer with each
+    /// early end in a row, afresh after a connection that ran [`HEALTHY_RUN`].
     pub fn ended<C>(self, now: Instant) -> Phase<C> {
         let failures = if now.saturating_duration_since(self.since) > HEALTHY_RUN {
             0
@@ -131,8 +157,30 @@ impl Attempt {
             self.failures
         };
         Phase::Backoff {
-            until: now + pause(failures),
+            until: now + restart_pause(failures),
             failures,
+        }
+    }
+
+    /// Dialing → the dial failed (refused, no route, the kernel gave up on its SYN, no
+    /// answer to the handshake): pause before the next one, backed off
+    /// ([`retry_pause`], `jitter` in [0, 1)).
+    pub fn failed<C>(self, now: Instant, jitter: f64) -> Phase<C> {
+        Phase::Backoff {
+            until: now + retry_pause(self.failures, jitter),
+            failures: self.failures,
+        }
+    }
+}
+
+impl<C> Phase<C> {
+    /// Where the path's dial stands in this phase, for the status: none once joined, or
+    /// while there is nothing to dial (the link's state or the hold says why).
+    pub fn dial_state(&self) -> Option<DialState> {
+        match self {
+            Phase::Dialing { .. } => Some(DialState::Dialing),
+            Phase::Backoff { .. } => Some(DialState::Retrying),
+            Phase::Waiting | Phase::Joined { .. } | Phase::Held { .. } => None,
         }
     }
 }
@@ -195,7 +243,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_pauses_longer_with_each_failure_in_a_row_up_to_the_maximum() {
+    fn an_early_end_pauses_longer_with_each_in_a_row_up_to_the_maximum() {
         let t0 = Instant::now();
         let now = t0 + Duration::from_millis(5);
         let pauses: Vec<Duration> = (0..6)
@@ -208,8 +256,62 @@ mod tests {
             })
             .collect();
         let ms = |m| Duration::from_millis(m);
-        assert_eq!(pauses, [ms(100), ms(200), ms(400), ms(800), MAX_BACKOFF, MAX_BACKOFF]);
-        assert_eq!(pause(u32::MAX), MAX_BACKOFF);
+        assert_eq!(pauses, [ms(100), ms(200), ms(400), ms(800), MAX_RESTART, MAX_RESTART]);
+        assert_eq!(restart_pause(u32::MAX), MAX_RESTART);
+    }
+
+    #[test]
+    fn a_failed_dial_backs_off_exponentially_with_jitter_up_to_the_cap() {
+        let s = Duration::from_secs;
+        // Without jitter (its draw at 0): the full step, doubling from the first to the cap.
+        let full: Vec<Duration> = (0..8).map(|f| retry_pause(f, 0.0)).collect();
+        assert_eq!(full, [s(1), s(2), s(4), s(8), s(16), s(30), s(30), s(30)]);
+        assert_eq!(retry_pause(u32::MAX, 0.0), MAX_RETRY);
+        // The jitter takes at most half of a step, never more, never less than nothing.
+        for f in 0..8 {
+            for j in [0.0, 0.25, 0.5, 0.999] {
+                let p = retry_pause(f, j);
+                assert!(p <= full[f as usize] && p > full[f as usize] / 2, "{f} {j}: {p:?}");
+            }
+        }
+        assert_eq!(retry_pause(3, 0.5), Duration::from_secs(6));
+        assert_eq!(retry_pause(3, 7.0), Duration::from_secs(4));
+        assert_eq!(retry_pause(3, -1.0), Duration::from_secs(8));
+        // As a transition: the failures in a row are kept, and the next dial counts one more.
+        let now = Instant::now();
+        assert_eq!(
+            at(now, 2).failed::<&str>(now, 0.0),
+            Phase::Backoff {
+                until: now + s(4),
+                failures: 2
+            }
+        );
+        // A dial that failed long after it started (the kernel gave up on its SYN) is
+        // still a failure: no healthy run resets it.
+        let late = now + HEALTHY_RUN * 20;
+        assert_eq!(
+            at(now, 2).failed::<&str>(late, 0.0),
+            Phase::Backoff {
+                until: late + s(4),
+                failures: 2
+            }
+        );
+    }
+
+    #[test]
+    fn the_status_names_a_dial_and_a_pause_only() {
+        let now = Instant::now();
+        assert_eq!(
+            Phase::<&str>::aim(&dial(), 0, None, now).dial_state(),
+            Some(DialState::Dialing)
+        );
+        assert_eq!(
+            at(now, 0).failed::<&str>(now, 0.0).dial_state(),
+            Some(DialState::Retrying)
+        );
+        assert_eq!(at(now, 0).dialled("conn").dial_state(), None);
+        assert_eq!(Phase::<&str>::Waiting.dial_state(), None);
+        assert_eq!(Phase::<&str>::Held { failures: 0 }.dial_state(), None);
     }
 
     #[test]
@@ -219,7 +321,7 @@ mod tests {
         assert_eq!(
             at(t0, 4).ended::<&str>(now),
             Phase::Backoff {
-                until: now + FIRST_BACKOFF,
+                until: now + FIRST_RESTART,
                 failures: 0
             }
         );
@@ -228,7 +330,7 @@ mod tests {
         assert_eq!(
             at(t0, 4).ended::<&str>(now),
             Phase::Backoff {
-                until: now + MAX_BACKOFF,
+                until: now + MAX_RESTART,
                 failures: 4
             }
         );

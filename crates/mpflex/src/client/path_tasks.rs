@@ -19,7 +19,8 @@ use crate::links::table::{Binding, LinkTable};
 use crate::links::wifi;
 use crate::status::snapshot::WaitingView;
 
-use super::dial::{dial, Dialed, Keys};
+use super::dial::{dial, Dialed, Keys, Watch};
+use super::link_wait::LinkWait;
 use super::path_phase::{Ask, Attempt, Phase, START_GRACE};
 
 /// Starts the paths of `cfg`: the fixed ones now, the others as their interfaces come.
@@ -224,7 +225,9 @@ fn src(b: &Binding) -> String {
 }
 
 /// Keeps path `i` connected while its target says dial: dial, handshake, join the
-/// session, run; re-dial with backoff. A new target drops the connection at once. While
+/// session, run; re-dial with backoff. A dial lasts as long as the kernel retransmits its
+/// SYN (the path waits for its link meanwhile, [`LinkWait`]), while the other paths carry
+/// the session. A new target drops the connection at once. While
 /// the engine holds the path suspect, a probe connection dialled beside the silent one
 /// ([`probe_loop`]) takes over as soon as it gets through. The phases and their
 /// transitions are [`Phase`]'s; this waits for what happens and feeds it in.
@@ -251,28 +254,37 @@ async fn path_loop(
     let mut held = h.held_signal(i);
     let mut joined_once = false;
     let mut phase = Phase::aim(&read(&mut target), 0, None, started);
+    let wait = std::sync::Mutex::new(LinkWait::default());
     loop {
         if matches!(phase, Phase::Dialing { .. }) {
             let early = in_start_grace(&h, i, joined_once, grace_end);
             phase = phase.hold(*held.borrow_and_update() || early);
         }
+        h.set_path_dial(i, phase.dial_state());
+        let name = target.borrow().name.clone();
         phase = match phase {
             Phase::Waiting => tokio::select! {
                 _ = changed(&mut target) => asked(&h, i, Phase::retarget(&read(&mut target), Instant::now())),
                 _ = shutdown.cancelled() => return,
             },
-            Phase::Dialing { bind, at } => tokio::select! {
-                r = dial(&h, i, &server, &bind, &keys, None) => match r {
-                    Ok(d) => at.dialled(d),
-                    Err(e) => ended(at, Err(e), &target),
-                },
-                Some(d) = probed.recv() => took_over(d, &mut target),
-                _ = changed(&mut target) => asked(&h, i, at.retarget(&read(&mut target), Instant::now())),
-                _ = shutdown.cancelled() => return,
-            },
+            Phase::Dialing { bind, at } => {
+                let watch = Watch {
+                    path: &name,
+                    wait: &wait,
+                };
+                tokio::select! {
+                    r = dial(&h, i, &server, &bind, &keys, None, Some(&watch)) => match r {
+                        Ok(d) => at.dialled(d),
+                        Err(e) => failed(at, e, &target),
+                    },
+                    Some(d) = probed.recv() => took_over(d, &mut target),
+                    _ = changed(&mut target) => asked(&h, i, at.retarget(&read(&mut target), Instant::now())),
+                    _ = shutdown.cancelled() => return,
+                }
+            }
             Phase::Joined { conn, at } => {
                 joined_once = true;
-                info!(path = %target.borrow().name, server = %conn.server, "path up");
+                info!(path = %name, server = %conn.server, "path up");
                 tokio::select! {
                     r = h.run_path(i, conn.stream, conn.transport, conn.joined) => ended(at, r, &target),
                     Some(d) = probed.recv() => took_over(d, &mut target),
@@ -328,8 +340,23 @@ fn took_over(d: Dialed, target: &mut watch::Receiver<Slot>) -> Phase<Dialed> {
     Phase::probe_through(&read(target), d, Instant::now())
 }
 
-/// The attempt `at` ended with `res` (a failed dial, or the connection's end): said, then
-/// the pause before the next one.
+/// The dial `at` failed with `e`: said, then the backed-off pause before the next one.
+fn failed(at: Attempt, e: anyhow::Error, target: &watch::Receiver<Slot>) -> Phase<Dialed> {
+    let now = Instant::now();
+    let next = at.failed(now, rand::random::<f64>());
+    // Given up for a new target (the link went): said when it was taken.
+    if let (Phase::Backoff { until, .. }, false) = (&next, target.has_changed().unwrap_or(false)) {
+        warn!(
+            path = %target.borrow().name,
+            "cannot join: {e:#}; dialling again in {:.1?}",
+            until.saturating_duration_since(now)
+        );
+    }
+    next
+}
+
+/// The connection of attempt `at` ended with `res`: said, then the pause before the next
+/// attempt.
 fn ended(at: Attempt, res: Result<()>, target: &watch::Receiver<Slot>) -> Phase<Dialed> {
     match res {
         Ok(()) => {}
@@ -366,7 +393,7 @@ async fn probe_loop(
             };
             let started = tokio::time::Instant::now();
             let attempt = tokio::select! {
-                r = dial(&h, i, &server, &bind, &keys, Some(every)) => r,
+                r = dial(&h, i, &server, &bind, &keys, Some(every), None) => r,
                 _ = shutdown.cancelled() => return,
             };
             match attempt {

@@ -19,7 +19,7 @@ use tracing::debug;
 
 use crate::classes::ClassRules;
 use crate::links::table::Unusable;
-use crate::status::snapshot::{PathView, SessionSnapshot, StreamView, WaitingView};
+use crate::status::snapshot::{DialState, PathView, SessionSnapshot, StreamView, WaitingView};
 
 pub(crate) mod bufpool;
 mod events;
@@ -70,6 +70,8 @@ pub struct PathSlot {
     /// (client) Why the path's interface cannot carry it now; `None` while it can (or the
     /// path names no interface).
     pub link: Option<Unusable>,
+    /// (client) Where its dial stands while it is not joined ([`DialState`]).
+    pub dial: Option<DialState>,
     /// (client) Its configured tier (a data cap may lower the engine's).
     pub tier: Tier,
     /// (client) The WiFi signal last read on its interface, dBm ([`crate::links::wifi`]);
@@ -92,6 +94,7 @@ impl PathSlot {
             probe: Arc::new(Notify::new()),
             device: None,
             link: None,
+            dial: None,
             tier: Tier::Primary,
             wifi_signal: None,
             rekeys: (0, 0),
@@ -385,6 +388,15 @@ impl SessionHandle {
         })
     }
 
+    /// (client) Where path `p`'s dial stands (none once it joined), for the status.
+    pub fn set_path_dial(&self, p: usize, dial: Option<DialState>) {
+        self.with(|sh| {
+            if let Some(slot) = sh.paths.get_mut(p) {
+                slot.dial = dial;
+            }
+        })
+    }
+
     /// (client) What link path `p` runs over (the energy model, the energy-aware mode).
     pub fn set_path_kind(&self, p: usize, kind: mpflex_engine::energy::LinkKind) {
         self.with(|sh| sh.sess.set_path_kind(p, kind, Instant::now()))
@@ -537,6 +549,7 @@ impl SessionHandle {
                         queue_delay: sess.path_queue_delay(p, now),
                         device: sh.paths[p].device.clone(),
                         link: sh.paths[p].link,
+                        dial: sh.paths[p].dial,
                         kind: sess.path_kind(p).name(),
                         energy: energy.get(p).copied().unwrap_or_default(),
                         energy_standby: sess.path_energy_standby(p),

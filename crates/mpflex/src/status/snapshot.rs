@@ -34,6 +34,8 @@ pub struct PathView {
     /// (client) Why the path's interface cannot carry it now: then the status names this
     /// as its state ("waiting for device", "no carrier", "no address", "no route").
     pub link: Option<Unusable>,
+    /// (client) Where its dial stands while it is not up (none once joined).
+    pub dial: Option<DialState>,
     /// "wifi", "cellular" or "wired".
     pub kind: &'static str,
     /// The modelled energy it spent (docs/energy.md).
@@ -54,6 +56,30 @@ pub struct PathView {
     pub link_weak: bool,
 }
 
+/// (client) Where a path that is not up stands with its dial: the status names this as
+/// its state, so a path that waits for its link is told apart from one that is down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DialState {
+    /// Connecting, handshaking or joining; nothing unanswered yet.
+    Dialing,
+    /// Its SYN went unanswered past the kernel's initial retransmission timeout: the
+    /// kernel retransmits it, and the path joins when the link carries one.
+    WaitingForLink,
+    /// The last dial failed (refused, no route, the kernel gave up): pausing before the
+    /// next.
+    Retrying,
+}
+
+impl DialState {
+    pub fn name(self) -> &'static str {
+        match self {
+            DialState::Dialing => "dialing",
+            DialState::WaitingForLink => "waiting for link",
+            DialState::Retrying => "retrying",
+        }
+    }
+}
+
 /// A metered path's data cap as the status shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CapView {
@@ -67,12 +93,13 @@ pub struct CapView {
 }
 
 impl PathView {
-    /// The state the status shows: the engine's, or while the path is down for want of a
-    /// usable interface, what the interface lacks.
+    /// The state the status shows: the engine's, or while the path is down, what its
+    /// interface lacks, that it is held back, or where its dial stands.
     pub fn state_name(&self) -> &'static str {
         match self.link {
             Some(why) if self.state == PathState::Down => why.name(),
             None if self.held && self.state == PathState::Down => "held back",
+            None if self.state == PathState::Down => self.dial.map_or(self.state.name(), DialState::name),
             _ => self.state.name(),
         }
     }
@@ -365,4 +392,56 @@ fn class_latency_json(l: &ClassLatency) -> serde_json::Value {
         })
         .collect();
     serde_json::Value::Array(per_class)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(state: PathState, link: Option<Unusable>, held: bool, dial: Option<DialState>) -> PathView {
+        PathView {
+            id: 0,
+            name: "lte".into(),
+            state,
+            backup: false,
+            tier: Tier::Primary,
+            counters: None,
+            snap: PathSnapshot::default(),
+            owd_us: None,
+            queue_delay: None,
+            device: None,
+            link,
+            dial,
+            kind: "cellular",
+            energy: PathEnergy::default(),
+            energy_standby: false,
+            held,
+            cap: None,
+            wifi_signal_dbm: None,
+            rekeys: (0, 0),
+            link_weak: false,
+        }
+    }
+
+    #[test]
+    fn a_path_that_is_not_up_is_named_by_where_its_dial_stands() {
+        let down = PathState::Down;
+        let waiting = Some(DialState::WaitingForLink);
+        assert_eq!(path(down, None, false, waiting).state_name(), "waiting for link");
+        assert_eq!(
+            path(down, None, false, Some(DialState::Dialing)).state_name(),
+            "dialing"
+        );
+        assert_eq!(
+            path(down, None, false, Some(DialState::Retrying)).state_name(),
+            "retrying"
+        );
+        assert_eq!(path(down, None, false, None).state_name(), "down");
+        // What the interface lacks, or the energy-aware mode's hold, says more.
+        let no_carrier = Some(Unusable::NoCarrier);
+        assert_eq!(path(down, no_carrier, false, waiting).state_name(), "no carrier");
+        assert_eq!(path(down, None, true, waiting).state_name(), "held back");
+        // Up, the engine's state is the path's.
+        assert_eq!(path(PathState::Active, None, false, waiting).state_name(), "active");
+    }
 }

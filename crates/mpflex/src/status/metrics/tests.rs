@@ -30,6 +30,7 @@ pub(crate) fn sample_session() -> SessionView {
         queue_delay: (state == PathState::Active).then_some(Duration::from_millis(4)),
         device: None,
         link: None,
+        dial: None,
         kind: "wifi",
         energy: mpflex_engine::energy::PathEnergy {
             bytes: 2_000_000,
