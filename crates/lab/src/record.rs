@@ -73,6 +73,10 @@ pub struct Record {
     /// `video`: the highest ladder rate the aggregate capacity carries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ideal_mbit: Option<f64>,
+    /// Why the repetition measured nothing (mpflex's paths never came up): the report
+    /// counts and shows it as failed, and takes no measure from it. Older records have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// What the workload client measured besides (see `workload`), and anything unknown.
     #[serde(flatten)]
     pub extra: Fields,

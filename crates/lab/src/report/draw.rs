@@ -345,7 +345,8 @@ pub fn plots(results: &Path, out_dir: &Path) -> Result<Vec<PathBuf>> {
 /// family also as heat maps (`grid-<family>-<cc>-<mode>-<system>`, one panel per size).
 pub fn plots_files(results: &[PathBuf], out_dir: &Path) -> Result<Vec<PathBuf>> {
     use plotters::prelude::{BitMapBackend, IntoDrawingArea, SVGBackend};
-    let recs = load_files(results)?;
+    // Failed repetitions measured nothing to draw; the report's tables count them.
+    let recs = super::failed::split(load_files(results)?).0;
     let charts = charts(&recs);
     std::fs::create_dir_all(out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
     if charts.is_empty() {

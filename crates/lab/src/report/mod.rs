@@ -13,6 +13,7 @@
 
 mod charts;
 mod draw;
+mod failed;
 mod grid;
 mod settings;
 mod tables;
@@ -45,7 +46,7 @@ fn load(path: &Path) -> Result<Vec<Record>> {
             continue;
         }
         let r = serde_json::from_str::<Record>(line).with_context(|| format!("{}:{}", path.display(), i + 1))?;
-        if by_size(&r) && r.completion_ms.is_none() {
+        if by_size(&r) && r.completion_ms.is_none() && r.error.is_none() {
             anyhow::bail!(
                 "{}:{}: {} record without completion_ms",
                 path.display(),
@@ -93,9 +94,10 @@ fn load_files(paths: &[PathBuf]) -> Result<Vec<Record>> {
 }
 
 /// The records of results files as the report takes them (a group found in several files
-/// from the last only; the oracle as its best static split).
+/// from the last only; the oracle as its best static split), failed repetitions left
+/// out: they measured nothing ([`Record::error`]).
 pub fn load_results(paths: &[PathBuf]) -> Result<Vec<Record>> {
-    load_files(paths)
+    Ok(failed::split(load_files(paths)?).0)
 }
 
 /// The files' names, for messages.
@@ -272,7 +274,7 @@ pub fn by_system(path: &Path, baseline: &str) -> Result<String> {
 
 /// [`by_system`] over several results files (see [`report_files`]).
 pub fn by_system_files(paths: &[PathBuf], baseline: &str) -> Result<String> {
-    let recs = load_files(paths)?;
+    let (recs, failures) = failed::split(load_files(paths)?);
     // (profile, cc) -> (mode, size) -> system -> samples.
     type Cols = BTreeMap<(String, u64), BTreeMap<String, Vec<f64>>>;
     let mut groups: BTreeMap<(String, String), Cols> = BTreeMap::new();
@@ -314,6 +316,8 @@ pub fn by_system_files(paths: &[PathBuf], baseline: &str) -> Result<String> {
             md += "\n";
         }
     }
+    let failures: Vec<Record> = failures.into_iter().filter(by_size).collect();
+    md += &failed::table(&failures, &recs);
     Ok(md)
 }
 
@@ -329,7 +333,7 @@ pub fn report(path: &Path) -> Result<String> {
 /// rerun replaces a point and ratios never mix runs. Chunk points of a two-rate family
 /// (`bw-grid:<w>x<l>`, `ecf-asym:<w>x<l>`) are also tabulated as grids (`grid`).
 pub fn report_files(paths: &[PathBuf]) -> Result<String> {
-    let recs = load_files(paths)?;
+    let (recs, failures) = failed::split(load_files(paths)?);
     let (chunks, others): (Vec<&Record>, Vec<&Record>) = recs.iter().partition(|r| by_size(r));
     let mut md = tables::chunk_tables(&chunks);
     md += &grid::grid_tables(&chunks);
@@ -343,5 +347,6 @@ pub fn report_files(paths: &[PathBuf]) -> Result<String> {
     for (w, n) in unknown {
         md += &format!("\n{n} record(s) of unknown workload {w:?} left out.\n");
     }
+    md += &failed::table(&failures, &recs);
     Ok(md)
 }

@@ -632,3 +632,66 @@ fn profiles_are_ordered_by_their_numbers() {
         ]
     );
 }
+
+#[test]
+fn a_failed_repetition_is_counted_and_shown_never_measured() {
+    // Three bulk repetitions of mpflex, one of which failed (its paths never came up), and
+    // a chunk repetition that failed the same way (no completion: no measure).
+    let bulk = |sys: &str, g: f64| {
+        rec(
+            sys,
+            "bulk",
+            Some("up"),
+            &format!(r#""size":1000,"completion_ms":10000.0,"goodput_mbit":{g},"capacity_mbit":80.0,"bytes":1000"#),
+        )
+    };
+    let failed = rec(
+        "mpflex:minrtt",
+        "bulk",
+        Some("up"),
+        r#""size":0,"completion_ms":null,"goodput_mbit":null,"error":"mpflex paths did not come up within 20s; see /tmp/x""#,
+    );
+    let chunk_failed = rec(
+        "mpflex:minrtt",
+        "chunk",
+        None,
+        r#""size":262144,"completion_ms":null,"error":"mpflex paths did not come up within 20s; see /tmp/y""#,
+    );
+    let lines = [
+        bulk("mptcp", 40.0),
+        bulk("mptcp", 42.0),
+        bulk("mptcp", 44.0),
+        bulk("mpflex:minrtt", 60.0),
+        failed,
+        bulk("mpflex:minrtt", 70.0),
+        chunk_line("mptcp", 262144, 100.0, ""),
+        chunk_failed,
+    ];
+    let md = report(&temp_file("failed", &(lines.join("\n") + "\n"))).unwrap();
+    // The medians are the measured repetitions' only: no zero for the failed one.
+    let h = "### two, cubic, bulk up, fresh";
+    assert!(
+        row(&md, h, "mpflex:minrtt").starts_with("| mpflex:minrtt | 65.0 "),
+        "{md}"
+    );
+    assert!(row(&md, h, "mpflex:minrtt").contains("**1.55**"), "{md}");
+    // And the failures are counted, out of the repetitions that ran, with their error.
+    let h = "### Failed repetitions — 2 measured nothing";
+    assert_eq!(
+        row(&md, h, "two"),
+        "| two | bulk up | cubic | fresh | mpflex:minrtt | 1 of 3 | mpflex paths did not come up within 20s; see /tmp/x |"
+    );
+    assert!(
+        md.contains("| two | chunk 256 KB | cubic | fresh | mpflex:minrtt | 1 of 1 |"),
+        "{md}"
+    );
+    // The transposed chunk table counts them too; the tables the report is built from
+    // for the floors and the claims hold measured repetitions only.
+    let f = temp_file("failed-chunk", &(lines.join("\n") + "\n"));
+    assert!(by_system(&f, "mptcp")
+        .unwrap()
+        .contains("| chunk 256 KB | cubic | fresh | mpflex:minrtt | 1 of 1 |"));
+    let loaded = load_results(std::slice::from_ref(&f)).unwrap();
+    assert_eq!(loaded.len(), 6);
+    assert!(loaded.iter().all(|r| r.error.is_none()));
+}

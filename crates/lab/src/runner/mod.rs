@@ -13,6 +13,7 @@ mod links;
 mod mpflex;
 mod oracle;
 mod priced;
+mod records;
 mod system;
 
 use std::collections::BTreeMap;
@@ -32,7 +33,7 @@ pub use system::{parse_builds, System};
 use crate::emulator::Emulator;
 use crate::netns::Topology;
 use crate::profile::Profile;
-use crate::record::{kernel_paces, Build, Record};
+use crate::record::Build;
 use crate::units::{human, sanitize};
 use crate::workload::bulk::{Window, WINDOW};
 use crate::workload::{chunk, Fields, Spec, Workload};
@@ -466,10 +467,14 @@ impl Bench<'_> {
                 };
                 self.bar
                     .set_message(format!("{} {} {what} {label}", point.cc, point.mode));
-                let ControlFlow::Continue(m) = self.measure_system(sys, point, pairs, &mut oracle_best)? else {
-                    return Ok(ControlFlow::Break(()));
+                // A repetition that could not measure (mpflex's paths never came up) is
+                // recorded as failed, and the run goes on.
+                let rec = match self.measure_system(sys, point, pairs, &mut oracle_best) {
+                    Ok(ControlFlow::Continue(m)) => self.record(point, sys, label, rep, m),
+                    Ok(ControlFlow::Break(())) => return Ok(ControlFlow::Break(())),
+                    Err(e) if records::failed_repetition(&e) => self.failed(point, sys, label, rep, &e),
+                    Err(e) => return Err(e),
                 };
-                let rec = self.record(point, sys, label, rep, m);
                 writeln!(self.out, "{}", serde_json::to_string(&rec)?)?;
                 self.written += 1;
                 self.bar.inc(1);
@@ -733,68 +738,5 @@ impl Bench<'_> {
             f.insert("goodput_mbit".into(), bounded.into());
         }
         Ok(())
-    }
-
-    /// The record of one measurement.
-    fn record(&self, point: &Point, sys: &System, system: String, rep: usize, m: Measured) -> Record {
-        let (spec, cfg, links) = (self.spec(), self.cfg, &self.links);
-        let Measured {
-            ms,
-            share,
-            mpflex,
-            mut extra,
-        } = m;
-        let mbit = |bytes_per_sec: f64| bytes_per_sec * 8.0 / 1e6;
-        let capacity = spec.has_capacity().then(|| {
-            mbit(if spec.upload(point.variant) {
-                links.up
-            } else {
-                links.down
-            })
-        });
-        let goodput = match extra.remove("goodput_mbit").and_then(|v| v.as_f64()) {
-            Some(g) => g,
-            None if spec.chunks() => point.size as f64 * 8.0 / (ms / 1000.0) / 1e6,
-            None => {
-                let bytes = extra.get("bytes").or_else(|| extra.get("received_bytes"));
-                bytes.and_then(|v| v.as_f64()).unwrap_or(0.0) * 8.0 / (ms / 1000.0) / 1e6
-            }
-        };
-        extra.remove("completion_ms");
-        let size = if spec.chunks() {
-            point.size
-        } else {
-            extra.get("bytes").and_then(|v| v.as_u64()).unwrap_or(0)
-        };
-        let on_mpflex = match sys {
-            System::Mpflex { build, sched, .. } => Some((self.builds.get(build).cloned(), mpflex::pacing(sched))),
-            _ => None,
-        };
-        Record {
-            system,
-            profile: cfg.profile.name.clone(),
-            workload: spec.name().into(),
-            variant: point.variant.map(String::from),
-            mode: point.mode.into(),
-            cc: point.cc.into(),
-            size,
-            rep,
-            completion_ms: Some(ms),
-            goodput_mbit: Some(goodput),
-            p: share,
-            dup_bytes: mpflex.as_ref().map(|b| b.1),
-            bytes_per_path: mpflex.map(|b| b.0),
-            idle_restart: cfg.idle_restart,
-            mpflex_per_run: on_mpflex.is_some().then_some(!cfg.keep_mpflex),
-            build: on_mpflex.as_ref().and_then(|o| o.0.clone()),
-            pacing: Some(on_mpflex.map_or(kernel_paces(point.cc), |o| o.1)),
-            commit: Some(crate::COMMIT.into()),
-            bound_ms: spec
-                .chunks()
-                .then(|| size as f64 / links.down * 1000.0 + links.min_rtt_ms),
-            ideal_mbit: spec.ideal_mbit(mbit(links.down)),
-            capacity_mbit: capacity,
-            extra,
-        }
     }
 }

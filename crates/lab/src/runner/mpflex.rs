@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -219,7 +219,8 @@ pub fn start(topo: &Topology, bin: &Path, setup: &Setup<'_>, dir: &Path, stop: &
     )?;
     let procs = Procs(vec![s, c]);
     // Wait for every path to join (or a stop request: the processes go with `procs`).
-    for _ in 0..100 {
+    let until = Instant::now() + PATHS_UP_WITHIN;
+    while Instant::now() < until {
         if stop.load(Ordering::SeqCst) {
             bail!("interrupted while mpflex ({}) started", setup.sched);
         }
@@ -228,8 +229,39 @@ pub fn start(topo: &Topology, bin: &Path, setup: &Setup<'_>, dir: &Path, stop: &
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    bail!("mpflex paths did not come up; see {}", dir.display())
+    Err(PathsNotUp {
+        within: PATHS_UP_WITHIN,
+        dir: dir.display().to_string(),
+    }
+    .into())
 }
+
+/// How long mpflex's paths may take to join at the start: past the kernel's SYN
+/// retransmissions of the first quarter minute (a second apart at first, then doubling,
+/// RFC 6298 (5.5)), so a path dialled into a link outage that long still joins, as the
+/// kernel's TCP and MPTCP would.
+const PATHS_UP_WITHIN: Duration = Duration::from_secs(20);
+
+/// mpflex's paths did not all join within [`PATHS_UP_WITHIN`] of its start: the
+/// repetition fails (the runner records it as failed and goes on).
+#[derive(Debug)]
+pub struct PathsNotUp {
+    pub within: Duration,
+    /// Where the client's and the server's logs are.
+    pub dir: String,
+}
+
+impl std::fmt::Display for PathsNotUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "mpflex paths did not come up within {:?}; see {}",
+            self.within, self.dir
+        )
+    }
+}
+
+impl std::error::Error for PathsNotUp {}
 
 /// The `k`th pair's client status.
 pub fn status(topo: &Topology, bin: &Path, k: u16) -> Result<serde_json::Value> {
