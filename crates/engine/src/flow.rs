@@ -16,6 +16,10 @@ use bytes::Bytes;
 use crate::class::Classifier;
 use crate::ProtocolError;
 
+/// A payload at least this long that a stream's application will take at once is kept
+/// as the slice of the read buffer it arrived in; shorter ones are copied.
+const KEEP_SLICE_FROM: usize = 8 * 1024;
+
 /// Receive credit that several sessions share: a server gives one pool to each client
 /// key, so the key's sessions together hold at most the pool's limit of payload their
 /// peers may send beyond what applications took (in flight, out of order, or unread),
@@ -301,9 +305,15 @@ impl Stream {
         }
         self.rx_offset += n;
         let was_empty = self.rx_buf.is_empty();
-        // Kept as it came: a payload is a slice of the driver's read buffer, which bounds
-        // what such slices hold (`driver/bufpool.rs`), and a copy here cost as much as
-        // the record's decryption.
+        // A payload is a slice of the read buffer it arrived in, and keeps all of that
+        // buffer alive while it waits. An application that keeps up takes it at once;
+        // one that is behind (or a small payload) gets a copy, so what the stream holds
+        // is what the session window counts.
+        let data = if was_empty && data.len() >= KEEP_SLICE_FROM {
+            data
+        } else {
+            Bytes::copy_from_slice(&data)
+        };
         self.rx_buf.push_back(data);
         Ok(was_empty)
     }

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use bytes::Bytes;
 use mpflex_wire::Frame;
 
 use crate::StreamId;
@@ -79,14 +80,18 @@ impl Assembler {
 
     /// Keeps `frame` until its stream or the sequence can take it. Only frames of a
     /// stream this side knows (`known`) are indexed for early delivery: a peer cannot
-    /// make it build an index per made-up stream. The payload is kept as it came: the
-    /// driver bounds what slices of its read buffers hold (`driver/bufpool.rs`).
-    pub fn insert(&mut self, frame: Frame, known: bool) {
+    /// make it build an index per made-up stream. The payload is copied into its own
+    /// buffer: a slice would keep the whole read buffer it came in alive for as long as
+    /// the frame waits.
+    pub fn insert(&mut self, mut frame: Frame, known: bool) {
         let seq = frame.seq().expect("sequenced");
         if known {
             if let Some((stream, offset)) = stream_position(&frame) {
                 self.waiting_at.entry(stream).or_default().insert(offset, seq);
             }
+        }
+        if let Frame::Open { data, .. } | Frame::Data { data, .. } = &mut frame {
+            *data = Bytes::copy_from_slice(data);
         }
         self.payload += frame.payload_len() as u64;
         self.reorder.insert(seq, Arrived::Waiting(frame));
@@ -193,8 +198,6 @@ impl Assembler {
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
-
     use super::*;
 
     fn data(seq: u64, stream: StreamId, offset: u64, len: usize) -> Frame {
@@ -288,5 +291,30 @@ mod tests {
         );
         assert_eq!(a.memory(), MAX_FRAMES as u64 * FRAME_COST);
         assert!(a.waiting_at.is_empty(), "no index for streams this side does not know");
+    }
+
+    #[test]
+    fn a_waiting_payload_does_not_keep_its_read_buffer() {
+        let mut a = Assembler::default();
+        let read_buffer = Bytes::from(vec![7u8; 64 * 1024]);
+        a.insert(
+            Frame::Data {
+                seq: 10,
+                stream: 1,
+                offset: 10,
+                ts: 0,
+                data: read_buffer.slice(100..110),
+            },
+            true,
+        );
+        let waiting = a.take_for_stream(1, 10).expect("indexed");
+        let Frame::Data { data, .. } = waiting else {
+            panic!("data")
+        };
+        assert_eq!(&data[..], &[7u8; 10]);
+        assert!(
+            read_buffer.is_unique(),
+            "the slice was copied: the read buffer has no other owner"
+        );
     }
 }
