@@ -90,8 +90,26 @@ fn make_site(dir: &Path) -> usize {
     total
 }
 
-/// One load of `url` in a fresh profile, with `proxy` if any: the page's load time, ms.
-fn load(lab: &Lab, (bin, extra): (&str, &[&str]), url: &str, proxy: Option<&str>, run: usize) -> f64 {
+/// One load of `url` in a fresh profile, with `proxy` if any: the page's load time, ms. A
+/// browser that exits without the page is launched once more (printed, with its exit
+/// status); a second failure fails the test.
+fn load(lab: &Lab, browser: (&str, &[&str]), url: &str, proxy: Option<&str>, run: usize) -> f64 {
+    match load_once(lab, browser, url, proxy, run) {
+        Ok(ms) => ms,
+        Err(why) => {
+            eprintln!("load {run} of {url} gave no page, launching again: {why}");
+            load_once(lab, browser, url, proxy, run + 1000).unwrap_or_else(|why| panic!("{why}"))
+        }
+    }
+}
+
+fn load_once(
+    lab: &Lab,
+    (bin, extra): (&str, &[&str]),
+    url: &str,
+    proxy: Option<&str>,
+    run: usize,
+) -> Result<f64, String> {
     let profile = lab.dir.join(format!("chromium-{run}"));
     let mut cmd = Command::new("timeout");
     cmd.args(["60", "ip", "netns", "exec", &lab.topo.client_ns, bin]);
@@ -114,8 +132,8 @@ fn load(lab: &Lab, (bin, extra): (&str, &[&str]), url: &str, proxy: Option<&str>
         .nth(1)
         .and_then(|s| s.split('"').next())
         .and_then(|s| s.parse().ok());
-    ms.unwrap_or_else(|| {
-        panic!(
+    ms.ok_or_else(|| {
+        format!(
             "no load time in the page from {url} ({}): {}; logs in {}",
             out.status,
             String::from_utf8_lossy(&out.stderr),
