@@ -149,28 +149,36 @@ fn is_directory(cited: &str, files: &[String]) -> bool {
     !cited.contains(['*', '{']) && files.iter().any(|f| f.starts_with(&dir))
 }
 
-#[test]
-fn every_cited_lab_result_exists_and_every_lab_result_is_cited() {
-    let root = root();
-    let files = data(&root);
+/// What the docs cite after `key` among `files`: (the docs citing any, as
+/// `doc: key<path>`; the citations that name no file; the files no doc cites).
+fn cited_by_docs(root: &Path, key: &str, files: &[String]) -> (Vec<(String, String)>, Vec<String>, Vec<String>) {
     let mut cited: BTreeSet<String> = BTreeSet::new();
+    let mut citing = Vec::new();
     let mut missing = Vec::new();
-    for doc in docs(&root) {
+    for doc in docs(root) {
         let Ok(text) = std::fs::read_to_string(root.join(&doc)) else {
             continue;
         };
-        for c in citations(&text) {
+        for c in citations_of(&text, key) {
             if c == "README.md" {
                 continue; // the index itself
             }
-            let named = resolve(&c, &files);
-            if named.is_empty() && !is_directory(&c, &files) {
-                missing.push(format!("{doc}: lab-results/{c}"));
+            let named = resolve(&c, files);
+            if named.is_empty() && !is_directory(&c, files) {
+                missing.push(format!("{doc}: {key}{c}"));
             }
+            citing.push((doc.clone(), format!("{doc}: {key}{c}")));
             cited.extend(named);
         }
     }
-    let uncited: Vec<&String> = files.iter().filter(|f| !cited.contains(*f)).collect();
+    let uncited = files.iter().filter(|f| !cited.contains(*f)).cloned().collect();
+    (citing, missing, uncited)
+}
+
+#[test]
+fn every_cited_lab_result_exists_and_every_lab_result_is_cited() {
+    let root = root();
+    let (_, missing, uncited) = cited_by_docs(&root, "lab-results/", &data(&root));
     assert!(
         missing.is_empty(),
         "docs cite lab-results files that do not exist (fix the citation or remove the claim):\n  {}",
@@ -179,36 +187,19 @@ fn every_cited_lab_result_exists_and_every_lab_result_is_cited() {
     assert!(
         uncited.is_empty(),
         "lab-results files no doc cites (cite them where their figures are, or delete them):\n  {}",
-        uncited.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  ")
+        uncited.join("\n  ")
     );
 }
 
 #[test]
 fn history_data_is_cited_by_history_pages_only_and_every_file_of_it_is_cited() {
     let root = root();
-    let files = data_in(&root, HISTORY_DATA);
-    let mut cited: BTreeSet<String> = BTreeSet::new();
-    let mut missing = Vec::new();
-    let mut from_user_docs = Vec::new();
-    for doc in docs(&root) {
-        let Ok(text) = std::fs::read_to_string(root.join(&doc)) else {
-            continue;
-        };
-        for c in citations_of(&text, "history/data/") {
-            if c == "README.md" {
-                continue;
-            }
-            if !is_history_page(&doc) {
-                from_user_docs.push(format!("{doc}: history/data/{c}"));
-            }
-            let named = resolve(&c, &files);
-            if named.is_empty() && !is_directory(&c, &files) {
-                missing.push(format!("{doc}: history/data/{c}"));
-            }
-            cited.extend(named);
-        }
-    }
-    let uncited: Vec<&String> = files.iter().filter(|f| !cited.contains(*f)).collect();
+    let (citing, missing, uncited) = cited_by_docs(&root, "history/data/", &data_in(&root, HISTORY_DATA));
+    let from_user_docs: Vec<String> = citing
+        .into_iter()
+        .filter(|(doc, _)| !is_history_page(doc))
+        .map(|(_, c)| c)
+        .collect();
     assert!(
         from_user_docs.is_empty(),
         "pages for users cite the history's data (measure again into lab-results/, or move the claim to docs/history/):\n  {}",
@@ -222,7 +213,7 @@ fn history_data_is_cited_by_history_pages_only_and_every_file_of_it_is_cited() {
     assert!(
         uncited.is_empty(),
         "{HISTORY_DATA} files no history page cites (cite them or delete them):\n  {}",
-        uncited.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  ")
+        uncited.join("\n  ")
     );
 }
 
