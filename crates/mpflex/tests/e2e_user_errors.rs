@@ -237,7 +237,7 @@ fn runtime_errors_name_the_fix_and_probes_are_no_warning() {
     let nowhere = free_port();
     let cfg = dir.write("c0.toml", &client_toml(nowhere, free_port(), &cpriv, &spub, ""));
     let client = dir.spawn(&["client", "--config", cfg.to_str().unwrap()], "no-server");
-    let log = client.wait_log("path down");
+    let log = client.wait_log("cannot join");
     assert!(
         log.contains(&format!("cannot connect to 127.0.0.1:{nowhere}"))
             && log.contains("is `mpflex server` running with this address in its listen?"),
@@ -257,7 +257,7 @@ fn runtime_errors_name_the_fix_and_probes_are_no_warning() {
     // A client whose key the server does not list.
     let cfg = dir.write("c1.toml", &client_toml(port, free_port(), &stranger, &spub, ""));
     let client = dir.spawn(&["client", "--config", cfg.to_str().unwrap()], "stranger");
-    let log = client.wait_log("path down");
+    let log = client.wait_log("cannot join");
     assert!(
         log.contains("the server closed the handshake")
             && log.contains("this client's public key is in the server's [[clients]]"),
