@@ -24,8 +24,9 @@
 # checked byte for byte.
 #
 # Each run appends one JSON record (the figures above, every transfer's rate and TTFB,
-# the commit of the source tree: `git describe --always --dirty`, the machine's cores
-# and load) to RECORD: the docs' loopback figures come from these records.
+# the commit of the source tree: `git describe --always --dirty`, the binary that ran:
+# its size and the start of its sha256, as `mpflex_id`, the machine's cores and load) to
+# RECORD: the docs' loopback figures come from these records.
 #
 # Environment: SIZE_MB (512), REPS (5), TTFB_REPS (20), SCHEDULER (roundrobin), PATHS (2;
 # 1 to 8 paths, from 127.0.0.1 to 127.0.0.PATHS), TUN (1 as root, else 0), TUN_MTU (the
@@ -262,7 +263,8 @@ for _ in $(seq "$TTFB_REPS"); do
 done
 python3 - "$SIZE_MB" "$REPS" "$hz" "$ctick" "$stick" "${direct[*]}" "${through[*]}" \
   "${ttfb_direct[*]}" "${ttfb_via[*]}" "$SCHEDULER" "$split" "$(nproc)" "${tun[*]}" "$tctick" "$tstick" \
-  "$RECORD" "$commit" "$($B --version 2>/dev/null || echo mpflex)" "$PATHS" "$dtick" "$dms" "${splits[*]}" "${cpus[*]}" <<'PY'
+  "$RECORD" "$commit" "$($B --version 2>/dev/null || echo mpflex)" "$PATHS" "$dtick" "$dms" "${splits[*]}" "${cpus[*]}" \
+  "$(stat -c %s "$B")-$(sha256sum "$B" | cut -c1-16)" <<'PY'
 import json, os, statistics as st, sys
 size_mb, reps, hz, ct, stk = (int(x) for x in sys.argv[1:6])
 d = [float(x) for x in sys.argv[6].split()]; v = [float(x) for x in sys.argv[7].split()]
@@ -310,7 +312,7 @@ print(f"TTFB 10 KB, mpflex session    : median {st.median(tv):.2f} ms (p90 {p90(
 record, commit, version = sys.argv[16], sys.argv[17], sys.argv[18]
 if record:
     rec = {
-        "bench": "loopback", "commit": commit, "mpflex": version, "size_mb": size_mb, "reps": reps,
+        "bench": "loopback", "commit": commit, "mpflex": version, "mpflex_id": sys.argv[24], "size_mb": size_mb, "reps": reps,
         "scheduler": sys.argv[10], "paths": npaths, "cores": int(sys.argv[12]), "loadavg": [float(x) for x in os.getloadavg()],
         "direct_gbit": [round(gbit(x), 3) for x in d], "mpflex_gbit": [round(gbit(x), 3) for x in v],
         "ratio": round(mv / md, 4), "cpu_s_per_gb": round((ct + stk) / hz / gb, 3),

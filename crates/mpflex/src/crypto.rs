@@ -434,31 +434,45 @@ impl Opener {
     /// The next record's plaintext, if a whole record is buffered: split off the front of
     /// `buf` and decrypted where it lies. Key updates on the way are applied, not returned.
     pub fn open(&mut self, t: &Transport, buf: &mut BytesMut) -> Result<Option<BytesMut>> {
+        let (plain, used) = self.open_in(t, buf)?;
+        let mut rec = buf.split_to(used);
+        Ok(plain.map(|plain| {
+            rec.truncate(plain.end);
+            rec.advance(plain.start);
+            rec
+        }))
+    }
+
+    /// [`Opener::open`] on the records at the front of `buf`, decrypted where they lie:
+    /// where the next record's plaintext lies in `buf` (`None` until a whole record is
+    /// in), and how many bytes of `buf` were opened (that record and the key updates
+    /// before it: they are not to be opened again).
+    pub fn open_in(&mut self, t: &Transport, buf: &mut [u8]) -> Result<(Option<Range<usize>>, usize)> {
+        let mut at = 0;
         loop {
-            let Some(n) = record::peek_len(buf)? else {
-                return Ok(None);
+            let Some(n) = record::peek_len(&buf[at..])? else {
+                return Ok((None, at));
             };
-            if buf.len() < record::LEN_PREFIX + n {
-                return Ok(None);
+            let start = at + record::LEN_PREFIX;
+            if buf.len() < start + n {
+                return Ok((None, at));
             }
             if self.nonce > MAX_NONCE {
                 bail!("record numbers exhausted");
             }
-            buf.advance(record::LEN_PREFIX);
-            let mut rec = buf.split_to(n);
-            let (body, tag) = rec.split_at_mut(n - TAG);
+            let (body, tag) = buf[start..start + n].split_at_mut(n - TAG);
             let tag = Tag::try_from(&*tag).expect("16-byte tag");
             let key = self.key.as_ref().unwrap_or(&t.recv);
             key.open_in_place_separate_tag(nonce(self.nonce), Aad::empty(), tag, body, 0..)
                 .map_err(|_| anyhow::anyhow!("record failed authentication"))?;
             self.nonce += 1;
+            at = start + n;
             if n == TAG {
                 self.key = Some(next_key(key)?);
                 self.rekeys += 1;
                 continue;
             }
-            rec.truncate(n - TAG);
-            return Ok(Some(rec));
+            return Ok((Some(start..start + n - TAG), at));
         }
     }
 }

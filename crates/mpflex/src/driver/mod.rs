@@ -21,6 +21,7 @@ use crate::classes::ClassRules;
 use crate::links::table::Unusable;
 use crate::status::snapshot::{DialState, PathView, SessionSnapshot, StreamView, WaitingView};
 
+pub(crate) mod bufpool;
 mod events;
 mod path;
 mod stream;

@@ -7,15 +7,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use mpflex_engine::{PathSocket, WriterStep};
-use mpflex_wire::decode_all;
+use mpflex_wire::{decode_all, Frame};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::SessionHandle;
+use super::{bufpool, SessionHandle};
 use crate::crypto::{Opener, Sealer, Transport};
 use crate::pathconn::{Joined, PACING_CAP};
 use crate::tcpinfo::{
@@ -30,16 +30,14 @@ use crate::tcpinfo::{
 /// second, and still a few percent once every 5 s.
 const IDLE_REFRESH: Duration = Duration::from_millis(200);
 
-/// Free room the reader keeps in its buffer: it starts at the smallest and doubles while
-/// reads fill it, up to the largest. An idle path (keepalives only) then holds kilobytes,
-/// not the quarter megabyte a busy one reads into: a server's paths are mostly idle, and
-/// 4,000 of them at the largest size held 1 GB.
-const READ_ROOM_MIN: usize = 16 * 1024;
 /// How often bytes of an incomplete record are reported as a sign of life
 /// ([`mpflex_engine::Session::path_receiving`]) at most: a small fraction of the
 /// suspicion threshold's 150 ms floor, and few lock turns on a fast link.
 const RECEIVING_EVERY: Duration = Duration::from_millis(10);
-const READ_ROOM_MAX: usize = 256 * 1024;
+/// A path read of fewer bytes (control frames, a trickle of data) has its records'
+/// plaintext copied out, and its buffer is free again at once: only reads worth a
+/// buffer keep one.
+const KEEP_READ_FROM: usize = 32 * 1024;
 
 impl SessionHandle {
     /// Runs one connection of path `p`, joined as `joined` says, until it fails or is
@@ -83,50 +81,52 @@ impl SessionHandle {
     }
 }
 
+/// Reads, opens and decodes what the peer sends on path `p`, and feeds it to the session.
+/// A read lands in a buffer of the pool ([`bufpool`]) only while it is being read: an
+/// idle path holds nothing but the front of a record whose rest is on its way (a server's
+/// paths are mostly idle, thousands of them). Payloads go to the session as slices of the
+/// buffer they arrived in; the session copies out those that must wait.
 pub(super) async fn path_reader(
     h: SessionHandle,
     p: usize,
     sock: Arc<TcpStream>,
     t: Arc<Transport>,
     nonce: u64,
-    mut buf: BytesMut,
+    leftover: BytesMut,
 ) -> Result<()> {
     let mut opener = Opener::starting_at(nonce);
     // Key switches already added to the path's count.
     let mut counted = 0;
     let mut frames = Vec::new();
-    let mut room = READ_ROOM_MIN;
+    // Bytes read during the join exchange come first.
+    let mut partial = leftover.to_vec();
+    let mut fresh = !partial.is_empty();
     let config = h.with(|sh| sh.sess.config().clone());
     let mut told = Instant::now();
     loop {
-        if buf.capacity() - buf.len() < room / 2 {
-            buf.reserve(room);
+        if !fresh {
+            sock.readable().await?;
         }
-        if !buf.is_empty() {
-            // Bytes read during the join exchange come first.
-            while let Some(plain) = opener.open(&t, &mut buf)? {
-                frames.extend(decode_all(plain.freeze()).context("malformed frame")?);
-            }
-        }
-        sock.readable().await?;
-        let spare = buf.capacity() - buf.len();
-        match sock.try_read_buf(&mut buf) {
-            Ok(0) => bail!("peer closed the path"),
-            Ok(n) => {
-                if n == spare {
-                    room = (room * 2).min(READ_ROOM_MAX);
+        let mut buf = bufpool::Buf::take();
+        buf[..partial.len()].copy_from_slice(&partial);
+        let len = if fresh {
+            partial.len()
+        } else {
+            match sock.try_read(&mut buf[partial.len()..]) {
+                Ok(0) => bail!("peer closed the path"),
+                Ok(n) => {
+                    // Acknowledged at once under queue control (`EngineConfig::quick_ack`).
+                    if config.quick_ack(n) {
+                        let _ = set_quickack(&*sock);
+                    }
+                    partial.len() + n
                 }
-                // Acknowledged at once under queue control (`EngineConfig::quick_ack`).
-                if config.quick_ack(n) {
-                    let _ = set_quickack(&*sock);
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e.into()),
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e.into()),
-        }
-        while let Some(plain) = opener.open(&t, &mut buf)? {
-            frames.extend(decode_all(plain.freeze()).context("malformed frame")?);
-        }
+        };
+        fresh = false;
+        open_records(&mut opener, &t, buf, len, &mut partial, &mut frames)?;
         let now = Instant::now();
         if frames.is_empty() {
             if now.saturating_duration_since(told) >= RECEIVING_EVERY {
@@ -151,6 +151,48 @@ pub(super) async fn path_reader(
             return Err(e.into());
         }
     }
+}
+
+/// Opens the whole records in `buf[..len]` and decodes their frames into `frames`; the
+/// front of a record not yet whole is left in `partial`. Payloads are slices of `buf` if
+/// the read is worth its buffer and the pool's budget allows ([`bufpool::Buf::pinnable`]),
+/// else copies at their size.
+fn open_records(
+    opener: &mut Opener,
+    t: &Transport,
+    mut buf: bufpool::Buf,
+    len: usize,
+    partial: &mut Vec<u8>,
+    frames: &mut Vec<Frame>,
+) -> Result<()> {
+    let mut plains: Vec<Range<usize>> = Vec::new();
+    let mut at = 0;
+    loop {
+        let (plain, used) = opener.open_in(t, &mut buf[at..len])?;
+        if let Some(r) = plain {
+            plains.push(at + r.start..at + r.end);
+        }
+        at += used;
+        if used == 0 || at == len {
+            break;
+        }
+    }
+    partial.clear();
+    partial.extend_from_slice(&buf[at..len]);
+    if plains.is_empty() {
+        return Ok(());
+    }
+    if len >= KEEP_READ_FROM && bufpool::Buf::pinnable() {
+        let whole = buf.pin();
+        for r in plains {
+            frames.extend(decode_all(whole.slice(r)).context("malformed frame")?);
+        }
+    } else {
+        for r in plains {
+            frames.extend(decode_all(Bytes::copy_from_slice(&buf[r])).context("malformed frame")?);
+        }
+    }
+    Ok(())
 }
 
 /// Moves the bytes the session's writer of this path lets it take

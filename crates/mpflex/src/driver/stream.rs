@@ -14,7 +14,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tracing::{debug, info};
 
-use super::{SessionHandle, StreamSignals};
+use super::{bufpool, SessionHandle, StreamSignals};
 use crate::tcpinfo::set_linger_zero;
 
 /// An application's connection as a stream carries it: a kernel socket (SOCKS5,
@@ -100,22 +100,11 @@ pub async fn run_halves<R: AppRead, W: AppWrite>(
     });
 }
 
-/// Most bytes one application read takes.
-const READ_MAX: usize = 256 * 1024;
-
-thread_local! {
-    /// Where application reads land before they are copied out at their size: one per
-    /// runtime thread, shared by every stream (see [`uplink`]).
-    static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; READ_MAX]);
-}
-
-/// Application -> session. A read lands in the thread's scratch buffer and is copied out
-/// at its exact size, because frames hold their payload until the peer acknowledges it: a
-/// stream then keeps only what it has queued, never a read buffer of its own nor a big
-/// allocation pinned by a short read (a growing buffer per stream holds memory far beyond
-/// the data queued once thousands of streams are open; the README's "1,000 concurrent
-/// streams" has the measurement).
-/// The copy costs far less than the record's encryption.
+/// Application -> session. A read lands in a buffer of the pool ([`bufpool`]) and is
+/// queued as it lies, its frames slices of the buffer until the peer acknowledges them;
+/// a short read is copied out at its size instead ([`bufpool::Buf::into_bytes`]), so a
+/// stream never pins a big buffer for a few bytes (thousands of open streams, the
+/// README's "1,000 concurrent streams"), and an idle stream holds none.
 async fn uplink<R: AppRead>(h: SessionHandle, id: StreamId, rd: R, sig: Arc<StreamSignals>, pending: Bytes) {
     if !offer(&h, id, &sig, pending).await {
         return;
@@ -132,14 +121,15 @@ async fn uplink<R: AppRead>(h: SessionHandle, id: StreamId, rd: R, sig: Arc<Stre
             }
             continue;
         }
-        let want = (cap as usize).min(READ_MAX);
+        let want = (cap as usize).min(bufpool::BUF_LEN);
         let ready = tokio::select! {
             r = rd.readable() => r,
             _ = sig.writable.notified() => continue, // reset while waiting
             _ = h.closed.cancelled() => return,
         };
         let r = ready.and_then(|()| {
-            SCRATCH.with_borrow_mut(|s| rd.try_read(&mut s[..want]).map(|n| Bytes::copy_from_slice(&s[..n])))
+            let mut buf = bufpool::Buf::take();
+            rd.try_read(&mut buf[..want]).map(|n| buf.into_bytes(n))
         });
         match r {
             Ok(data) if data.is_empty() => {
