@@ -467,13 +467,34 @@ impl Bench<'_> {
                 };
                 self.bar
                     .set_message(format!("{} {} {what} {label}", point.cc, point.mode));
-                // A repetition that could not measure (mpflex's paths never came up) is
-                // recorded as failed, and the run goes on.
-                let rec = match self.measure_system(sys, point, pairs, &mut oracle_best) {
-                    Ok(ControlFlow::Continue(m)) => self.record(point, sys, label, rep, m),
-                    Ok(ControlFlow::Break(())) => return Ok(ControlFlow::Break(())),
-                    Err(e) if records::failed_repetition(&e) => self.failed(point, sys, label, rep, &e),
-                    Err(e) => return Err(e),
+                // A repetition that could not measure (mpflex's paths never came up, or
+                // the emulator stayed late) is recorded as failed, and the run goes on. One
+                // whose emulator ran late is measured again: the figures of a link the
+                // machine could not emulate on time are not the profile's.
+                let mut attempt = 1;
+                let rec = loop {
+                    let m = match self.measure_system(sys, point, pairs, &mut oracle_best) {
+                        Ok(ControlFlow::Continue(m)) => m,
+                        Ok(ControlFlow::Break(())) => return Ok(ControlFlow::Break(())),
+                        Err(e) if records::failed_repetition(&e) => break self.failed(point, sys, label, rep, &e),
+                        Err(e) => return Err(e),
+                    };
+                    let Some((late_ms, link)) = records::emulator_late(&m.extra) else {
+                        break self.record(point, sys, label, rep, m);
+                    };
+                    if attempt == records::LATE_ATTEMPTS {
+                        let e = anyhow::Error::new(records::EmulatorLate {
+                            late_ms,
+                            link,
+                            attempts: attempt,
+                        });
+                        break self.failed(point, sys, label, rep, &e);
+                    }
+                    self.bar.println(format!(
+                        "{label}: the emulator ran {late_ms:.0} ms late on {link} (limit {} ms); measuring again",
+                        records::LATE_LIMIT_MS
+                    ));
+                    attempt += 1;
                 };
                 writeln!(self.out, "{}", serde_json::to_string(&rec)?)?;
                 self.written += 1;

@@ -7,12 +7,66 @@ use crate::workload::Fields;
 
 /// Whether `e`, which ended a repetition, is the repetition's failure rather than the
 /// run's: mpflex's paths never came up (a link dark from the start for longer than the
-/// kernel retransmits its SYN). Such a repetition is recorded as failed and the run goes
-/// on, as a real client would go on; anything else (a namespace, a binary, a results file
-/// gone wrong) stops the run.
+/// kernel retransmits its SYN), or the emulator stayed late ([`EmulatorLate`]). Such a
+/// repetition is recorded as failed and the run goes on, as a real client would go on;
+/// anything else (a namespace, a binary, a results file gone wrong) stops the run.
 pub(super) fn failed_repetition(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<PathsNotUp>().is_some()
+    e.downcast_ref::<PathsNotUp>().is_some() || e.downcast_ref::<EmulatorLate>().is_some()
 }
+
+/// The most an emulated link may release a packet late, at its 99th percentile, for a
+/// repetition to count: a tenth of the shortest one-way delay of the seeds' profiles
+/// (seed-default's WiFi, 25 ms). The emulator runs in user space, so a machine too busy
+/// to run it on time adds delay that no profile asked for; on an idle machine its p99
+/// lateness is 1–2 ms (docs/lab.md, "Calibration").
+pub(super) const LATE_LIMIT_MS: f64 = 5.0;
+
+/// How many times a repetition is measured when the emulator ran late, before it is
+/// recorded as failed.
+pub(super) const LATE_ATTEMPTS: usize = 3;
+
+/// The emulator was late: the largest p99 lateness over every link and direction of a
+/// measurement's fields, when it exceeds [`LATE_LIMIT_MS`], with the field and the path.
+pub(super) fn emulator_late(extra: &Fields) -> Option<(f64, String)> {
+    let mut worst: Option<(f64, String)> = None;
+    for (k, v) in extra {
+        let Some(dir) = k.strip_prefix("link_").and_then(|k| k.strip_suffix("_late_p99_ms")) else {
+            continue;
+        };
+        let per_path: Vec<Option<f64>> = match v {
+            serde_json::Value::Array(a) => a.iter().map(serde_json::Value::as_f64).collect(),
+            v => vec![v.as_f64()],
+        };
+        for (i, late) in per_path.into_iter().enumerate() {
+            if let Some(late) = late.filter(|&l| l > LATE_LIMIT_MS) {
+                if worst.as_ref().is_none_or(|(w, _)| late > *w) {
+                    worst = Some((late, format!("path {i} {dir}")));
+                }
+            }
+        }
+    }
+    worst
+}
+
+/// Why a repetition whose emulator stayed late is recorded as failed.
+#[derive(Debug)]
+pub(super) struct EmulatorLate {
+    pub late_ms: f64,
+    pub link: String,
+    pub attempts: usize,
+}
+
+impl std::fmt::Display for EmulatorLate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the emulator ran late in {} attempts (last: {} released 1 % of its packets {:.0} ms or more late,              limit {LATE_LIMIT_MS} ms): the machine was too busy to emulate the profile",
+            self.attempts, self.link, self.late_ms
+        )
+    }
+}
+
+impl std::error::Error for EmulatorLate {}
 
 /// A failed repetition's record from what the repetition would have recorded (`base`):
 /// no completion, no goodput, nothing measured; the error says why.
@@ -115,6 +169,35 @@ mod tests {
             r#"{"system":"mpflex:minrtt","profile":"umts","workload":"bulk","variant":"up","mode":"fresh","cc":"cubic","size":0,"rep":1,"completion_ms":NaN,"goodput_mbit":NaN,"bytes_per_path":[0,0],"dup_bytes":0,"idle_restart":true,"mpflex_per_run":true,"pacing":true,"commit":"abc","capacity_mbit":4.0}"#.replace("NaN", "null").as_str(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_measurement_whose_emulator_ran_late_is_found_by_its_worst_link() {
+        let mut f = Fields::new();
+        f.insert("link_down_late_p99_ms".into(), serde_json::json!([1.0, 2.0]));
+        f.insert("link_up_late_p99_ms".into(), serde_json::json!([null, 5.0]));
+        f.insert("link_down_sojourn_p99_ms".into(), serde_json::json!([90.0, 400.0]));
+        assert!(emulator_late(&f).is_none(), "at the limit counts");
+        f.insert("link_up_late_p99_ms".into(), serde_json::json!([7.0, 12.0]));
+        f.insert("link_down_late_p99_ms".into(), serde_json::json!([9.0, null]));
+        let (late, link) = emulator_late(&f).expect("late");
+        assert_eq!((late, link.as_str()), (12.0, "path 1 up"));
+    }
+
+    #[test]
+    fn a_repetition_whose_emulator_stayed_late_fails_alone_and_says_why() {
+        let e = anyhow::Error::new(EmulatorLate {
+            late_ms: 41.0,
+            link: "path 0 down".into(),
+            attempts: LATE_ATTEMPTS,
+        });
+        assert!(failed_repetition(&e));
+        let r = as_failed(record(), &e);
+        let why = r.error.expect("an error");
+        assert!(
+            why.contains("path 0 down") && why.contains("41 ms") && why.contains("too busy"),
+            "{why}"
+        );
     }
 
     #[test]
