@@ -224,9 +224,17 @@ pub(super) async fn path_writer(
     // the connection's own.
     let own_cap = if h.pacing { PACING_CAP } else { u64::MAX };
     let mut pace = own_cap;
+    // Only BBR answers `TCP_CC_INFO` with a bandwidth, and a path keeps the congestion
+    // control it was connected with (the slow-start reset switches and switches back within
+    // one call), so a CUBIC path does not ask on every step: that read cost about 1.5 % of
+    // a busy server's CPU for nothing (docs/performance.md).
+    let asks_bandwidth = socket2::SockRef::from(&*sock)
+        .tcp_congestion()
+        .map(|cc| cc.starts_with(b"bbr"))
+        .unwrap_or(true);
     loop {
         let info = tcp_info(&*sock)?;
-        let bandwidth = cc_bandwidth(&*sock);
+        let bandwidth = if asks_bandwidth { cc_bandwidth(&*sock) } else { None };
         wire.clear();
         records.clear();
         let taken = h.with(|sh| {
