@@ -157,6 +157,45 @@ fn setsockopt_u32(sock: &impl AsRawFd, level: i32, opt: i32, v: u32) -> std::io:
     Ok(())
 }
 
+fn getsockopt_u32(sock: &impl AsRawFd, level: i32, opt: i32) -> std::io::Result<u32> {
+    let mut v = 0u32;
+    let mut len = std::mem::size_of::<u32>() as libc::socklen_t;
+    // SAFETY: `v` is a live u32 and `len` its size; the kernel writes at most `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            level,
+            opt,
+            &mut v as *mut u32 as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(v)
+}
+
+/// `TCP_RTO_MAX_MS` (include/uapi/linux/tcp.h, Linux 6.13): the socket's cap on its
+/// retransmission timeout, SYN retransmissions included; 1000 to 120000 ms.
+const TCP_RTO_MAX_MS: i32 = 44;
+
+/// The socket's cap on its retransmission timeout (the namespace's
+/// `net.ipv4.tcp_rto_max_ms` until set); an error on kernels without the option.
+pub fn rto_max(sock: &impl AsRawFd) -> std::io::Result<Duration> {
+    getsockopt_u32(sock, libc::IPPROTO_TCP, TCP_RTO_MAX_MS).map(|ms| Duration::from_millis(ms.into()))
+}
+
+pub fn set_rto_max(sock: &impl AsRawFd, d: Duration) -> std::io::Result<()> {
+    setsockopt_u32(sock, libc::IPPROTO_TCP, TCP_RTO_MAX_MS, d.as_millis() as u32)
+}
+
+/// `TCP_SYNCNT`: how many times the kernel retransmits this socket's SYN (besides
+/// `tcp_syn_linear_timeouts`) before it gives up, in place of `tcp_syn_retries`.
+pub fn set_syn_retries(sock: &impl AsRawFd, n: u32) -> std::io::Result<()> {
+    setsockopt_u32(sock, libc::IPPROTO_TCP, libc::TCP_SYNCNT, n)
+}
+
 /// Wake writers only when less than `bytes` sit unsent in the socket (late binding).
 /// Caps the socket's pacing rate (bytes per second). Any cap below "unlimited" also turns
 /// on the kernel's internal TCP pacing for congestion controls that do not pace themselves

@@ -21,6 +21,7 @@ use crate::status::snapshot::DialState;
 
 use super::link_wait::{Failure, LinkWait, Say, SYN_RTO};
 use super::placement::Placement;
+use super::syn_pace::{Pace, CAP, CAPPED_SYN_RETRIES, PACED_FOR};
 
 /// What every path connection authenticates, routes and joins with.
 #[derive(Clone)]
@@ -83,8 +84,8 @@ impl Watch<'_> {
             Say::Nothing => {}
             Say::Waiting => warn!(
                 path,
-                "no answer yet from {server}: waiting for the link (the kernel retransmits the SYN, each time \
-                 later; the path joins when one is answered)"
+                "no answer yet from {server}: waiting for the link (the SYN goes again every half second for a \
+                 minute, then as the kernel retransmits it; the path joins when one is answered)"
             ),
             Say::StillWaiting(d) => info!(
                 path,
@@ -118,6 +119,13 @@ pub(super) struct Dialed {
 #[derive(Debug, thiserror::Error)]
 #[error("{0:#}")]
 struct Refusal(anyhow::Error);
+
+/// An attempt the kernel gave up on because the next hop did not answer the neighbour
+/// discovery (ARP, NDP) its SYN waited for: EHOSTUNREACH, some seconds after the attempt
+/// began. On a link with neighbours (Ethernet, WiFi), that is what a dark link looks like.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+struct NoNeighbour(anyhow::Error);
 
 /// Dials path `i` from `bind` to the session's server: connect, handshake, join. With
 /// `reach`, a server not reached (connected and authenticated) within it fails the dial;
@@ -201,12 +209,13 @@ async fn resolve(server: &str) -> std::io::Result<Vec<SocketAddr>> {
 
 /// Connects path `i` from `bind` to one of `addrs`, the one that answered last first, the
 /// next ones [`NEXT_ADDRESS_AFTER`] apart (or at once after one failed); the first to
-/// connect wins. No attempt is cut short: each lasts while the kernel retransmits its SYN
-/// (a second apart at first, `net.ipv4.tcp_syn_linear_timeouts`, then with RFC 6298
-/// (5.5)'s doubling timeout, until `tcp_syn_retries` more went unanswered), so a link that
-/// comes back during it carries the next SYN and the path joins then. The kernel's own
-/// schedule, rather than a cap of ours, is kept: it is what every TCP and MPTCP connection
-/// of the host meets, and what `tcp_syn_retries` tunes.
+/// connect wins. No attempt is cut short for want of an answer: each lasts while the
+/// kernel retransmits its SYN, so a link that comes back during it carries the next one
+/// and the path joins then. A path's own dial in the first minute of its wait for the link
+/// also paces its SYNs at most half a second apart ([`super::syn_pace`]): the attempts at
+/// the first address are capped at a one-second retransmission timeout, with a second one
+/// half a second after the first, or, where the kernel cannot cap them, joined by a
+/// short-lived fresh attempt every half second.
 async fn connect(
     h: &SessionHandle,
     i: usize,
@@ -215,45 +224,158 @@ async fn connect(
     placement: &Placement,
     watch: Option<&Watch<'_>>,
 ) -> Result<(TcpStream, SocketAddr)> {
-    let n = addrs.len();
-    let first = placement.endpoint() % n;
+    let first = placement.endpoint() % addrs.len();
+    let started = Instant::now();
+    let paced = watch.is_some_and(|w| w.wait.lock().expect("link wait").paced(started.into_std()));
+    let pace = Pace::of(paced, paced && kernel_caps_rto());
+    let cap = pace.caps();
+    let mut unanswered = || {
+        if let Some(w) = watch {
+            w.unanswered(h, i, addrs[first], started);
+        }
+    };
+    let (s, idx) = race(
+        pace,
+        addrs.len(),
+        first,
+        |idx| connect_one(bind, addrs[idx], cap),
+        watch.is_some().then_some(&mut unanswered as &mut (dyn FnMut() + Send)),
+    )
+    .await
+    .map_err(|e| e.unwrap_or_else(|| anyhow::anyhow!("no answer from {}", addrs[first])))?;
+    placement.set_endpoint(idx);
+    if let Some(w) = watch {
+        w.answered(addrs[idx]);
+    }
+    Ok((s, addrs[idx]))
+}
+
+/// The attempts of a dial at `n` addresses, `first` first (see [`connect`]): `launch(idx)`
+/// makes an attempt at address `idx`; `unanswered`, if given, is called every [`SYN_RTO`]
+/// while none has answered. The first attempt to succeed and its address's index, or the
+/// last error (`None` if every attempt ran out of time).
+async fn race<T, F: std::future::Future<Output = Result<T>>>(
+    pace: Pace,
+    n: usize,
+    first: usize,
+    launch: impl Fn(usize) -> F,
+    mut unanswered: Option<&mut (dyn FnMut() + Send)>,
+) -> std::result::Result<(T, usize), Option<anyhow::Error>> {
     let started = Instant::now();
     let mut dialling = FuturesUnordered::new();
     let mut next = 0;
     let stagger = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(stagger);
+    // The next attempt beside the first address's first, and its number.
+    let mut extra = pace.extra(1);
+    let mut extras = 1;
+    let extra_due = tokio::time::sleep_until(started + extra.map_or(Duration::ZERO, |e| e.at));
+    tokio::pin!(extra_due);
+    let mut last = None;
     let mut tick = tokio::time::interval_at(started + SYN_RTO, SYN_RTO);
     loop {
         tokio::select! {
             _ = &mut stagger, if next < n => {
                 let idx = (first + next) % n;
                 next += 1;
-                dialling.push(async move { (idx, connect_one(bind, addrs[idx]).await) });
+                dialling.push(timed(idx, None, launch(idx)));
                 stagger.as_mut().reset(Instant::now() + NEXT_ADDRESS_AFTER);
             }
-            Some((idx, r)) = dialling.next() => match r {
-                Ok(s) => {
-                    placement.set_endpoint(idx);
-                    if let Some(w) = watch {
-                        w.answered(addrs[idx]);
-                    }
-                    return Ok((s, addrs[idx]));
+            _ = &mut extra_due, if extra.is_some() => {
+                let life = extra.and_then(|e| e.life);
+                dialling.push(timed(first, life, launch(first)));
+                extras += 1;
+                extra = pace.extra(extras);
+                if let Some(e) = extra {
+                    extra_due.as_mut().reset(started + e.at);
                 }
-                Err(e) if next == n && dialling.is_empty() => return Err(e),
-                Err(e) => {
-                    debug!("{e:#}; trying the other server addresses");
-                    if next < n {
-                        stagger.as_mut().reset(Instant::now());
+            }
+            Some((idx, life, ran, r)) = dialling.next() => {
+                match r {
+                    Some(Ok(s)) => return Ok((s, idx)),
+                    // A fresh attempt's time for an answer is over.
+                    None => {}
+                    // While paced, a next hop that gave no answer is the link's silence,
+                    // as a SYN without one is: the attempt starts again (its SYN sets off
+                    // the next neighbour discovery at once) rather than failing the dial.
+                    Some(Err(e))
+                        if pace != Pace::Kernel
+                            && ran >= SYN_RTO
+                            && started.elapsed() < PACED_FOR
+                            && e.is::<NoNeighbour>() =>
+                    {
+                        debug!("{e:#}; the next hop gave no answer, dialling again");
+                        dialling.push(timed(idx, life, launch(idx)));
+                    }
+                    Some(Err(e)) => {
+                        debug!("{e:#}; trying the other server addresses");
+                        // The address failed outright (refused, no route, the kernel gave
+                        // up): no more attempts at it.
+                        if idx == first {
+                            extra = None;
+                        }
+                        if next < n {
+                            stagger.as_mut().reset(Instant::now());
+                        }
+                        last = Some(e);
                     }
                 }
-            },
-            _ = tick.tick(), if watch.is_some() => {
-                if let Some(w) = watch {
-                    w.unanswered(h, i, addrs[first], started);
+                if next == n && dialling.is_empty() {
+                    return Err(last);
+                }
+            }
+            _ = tick.tick(), if unanswered.is_some() => {
+                if let Some(f) = unanswered.as_mut() {
+                    f();
                 }
             }
         }
     }
+}
+
+/// Attempt `f` at address `idx`, given `life` to succeed: the index, the life, how long
+/// it ran, and its result (`None` if its life ran out).
+async fn timed<T>(
+    idx: usize,
+    life: Option<Duration>,
+    f: impl std::future::Future<Output = Result<T>>,
+) -> (usize, Option<Duration>, Duration, Option<Result<T>>) {
+    let started = Instant::now();
+    let r = match life {
+        None => Some(f.await),
+        Some(l) => tokio::time::timeout(l, f).await.ok(),
+    };
+    (idx, life, started.elapsed(), r)
+}
+
+/// Whether this kernel takes a per-socket cap on the retransmission timeout
+/// (`TCP_RTO_MAX_MS`, Linux 6.13): asked once, of a socket made for the question.
+fn kernel_caps_rto() -> bool {
+    static CAPS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CAPS.get_or_init(|| {
+        let caps = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .and_then(|s| crate::tcpinfo::set_rto_max(&s, CAP));
+        if let Err(e) = &caps {
+            debug!("this kernel does not cap a socket's retransmission timeout (TCP_RTO_MAX_MS: {e}); a path waiting for its link paces its SYNs with fresh attempts");
+        }
+        caps.is_ok()
+    })
+}
+
+/// Caps the retransmission timeout of `sock`'s SYN at [`CAP`] for [`CAPPED_SYN_RETRIES`]
+/// retransmissions ([`super::syn_pace`]); the cap it had, to give the connection back, or
+/// `None` if the kernel took neither.
+fn cap_syns(sock: &TcpSocket) -> Option<Duration> {
+    use crate::tcpinfo::{rto_max, set_rto_max, set_syn_retries};
+    let had = rto_max(sock).ok()?;
+    set_rto_max(sock, CAP).ok()?;
+    if let Err(e) = set_syn_retries(sock, CAPPED_SYN_RETRIES) {
+        // Capped with the kernel's count, the attempt would give up within seconds.
+        debug!("cannot set TCP_SYNCNT ({e}); the SYN keeps the kernel's schedule");
+        set_rto_max(sock, had).ok()?;
+        return None;
+    }
+    Some(had)
 }
 
 /// Dials path `i` with the placement's ticket: connect, handshake, join the session. A `reach`
@@ -341,8 +463,9 @@ async fn within<T>(reach: Option<(Instant, Duration)>, f: impl std::future::Futu
     }
 }
 
-/// Connects to `server` from `bind`: one attempt, as long as the kernel retransmits its SYN.
-async fn connect_one(bind: &Binding, server: SocketAddr) -> Result<TcpStream> {
+/// Connects to `server` from `bind`: one attempt, as long as the kernel retransmits its SYN
+/// (with `cap`, a second apart: [`cap_syns`]).
+async fn connect_one(bind: &Binding, server: SocketAddr, cap: bool) -> Result<TcpStream> {
     let sock = if server.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
@@ -370,14 +493,23 @@ async fn connect_one(bind: &Binding, server: SocketAddr) -> Result<TcpStream> {
             anyhow::anyhow!("source {src}: cannot bind to it: {e}; is it an address of this host (`ip addr`)?")
         })?;
     }
-    sock.connect(server).await.map_err(|e| {
+    let had = if cap { cap_syns(&sock) } else { None };
+    let stream = sock.connect(server).await.map_err(|e| {
         let failure = Failure::of(&e);
         let err = anyhow::anyhow!("cannot connect to {server}: {e}; {}", failure.hint());
         match failure {
             Failure::Refused => anyhow::Error::new(Refusal(err)),
+            _ if e.raw_os_error() == Some(libc::EHOSTUNREACH) => anyhow::Error::new(NoNeighbour(err)),
             _ => err,
         }
-    })
+    })?;
+    // The connection's data retransmissions back off as the namespace has them.
+    if let Some(d) = had {
+        if let Err(e) = crate::tcpinfo::set_rto_max(&stream, d) {
+            warn!("cannot give the path connection its retransmission timeout cap of {d:?} back: {e}");
+        }
+    }
+    Ok(stream)
 }
 
 #[cfg(test)]
@@ -395,5 +527,147 @@ mod tests {
         assert_eq!(answer_timeout_for(ms(1200)), ms(18_000));
         assert_eq!(answer_timeout_for(ms(3000)), ms(45_000));
         assert_eq!(answer_timeout_for(Duration::from_secs(120)), ANSWER_CAP);
+    }
+
+    /// A link that comes back at `back` after the race began: an attempt launched before
+    /// then gets no answer, one launched after is answered a round trip (`rtt`) later.
+    /// Every launch's time is kept in `launches`.
+    fn link_back_at(
+        back: Duration,
+        rtt: Duration,
+        launches: &std::sync::Mutex<Vec<Duration>>,
+    ) -> impl Fn(usize) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Duration>> + Send>> + '_ {
+        let t0 = Instant::now();
+        move |_| {
+            let at = t0.elapsed();
+            launches.lock().unwrap().push(at);
+            Box::pin(async move {
+                if at < back {
+                    std::future::pending::<()>().await;
+                }
+                tokio::time::sleep(rtt).await;
+                Ok(at)
+            })
+        }
+    }
+
+    fn ms(v: &[u64]) -> Vec<Duration> {
+        v.iter().map(|&x| Duration::from_millis(x)).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_the_cap_a_fresh_attempt_every_half_second_wins_after_the_links_return() {
+        let launches = std::sync::Mutex::new(Vec::new());
+        let t0 = Instant::now();
+        let back = Duration::from_millis(3200);
+        let rtt = Duration::from_millis(80);
+        let (won, idx) = race(Pace::Fresh, 1, 0, link_back_at(back, rtt, &launches), None)
+            .await
+            .unwrap();
+        // The first attempt launched after the return (at 3.5 s) wins a round trip later.
+        assert_eq!((won, idx), (Duration::from_millis(3500), 0));
+        assert_eq!(t0.elapsed(), Duration::from_millis(3580));
+        assert_eq!(
+            *launches.lock().unwrap(),
+            ms(&[0, 500, 1000, 1500, 2000, 2500, 3000, 3500])
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn capped_attempts_are_two_half_a_second_apart() {
+        let launches = std::sync::Mutex::new(Vec::new());
+        let never = Duration::from_secs(3600);
+        let r = tokio::time::timeout(
+            Duration::from_secs(30),
+            race(Pace::Capped, 1, 0, link_back_at(never, never, &launches), None),
+        )
+        .await;
+        assert!(r.is_err(), "the race ended without an answer");
+        assert_eq!(*launches.lock().unwrap(), ms(&[0, 500]));
+        // Past the minute, one attempt on the kernel's schedule.
+        launches.lock().unwrap().clear();
+        let r = tokio::time::timeout(
+            Duration::from_secs(30),
+            race(Pace::Kernel, 1, 0, link_back_at(never, never, &launches), None),
+        )
+        .await;
+        assert!(r.is_err());
+        assert_eq!(*launches.lock().unwrap(), ms(&[0]));
+    }
+
+    /// Attempts that fail as a next hop that never answers ARP does (EHOSTUNREACH three
+    /// seconds in); the launches' times are kept.
+    fn no_neighbour(
+        launches: &std::sync::Mutex<Vec<Duration>>,
+    ) -> impl Fn(usize) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>> + '_ {
+        let t0 = Instant::now();
+        move |_| {
+            launches.lock().unwrap().push(t0.elapsed());
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                Err(anyhow::Error::new(NoNeighbour(anyhow::anyhow!("no route to host"))))
+            })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_wait_dials_again_when_the_next_hop_does_not_answer_and_the_kernels_fails() {
+        let launches = std::sync::Mutex::new(Vec::new());
+        let r = tokio::time::timeout(
+            Duration::from_secs(10),
+            race(Pace::Capped, 1, 0, no_neighbour(&launches), None),
+        )
+        .await;
+        assert!(r.is_err(), "the paced wait failed the dial");
+        assert_eq!(
+            *launches.lock().unwrap(),
+            ms(&[0, 500, 3000, 3500, 6000, 6500, 9000, 9500])
+        );
+        // Once the wait's minute is over, the dial fails with the error.
+        launches.lock().unwrap().clear();
+        let t0 = Instant::now();
+        let e = race(Pace::Kernel, 1, 0, no_neighbour(&launches), None)
+            .await
+            .unwrap_err();
+        assert!(e.is_some_and(|e| e.is::<NoNeighbour>()));
+        assert_eq!(t0.elapsed(), Duration::from_secs(3));
+        assert_eq!(*launches.lock().unwrap(), ms(&[0]));
+    }
+
+    #[tokio::test]
+    async fn a_capped_attempt_gives_the_connection_the_namespaces_cap_back() {
+        use crate::tcpinfo::rto_max;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = listener.local_addr().unwrap();
+        let sock = TcpSocket::new_v4().unwrap();
+        let Ok(had) = rto_max(&sock) else {
+            // No TCP_RTO_MAX_MS here: such a wait paces with fresh attempts.
+            assert!(!kernel_caps_rto());
+            assert_eq!(cap_syns(&sock), None);
+            return;
+        };
+        assert!(kernel_caps_rto());
+        assert_eq!(cap_syns(&sock), Some(had));
+        assert_eq!(rto_max(&sock).unwrap(), CAP);
+        let mut n = 0u32;
+        let mut len = std::mem::size_of::<u32>() as libc::socklen_t;
+        // SAFETY: `n` is a live u32 and `len` its size.
+        let rc = unsafe {
+            libc::getsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&sock),
+                libc::IPPROTO_TCP,
+                libc::TCP_SYNCNT,
+                &mut n as *mut u32 as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        assert_eq!((rc, n), (0, CAPPED_SYN_RETRIES));
+        // The connection a capped attempt makes backs off as the namespace has it.
+        let bind = Binding {
+            device: None,
+            source: None,
+        };
+        let stream = connect_one(&bind, server, true).await.unwrap();
+        assert_eq!(rto_max(&stream).unwrap(), had);
     }
 }

@@ -1,9 +1,9 @@
 //! What a path says while its dials go unanswered, and what it says when one fails.
 //!
 //! Rule: a SYN that goes unanswered is the link's doing until the kernel itself gives up
-//! on it. The kernel retransmits the SYN, its first few retransmissions a second apart
-//! (`net.ipv4.tcp_syn_linear_timeouts`), then with a doubling timeout (RFC 6298 (5.5)),
-//! `tcp_syn_retries` more times, and a link that comes back meanwhile carries the next
+//! on it. The SYN goes again, every half second for the first minute of the wait
+//! ([`super::syn_pace`]), then as the kernel retransmits it (a doubling timeout, RFC 6298
+//! (5.5), `tcp_syn_retries` times), and a link that comes back meanwhile carries the next
 //! one; so meanwhile the log says the path waits for its link (once per wait, then a
 //! reminder now and then), and only the kernel's ETIMEDOUT, or a route that is missing,
 //! gets the hint to check the route and the server's firewall. The reason: a cellular
@@ -11,6 +11,8 @@
 //! in the wrong place.
 
 use std::time::{Duration, Instant};
+
+use super::syn_pace::PACED_FOR;
 
 /// The kernel's initial retransmission timeout for a SYN (RFC 6298 (2.1), Linux's
 /// `TCP_TIMEOUT_INIT`): a dial unanswered this long lost its SYN or the answer (or
@@ -71,6 +73,12 @@ impl LinkWait {
     pub fn said(&self) -> bool {
         self.said.is_some()
     }
+
+    /// Whether a dial starting `now` is in its wait's first [`PACED_FOR`] (a dial with no
+    /// wait yet starts one), and so paces its SYNs ([`super::syn_pace`]).
+    pub fn paced(&self, now: Instant) -> bool {
+        self.since.is_none_or(|s| now.saturating_duration_since(s) < PACED_FOR)
+    }
 }
 
 /// Why a connection attempt failed, as far as what to tell the user goes.
@@ -102,8 +110,8 @@ impl Failure {
         match self {
             Failure::Refused => "nothing listens there: is `mpflex server` running with this address in its listen?",
             Failure::KernelGaveUp => {
-                "the kernel gave up retransmitting the SYN (net.ipv4.tcp_syn_retries): if the link is up, check \
-                 the route over this link and that the server's firewall lets the port in"
+                "the kernel gave up retransmitting the SYN (after a minute of them, then net.ipv4.tcp_syn_retries): \
+                 if the link is up, check the route over this link and that the server's firewall lets the port in"
             }
             Failure::NoRoute => {
                 "no route to the server over this link: check the link's address and routes (`ip route get` \
@@ -141,6 +149,21 @@ mod tests {
         assert!(!w.said());
         let t2 = r + ms(10_000);
         assert_eq!(w.unanswered(t2, t2 + SYN_RTO), Say::Waiting);
+    }
+
+    #[test]
+    fn a_wait_is_paced_for_its_first_minute_across_dials() {
+        let t0 = Instant::now();
+        let mut w = LinkWait::default();
+        assert!(w.paced(t0));
+        assert_eq!(w.unanswered(t0, t0 + SYN_RTO), Say::Waiting);
+        // A later dial of the same wait (the kernel gave up on the first) is paced while
+        // the wait is in its first minute, not after.
+        assert!(w.paced(t0 + PACED_FOR - Duration::from_millis(1)));
+        assert!(!w.paced(t0 + PACED_FOR));
+        // The next wait is paced anew.
+        w.answered(t0 + PACED_FOR * 2);
+        assert!(w.paced(t0 + PACED_FOR * 2));
     }
 
     #[test]

@@ -22,6 +22,7 @@ mod link_wait;
 mod path_phase;
 mod path_tasks;
 mod placement;
+mod syn_pace;
 #[cfg(test)]
 mod tests;
 mod udp;

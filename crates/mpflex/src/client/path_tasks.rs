@@ -226,7 +226,8 @@ fn src(b: &Binding) -> String {
 
 /// Keeps path `i` connected while its target says dial: dial, handshake, join the
 /// session, run; re-dial with backoff. A dial lasts as long as the kernel retransmits its
-/// SYN (the path waits for its link meanwhile, [`LinkWait`]), while the other paths carry
+/// SYN, paced at first ([`super::syn_pace`]; the path waits for its link meanwhile,
+/// [`LinkWait`]), while the other paths carry
 /// the session. A new target drops the connection at once. While
 /// the engine holds the path suspect, a probe connection dialled beside the silent one
 /// ([`probe_loop`]) takes over as soon as it gets through. The phases and their

@@ -1,5 +1,5 @@
 //! End-to-end harness: a topology of mpflex-netns (client and server namespaces joined by
-//! two veth paths), an HTTP origin and `mpflex server` in the server namespace, `mpflex
+//! two veth paths, or one per link of `Options::links`), an HTTP origin and `mpflex server` in the server namespace, `mpflex
 //! client` in the client namespace. Everything is removed on drop (and stale namespaces of
 //! dead runs at start). Needs root, python3 (the origin) and curl; [`ready`] skips a test
 //! without them, and fails it under CI.
@@ -165,7 +165,8 @@ impl Lab {
     pub fn new(opts: Options) -> Lab {
         let layout = Layout {
             kind: "e2e",
-            paths: 2,
+            // Two veth paths, or one per link of the profile.
+            paths: opts.links.as_ref().map_or(2, |p| p.paths.len()),
             emulator: !opts.uplink.is_empty() || opts.links.is_some(),
             ipv6: true,
             mptcp: false,
@@ -454,7 +455,7 @@ impl Lab {
         if let Some(paths) = &opts.client_paths {
             client += &paths(self);
         }
-        for p in (0..2).filter(|_| opts.client_paths.is_none()) {
+        for p in (0..self.topo.paths).filter(|_| opts.client_paths.is_none()) {
             client += &format!(
                 "[[paths]]\nname = \"p{}\"\nserver = \"{}:{SERVER_PORT}\"\nsource = \"{}\"\n",
                 p + 1,
@@ -616,6 +617,17 @@ impl Lab {
     /// Undoes `kill_path`: the link comes back up (a reset path reconnects by itself).
     pub fn restore_path(&self, p: usize) {
         self.link_up(p);
+    }
+
+    /// Takes path `p`'s emulated link (`Options::links`) down or up: everything queued or in
+    /// flight on it is lost, and nothing crosses it, in either direction, until it is up.
+    pub fn set_emulated_link(&self, p: usize, up: bool) {
+        self.emu.as_ref().expect("Options::links").set_path_up(p, up);
+    }
+
+    /// What each emulated link (`Options::links`) did so far, per path `[down, up]`.
+    pub fn link_stats(&self) -> Vec<[mpflex_lab::link::LinkStats; 2]> {
+        self.emu.as_ref().expect("Options::links").stats()
     }
 
     /// Takes path `p`'s link down on the client side (no reset reaches anyone).
