@@ -80,6 +80,8 @@ pub struct Options {
     pub bind_device: bool,
     /// The client's `transparent_listen`.
     pub transparent_listen: &'static str,
+    /// The client's `socks_listen` (its port [`SOCKS_PORT`], where the lab waits for it).
+    pub socks_listen: &'static str,
     /// The client's `[[paths]]` in place of one per path bound by source address.
     pub client_paths: Option<Box<PathsToml>>,
     /// The server's `listen` address.
@@ -134,6 +136,7 @@ impl Default for Options {
             launch: None,
             bind_device: false,
             transparent_listen: "127.0.0.1:1081",
+            socks_listen: "127.0.0.1:1080",
             client_paths: None,
             server_listen: "0.0.0.0:7000",
             routed: false,
@@ -446,10 +449,11 @@ impl Lab {
         .unwrap();
         let mut client = format!(
             "private_key = \"{cpriv}\"\nserver_public_key = \"{spub}\"\nscheduler = \"{sched}\"\n\
-             socks_listen = \"127.0.0.1:{SOCKS_PORT}\"\nstatus_listen = \"127.0.0.1:{CLIENT_STATUS}\"\n\
+             socks_listen = \"{socks}\"\nstatus_listen = \"127.0.0.1:{CLIENT_STATUS}\"\n\
              transparent_listen = \"{transparent}\"\n{root}",
             sched = opts.scheduler,
             transparent = opts.transparent_listen,
+            socks = opts.socks_listen,
             root = opts.client_root,
         );
         if let Some(paths) = &opts.client_paths {
@@ -885,6 +889,45 @@ pub fn chromium() -> Option<(&'static str, &'static [&'static str])> {
         Some(("chromium", &["--headless"]))
     } else {
         None
+    }
+}
+
+/// Waits (at most 10 s) until every link of namespace `ns` that is up with a carrier
+/// has its IPv6 link-local address and no address is still tentative. The kernel makes a
+/// link's link-local address once it sees the carrier (its link watch runs up to a second
+/// later), and announces it as usable (`RTM_NEWADDR` without the tentative flag) only
+/// when duplicate address detection ends, a second or two after (RFC 4862 5.4); Chromium
+/// takes any such change for a new network and fails the connections it is still opening
+/// (`net::ERR_NETWORK_CHANGED`), so a browser must start after it.
+pub fn wait_for_dad(ns: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let links: serde_json::Value = serde_json::from_str(&sh(&["ip", "-n", ns, "-j", "addr", "show"])).unwrap();
+        let unsettled: Vec<String> = links
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|link| {
+                let flags = link["flags"].as_array().cloned().unwrap_or_default();
+                let has = |f: &str| flags.iter().any(|x| x == f);
+                let v6: Vec<&serde_json::Value> = link["addr_info"]
+                    .as_array()
+                    .map(|a| a.iter().filter(|a| a["family"] == "inet6").collect())
+                    .unwrap_or_default();
+                let tentative = v6.iter().any(|a| a["tentative"] == true);
+                let link_local = v6.iter().any(|a| a["scope"] == "link");
+                tentative || (has("UP") && has("LOWER_UP") && !has("LOOPBACK") && !link_local)
+            })
+            .map(|link| link["ifname"].as_str().unwrap_or("?").to_string())
+            .collect();
+        if unsettled.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "in {ns}, {unsettled:?} still without a settled IPv6 link-local address after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
