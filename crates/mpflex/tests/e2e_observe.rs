@@ -242,6 +242,9 @@ fn metrics_live_view_and_watch_follow_a_transfer() {
         ..Default::default()
     });
     let (cns, sns) = (lab.topo.client_ns.clone(), lab.topo.server_ns.clone());
+    // Chromium fails a connection still opening when the namespace gains an address (the
+    // links' IPv6 link-local ones, after duplicate address detection).
+    wait_for_dad(&cns);
     let stop = AtomicBool::new(false);
     thread::scope(|scope| {
         // Whatever happens below, the traffic stops (the scope waits for it).

@@ -42,7 +42,36 @@ fn host() -> Option<(Netns, std::sync::MutexGuard<'static, ()>)> {
         let args: Vec<&str> = cmd.split(' ').collect();
         ns.exec(&args).unwrap_or_else(|e| panic!("{cmd}: {e:#}"));
     }
+    settle(&ns);
     Some((ns, turn))
+}
+
+/// Waits until the kernel has finished with the links' IPv6 link-local addresses: each veth
+/// end that is up gets one after duplicate address detection (about a second), and its
+/// local route with it. A snapshot taken before would lack routes that one taken after
+/// has, though the code under test added nothing.
+fn settle(ns: &Netns) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let addrs = ns.exec(&["ip", "-6", "-j", "addr", "show"]).expect("ip addr");
+        let links: serde_json::Value = serde_json::from_str(&addrs).expect("ip -j");
+        let settled = ["wan0", "wan0p", "lan0", "lan0p"].iter().all(|dev| {
+            links.as_array().into_iter().flatten().any(|l| {
+                let v6 = l["addr_info"].as_array().cloned().unwrap_or_default();
+                l["ifname"] == *dev
+                    && v6.iter().any(|a| a["scope"] == "link")
+                    && v6.iter().all(|a| a["tentative"] != true)
+            })
+        });
+        if settled {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "IPv6 link-local addresses not settled after 10 s:\n{addrs}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// Everything the host routes by: rules and every table, both families.
