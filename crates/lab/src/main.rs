@@ -188,17 +188,19 @@ struct RunArgs {
     #[arg(long, default_value = "tcp-wifi,tcp-lte,mptcp,oracle,mpflex:minrtt")]
     systems: String,
     /// chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload,
-    /// handover, voip, quic or udp-bulk.
+    /// handover, outages, voip, quic or udp-bulk.
     #[arg(long, default_value = "chunk")]
     workload: String,
     /// bulk: down,up; shortflows: seq,par (default: both); video: buffer (the default,
     /// a buffer-based ABR) or rate (throughput-based); handover: blackhole (the default:
     /// the link goes dark), carrier (the client's interface loses carrier), degrade (5 s
     /// of falling rate and rising loss and delay, then dark), appear (the last path's link
-    /// joins at 1/3 of the run); udp-bulk: down,up (default), down-95,up-95.
+    /// joins at 1/3 of the run); outages: down-1-0,down-0-1,up-1-0,up-0-1 (the default:
+    /// all four; the paths in the order they go dark for 3 s, at 12 s and 24 s);
+    /// udp-bulk: down,up (default), down-95,up-95.
     #[arg(long)]
     variants: Option<String>,
-    /// Seconds per run of bulk (20), handover (30), udp-bulk (30); seconds of the bulk of upload-ping and
+    /// Seconds per run of bulk (20), handover (30), outages (30), udp-bulk (30); seconds of the bulk of upload-ping and
     /// download-ping (20, after 2.5 s of idle pings); seconds of video played (120);
     /// web-under-upload ignores it (10 idle/loaded pairs per run).
     #[arg(long)]
@@ -386,6 +388,16 @@ fn run_config(a: RunArgs, profile: Profile) -> Result<RunConfig> {
     }
     if a.rate_kbit == 0 {
         bail!("--rate-kbit: must be positive");
+    }
+    for v in &variants {
+        for o in workload.spec().outages(Some(v)) {
+            if o.path >= profile.paths.len() {
+                bail!("--variants {v}: {} has no path {}", profile.name, o.path);
+            }
+            if (o.at + o.length).as_secs_f64() >= secs {
+                bail!("--secs {secs}: {v}'s outage of path {} ends after the run", o.path);
+            }
+        }
     }
     let handover_path = profile
         .paths

@@ -8,7 +8,9 @@ use anyhow::{bail, Context, Result};
 use crate::emulator::Emulator;
 use crate::link::{LinkParams, Rate};
 use crate::netns::Topology;
+use crate::units::unix_us;
 use crate::workload::chunk::Timed;
+use crate::workload::outages::{Dark, Outage};
 use crate::workload::{Fields, PathEvent};
 
 fn self_exe() -> std::path::PathBuf {
@@ -155,6 +157,35 @@ fn appear(topo: &Topology, args: &[String], c: &PathChange<'_>, secs: f64) -> Re
     let mut f = out?;
     f.insert("appear_ms".into(), appear_ms.into());
     Ok(f)
+}
+
+/// One `workload-client` run in namespace `ns` during which the emulator takes each
+/// outage's path dark at its time after the client started and brings it back after its
+/// length; returns the client's fields and when each path was dark (µs since the Unix
+/// epoch).
+pub(super) fn with_outages(
+    ns: &str,
+    args: &[String],
+    emu: &Emulator,
+    outages: &[Outage],
+) -> Result<(Fields, Vec<Dark>)> {
+    let child = workload_child(ns, args)?;
+    let t0 = Instant::now();
+    let sleep_until = |t: Instant| std::thread::sleep(t.saturating_duration_since(Instant::now()));
+    let mut dark = Vec::new();
+    for o in outages {
+        sleep_until(t0 + o.at);
+        emu.set_path_up(o.path, false);
+        let from_us = unix_us();
+        sleep_until(t0 + o.at + o.length);
+        emu.set_path_up(o.path, true);
+        dark.push(Dark {
+            path: o.path,
+            from_us,
+            to_us: unix_us(),
+        });
+    }
+    Ok((workload_output(child, args)?, dark))
 }
 
 /// Takes the changed path down or brings it back, as its event does it.

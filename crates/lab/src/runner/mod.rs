@@ -36,7 +36,7 @@ use crate::profile::Profile;
 use crate::record::Build;
 use crate::units::{human, sanitize};
 use crate::workload::bulk::{Window, WINDOW};
-use crate::workload::{chunk, Fields, Spec, Workload};
+use crate::workload::{chunk, outages, Fields, Spec, Workload};
 use links::{link_fields, Links};
 use mpflex::Procs;
 use priced::Pricing;
@@ -327,7 +327,8 @@ impl Bench<'_> {
             sched,
             cc,
             k,
-            devices: self.spec().path_event(None).is_some(),
+            devices: self.spec().path_event(None).is_some()
+                || self.cfg.variants.iter().any(|v| self.spec().acts_on_links(Some(v))),
             kinds: self
                 .cfg
                 .profile
@@ -580,7 +581,7 @@ impl Bench<'_> {
                 (Pricing::BeforeSetup(settle), Some(procs))
             }
         };
-        if self.spec().path_event(point.variant).is_some() {
+        if self.spec().acts_on_links(point.variant) {
             // The previous run took a path down: start with all up.
             mpflex::wait_paths_up(self.topo, bin, k, Duration::from_secs(15));
         }
@@ -725,7 +726,14 @@ impl Bench<'_> {
             },
             event,
         });
-        let mut f = clients::workload(self.topo, ns, &a, change, self.cfg.secs)?;
+        let outages = self.spec().outages(point.variant);
+        let mut f = if outages.is_empty() {
+            clients::workload(self.topo, ns, &a, change, self.cfg.secs)?
+        } else {
+            let (mut f, dark) = clients::with_outages(ns, &a, self.emu, &outages)?;
+            self.outage_windows(point, &dark, &mut f)?;
+            f
+        };
         priced::energy_fields(self.emu, &self.cfg.profile, pricing, &mut f);
         self.bound_goodput(point, from_us, &mut f)?;
         f.extend(settled);
@@ -735,6 +743,30 @@ impl Bench<'_> {
             .and_then(|v| v.as_f64())
             .unwrap_or(self.cfg.secs * 1000.0);
         Ok((ms, f))
+    }
+
+    /// The survivors' goodput during each outage against their capacity
+    /// ([`outages::window_fields`]), from the client's progress samples, which are then
+    /// dropped (a run's worth of them).
+    fn outage_windows(&self, point: &Point, dark: &[outages::Dark], f: &mut Fields) -> Result<()> {
+        let samples: Vec<(u64, u64)> = match f.remove(outages::SAMPLES) {
+            Some(v) => serde_json::from_value(v)?,
+            None => Vec::new(),
+        };
+        let upload = self.spec().upload(point.variant);
+        let logs = self.emu.payload_logs(upload as usize);
+        let paths = &self.cfg.profile.paths;
+        let rates: Vec<Option<f64>> = paths
+            .iter()
+            .map(|p| match upload {
+                true => &p.up,
+                false => &p.down,
+            })
+            .map(|l| l.bytes_per_sec().map(|b| b * 8.0 / 1000.0))
+            .collect();
+        let names: Vec<String> = paths.iter().map(|p| p.name.clone()).collect();
+        f.extend(outages::window_fields(&samples, dark, Some(&logs), &rates, &names));
+        Ok(())
     }
 
     /// A workload that reports a goodput window (`bulk` and the bulks of the ping

@@ -152,7 +152,15 @@ pub(super) struct Download {
     /// Bytes read by the end of each [`PROGRESS_EVERY`] since `start`: where a run's
     /// start-up or a stall lost its time, which the window and the average do not show.
     pub progress: Vec<u64>,
+    /// (µs since the Unix epoch, bytes so far) after a read, at most one per
+    /// [`SAMPLE_EVERY`]: what `outages` cuts its windows from.
+    pub samples: Vec<(u64, u64)>,
+    /// The longest time between two reads.
+    pub max_gap: Duration,
 }
+
+/// The least time between two of a download's [`Download::samples`].
+pub(super) const SAMPLE_EVERY: Duration = Duration::from_millis(5);
 
 /// The step of a download's progress series ([`Download::progress`]).
 pub(super) const PROGRESS_EVERY: Duration = Duration::from_millis(250);
@@ -170,6 +178,8 @@ impl Download {
             last: start,
             end,
             progress: Vec::new(),
+            samples: Vec::new(),
+            max_gap: Duration::ZERO,
         }
     }
 
@@ -181,9 +191,20 @@ impl Download {
         while self.progress.len() < step {
             self.progress.push(self.total);
         }
+        if self.first.is_some() {
+            self.max_gap = self.max_gap.max(at - self.last);
+        }
         self.total += n;
         self.last = at;
         self.first.get_or_insert((at, n));
+        let us = self.start_us + t.as_micros() as u64;
+        if self
+            .samples
+            .last()
+            .is_none_or(|s| us >= s.0 + SAMPLE_EVERY.as_micros() as u64)
+        {
+            self.samples.push((us, self.total));
+        }
         if t <= BULK_SKIP {
             self.before_skip = (t, self.total);
         }

@@ -14,6 +14,7 @@ pub mod chunk;
 pub mod download_ping;
 pub mod handover;
 mod net;
+pub mod outages;
 pub mod quic;
 pub mod shortflows;
 pub mod udp_bulk;
@@ -62,6 +63,7 @@ workloads! {
     DownloadPing => download_ping::DownloadPing,
     WebUnderUpload => web_under_upload::WebUnderUpload,
     Handover => handover::Handover,
+    Outages => outages::Outages,
     Voip => voip::Voip,
     Quic => quic::Quic,
     UdpBulk => udp_bulk::UdpBulk,
@@ -207,6 +209,17 @@ pub trait Spec: Sync {
         None
     }
 
+    /// The paths the runner takes dark and back during a run of `variant`, at set times
+    /// after the client starts (the emulator drops everything, as [`PathEvent::Blackhole`]).
+    fn outages(&self, _variant: Option<&str>) -> Vec<outages::Outage> {
+        Vec::new()
+    }
+
+    /// Whether the runner acts on the links during a run of `variant`.
+    fn acts_on_links(&self, variant: Option<&str>) -> bool {
+        self.path_event(variant).is_some() || !self.outages(variant).is_empty()
+    }
+
     /// Runs one measurement (the `workload-client` subcommand). Besides its own, fields
     /// the runner reads: `completion_ms` (else the run's length), `goodput_mbit` (else
     /// from `bytes`, or `received_bytes`, over the completion time) and `bytes` (the
@@ -230,7 +243,7 @@ mod tests {
         assert_eq!(Workload::parse("teleport"), None);
         assert_eq!(
             Workload::names(),
-            "chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload, handover, voip, quic, udp-bulk"
+            "chunk, bulk, shortflows, video, upload-ping, download-ping, web-under-upload, handover, outages, voip, quic, udp-bulk"
         );
     }
 
