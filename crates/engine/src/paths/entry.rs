@@ -62,6 +62,14 @@ pub(crate) struct PathEntry {
     pub owd: OwdEstimator,
     /// The queue its frames wait in now, from the same reports.
     pub queue: QueueDelay,
+    /// When the current connection is a re-join: the rate the connection before it had
+    /// reached (bytes per second) and when this one joined (see
+    /// [`Paths::serialisation_rate`]).
+    pub(super) rejoined: Option<(f64, Instant)>,
+    /// The delivery rate when the current connection was last suspected (0: never): its
+    /// rate before the silence, which the kernel's samples of the retransmissions that
+    /// end an outage replace with a fraction of it.
+    pub(super) rate_at_silence: u64,
     /// The kernel's retransmission count on the current connection when last read.
     pub(super) retrans_seen: u32,
     /// When a reading last showed a new retransmission: the link drops segments (see
@@ -105,6 +113,8 @@ impl PathEntry {
             progress: now,
             owd: OwdEstimator::default(),
             queue: QueueDelay::default(),
+            rejoined: None,
+            rate_at_silence: 0,
             retrans_seen: 0,
             last_loss: None,
             sent_log: VecDeque::new(),

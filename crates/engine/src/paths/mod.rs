@@ -77,6 +77,11 @@ pub const MIN_ALLOWANCE: u64 = 16 * 1024 + 64;
 /// Send-time records kept per path to match arrival reports against.
 const MAX_SENT_LOG: usize = 8192;
 
+/// How long a re-joined connection's records are corrected at no less than the rate its
+/// predecessor reached ([`Paths::serialisation_rate`]): one base window, by when the new
+/// connection has left slow start on the lab's links.
+pub(crate) const REJOIN_RATE_FOR: Duration = crate::owd::BASE_WINDOW;
+
 /// Bytes handed to a path's socket and not yet acknowledged by the peer's kernel.
 pub(crate) fn bytes_in_flight(s: &PathSnapshot) -> u64 {
     s.notsent as u64 + s.in_flight as u64 * s.mss.max(1) as u64
@@ -187,6 +192,12 @@ impl Paths {
     pub fn up(&mut self, path: usize, now: Instant) {
         self.ensure(path, now);
         let p = &mut self.entries[path];
+        // The snapshot still holds the connection before this one (the new one's first
+        // `TCP_INFO` reading replaces it): what that one delivered, before its silence if
+        // it had one, is the link's rate for this one's first records
+        // ([`Paths::serialisation_rate`]).
+        let before = p.snap.delivery_rate.max(std::mem::take(&mut p.rate_at_silence));
+        p.rejoined = (p.joins > 0 && before > 0).then_some((before as f64, now));
         p.status = PathStatus::Up;
         p.joins = p.joins.wrapping_add(1);
         p.snap.ready = false;
@@ -408,6 +419,7 @@ impl Paths {
     /// Marks `path` suspect at `now` (the session re-sends what it held).
     pub fn mark_suspect(&mut self, path: usize, now: Instant) {
         let p = &mut self.entries[path];
+        p.rate_at_silence = p.rate_at_silence.max(p.snap.delivery_rate);
         p.suspicion.start(now);
         p.quality.outage(now);
         p.held = 0;
@@ -511,9 +523,36 @@ impl Paths {
         // is the higher of the window's and the delivery rate's: a low early sample would
         // inflate the correction, lower the base for its whole window and read every later
         // sample as queue.
-        let own = (len as f64 / p.snap.rate_estimate().max(1.0) * 1e6) as i64;
+        let own = (len as f64 / Self::serialisation_rate(p, now).max(1.0) * 1e6) as i64;
         p.queue.sample(owd - own, now);
         released
+    }
+
+    /// The rate a record's serialisation is taken off its one-way delay at (bytes per
+    /// second): the path's rate estimate, but for [`REJOIN_RATE_FOR`] after a re-join no
+    /// less than the delivery rate of the connection before (before its silence).
+    ///
+    /// Rule: a correction at a rate below the link's lowers the queue reading's base, and
+    /// the base is a minimum kept 10 to 20 s ([`QueueDelay`]), so every later reading of
+    /// the path shows a queue that is not there. A connection that re-joins after an
+    /// outage crosses the same link as the one before it, but its rate estimate (initial
+    /// window over RTT) is a fifth of the link's for its first round trips: LTE's 16 KB
+    /// records on seed-default were corrected by 80 ms instead of 14, the base sat 66 ms
+    /// low, queue control held the path at a few segments, and when WiFi went down 9 s
+    /// later LTE carried 2 of its 9 Mbit/s alone (lab workload `outages`, down-1-0). The
+    /// connection before measured the link: its delivery rate, not its window over its
+    /// RTT, which can stand for several times the link's rate (an uploading LTE path held
+    /// 71 segments for 285 KB/s) and would then leave part of every record's own
+    /// serialisation in its samples, recent ones too, read as queue. Bounded in time
+    /// because the link may have changed during the outage, and by then the new
+    /// connection's estimate has its own measure of it. (The first connection of a path
+    /// has none before it; its base can start low: docs/latency.md, Open.)
+    fn serialisation_rate(p: &PathEntry, now: Instant) -> f64 {
+        let own = p.snap.rate_estimate();
+        match p.rejoined {
+            Some((before, at)) if now.saturating_duration_since(at) < REJOIN_RATE_FOR => own.max(before),
+            _ => own,
+        }
     }
 
     /// How long `path`'s frames wait in queues now (see [`QueueDelay`]).

@@ -435,3 +435,55 @@ fn a_silent_paths_frames_are_copied_where_they_would_go_without_it() {
     ps.set_tier(2, Tier::Primary, t0);
     assert_eq!(ps.copy_target(0), Some(2), "a second primary that carries");
 }
+
+/// A path that re-joins after an outage: its new connection's first 16 KB record meets
+/// the link's 1.15 MB/s (14 ms of serialisation) while the connection's own estimate is
+/// its initial window over its RTT (0.2 MB/s). Taken off at that estimate, 82 ms
+/// of correction would put the base 68 ms low for the base's 10 to 20 s, and a 5 ms
+/// queue would read 67 ms.
+#[test]
+fn a_rejoined_paths_first_records_do_not_lower_the_queue_base() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut ps = Paths::new(&cfg());
+    ps.up(0, t0);
+    {
+        let s = &mut ps.entry(0).snap;
+        (s.min_rtt, s.srtt, s.mss, s.cwnd, s.delivery_rate) = (ms(70), ms(80), 1448, 80, 1_150_000);
+    }
+    // One-way delay 35 ms (clock offset 0); a one-segment record sets the base.
+    let report = |ps: &mut Paths, ts: u32, len: usize, delay_us: u32, at: Instant| {
+        ps.booked(0, at, Some((ts, 0)));
+        ps.record_closed(0, ts, len);
+        ps.on_report(0, ts, delay_us, Duration::ZERO, at);
+    };
+    report(&mut ps, 1_000, 1448, 35_000 + 1_259, t0);
+    assert_eq!(ps.queue_delay(0, t0), Some(Duration::ZERO));
+    // The outage: the path goes silent and is suspected; the kernel's samples of the
+    // retransmissions that end it say 30 KB/s; the connection goes, a new one joins with
+    // the initial window.
+    ps.mark_suspect(0, t0 + ms(200));
+    ps.entry(0).snap.delivery_rate = 30_000;
+    let t1 = t0 + Duration::from_secs(4);
+    ps.down(0);
+    ps.up(0, t1);
+    {
+        let s = &mut ps.entry(0).snap;
+        (s.srtt, s.cwnd, s.delivery_rate) = (ms(73), 10, 200_000);
+    }
+    let serialised = (16_384.0 / 1_150_000.0 * 1e6) as u32;
+    report(&mut ps, 4_010_000, 16_384, 35_000 + serialised, t1 + ms(10));
+    // 200 ms later (the recent window has moved on): a one-segment record after 5 ms of
+    // queue.
+    let t2 = t1 + ms(210);
+    report(&mut ps, 4_210_000, 1448, 35_000 + 1_259 + 5_000, t2);
+    let q = ps.queue_delay(0, t2).unwrap();
+    assert!(q <= ms(6), "the queue reads {q:?}");
+    // Once the new connection has had a base window of its own, its own estimate counts.
+    let t3 = t1 + REJOIN_RATE_FOR + ms(1);
+    let p = ps.get(0).unwrap();
+    assert_eq!(Paths::serialisation_rate(p, t3), p.snap.rate_estimate());
+    // Until then, the delivery rate of the connection before (not its window over its
+    // RTT, 1.45 MB/s).
+    assert_eq!(Paths::serialisation_rate(p, t2), 1_150_000.0);
+}
