@@ -36,7 +36,7 @@ fn late_binding_keeps_notsent_within_the_budget_during_a_bulk_transfer() {
 /// carries ≥ 90 % of its rate (all after the first second). With no interactive
 /// stream, queue control stands aside and the upload fills the queue as without it —
 /// unless it engages for a sustained backlog (`queue_control_sustained`), when the
-/// upload alone keeps the queue near the target at the same rate.
+/// upload alone keeps the queue near the target and carries ≥ 97 % of the rate.
 #[test]
 fn queue_control_keeps_a_bloated_bottleneck_queue_near_its_target() {
     let run = |target_ms: u64, pings: bool, sustained: bool| {
@@ -81,13 +81,16 @@ fn queue_control_keeps_a_bloated_bottleneck_queue_near_its_target() {
     println!(
         "queue: {bloat:?} without control; with a 20 ms target {mean:?} on average, {max:?} at most ({utilisation:.3} of the rate); {alone:?} with nothing to protect; {sustained:?} on average, {sustained_max:?} at most ({sustained_rate:.3} of the rate) engaged for the sustained upload"
     );
+    // Engaged for a sustained upload alone, the queue is steered to the target itself
+    // and each write waits for a quarter of the limit (12.5 ms of the rate here, the
+    // swing above the target), so the link is used to within its framing.
     assert!(
-        sustained <= Duration::from_millis(21) && sustained_max <= Duration::from_millis(30),
+        sustained <= Duration::from_millis(21) && sustained_max <= Duration::from_millis(35),
         "queue {sustained:?} on average, {sustained_max:?} at most, engaged for a sustained upload"
     );
     assert!(
-        sustained_rate >= 0.9,
-        "the path carried {sustained_rate:.2} of its rate"
+        sustained_rate >= 0.97,
+        "the path carried {sustained_rate:.3} of its rate"
     );
     assert!(bloat > Duration::from_millis(100), "no bloat to control: {bloat:?}");
     assert!(

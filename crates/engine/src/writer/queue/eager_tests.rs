@@ -4,6 +4,7 @@
 use super::*;
 use crate::writer::tests::{hold_limit, info};
 use crate::writer::*;
+use mpflex_wire::RECORD_OVERHEAD;
 
 /// With nothing to protect (queue control engaged by a sustained transfer only), the
 /// limit ramps as slow start does — doubling per step, never past twice the window (slow
@@ -49,7 +50,9 @@ fn with_nothing_to_protect_the_ramp_ends_when_the_rate_stops_growing() {
     w.set_protecting(false);
     let mut i = info(0, 0);
     i.min_rtt = 470_000;
-    i.rtt = 482_000; // 12 ms of queue: above half the aim, below twice it
+    // 20 ms of queue: above half the ramp's aim (12 ms), below twice it, and the steady
+    // aim with nothing to protect (the target).
+    i.rtt = 490_000;
     i.snd_cwnd = 400;
     i.unacked = 20;
     let t0 = Instant::now();
@@ -68,7 +71,7 @@ fn with_nothing_to_protect_the_ramp_ends_when_the_rate_stops_growing() {
     assert_eq!(step(&mut w, &mut i, 1, 30_000), 80, "the rate grew from nothing");
     assert_eq!(step(&mut w, &mut i, 2, 60_000), 160, "doubled: the queue is the ramp's");
     // The rate no longer grows: the same queue now ends the ramp (the correction for
-    // 12 ms against an aim of 12 is none).
+    // 20 ms against an aim of 20 is none).
     assert_eq!(step(&mut w, &mut i, 3, 65_000), 160, "flat: the pipe is full");
     assert_eq!(
         w.phase(),
@@ -270,4 +273,48 @@ fn with_nothing_to_protect_a_queue_between_steps_stops_the_ramp_where_the_path_i
         "the step after cuts toward the target: {:?}",
         w.queue_limit()
     );
+}
+
+/// Every bulk write is a record with its own length, tag and frame header. With nothing
+/// to protect, a held path waits until a quarter of its limit (at most a whole frame's
+/// record) is free and writes it as one record, instead of a record per segment freed;
+/// protecting, it takes each segment as soon as the limit frees it. A window that binds
+/// before the limit still gets what it frees.
+#[test]
+fn with_nothing_to_protect_a_held_path_writes_a_quarter_of_its_limit_at_once() {
+    let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+    w.set_protecting(false);
+    let mut i = info(0, 250_000); // 2 Mbit/s
+    i.min_rtt = 50_000;
+    i.rtt = 50_000;
+    i.snd_cwnd = 100;
+    w.observe(0, &i, None);
+    let _ = w.budget(&i, 16_448, true).unwrap();
+    let limit = w.queue_limit().unwrap();
+    assert_eq!(limit, 17_500, "250 kB/s × (50 + 20) ms");
+    let batch = limit / 4 / 1448 * 1448;
+    // One segment free: a sliver, held back.
+    i.unacked = ((limit - 1448) / 1448) as u32;
+    let b = w.budget(&i, 16_448, true).unwrap();
+    assert_eq!(b.bulk, 0, "one segment free of {limit}: wait for {batch}");
+    assert!(b.retry.is_some());
+    // The batch free: written at once, in whole segments.
+    i.unacked = ((limit - batch) / 1448) as u32;
+    let b = w.budget(&i, 16_448, true).unwrap();
+    assert!(
+        b.bulk + RECORD_OVERHEAD >= batch as usize,
+        "{} B for a batch of {batch}",
+        b.bulk
+    );
+    // Protecting, each segment goes as the limit frees it.
+    w.set_protecting(true);
+    i.unacked = ((limit - 1448) / 1448) as u32;
+    let b = w.budget(&i, 16_448, true).unwrap();
+    assert_eq!(b.bulk + RECORD_OVERHEAD, 1448, "protecting: one segment, at once");
+    // A window that binds first is not kept waiting for the batch.
+    w.set_protecting(false);
+    i.unacked = 2;
+    i.snd_cwnd = 3;
+    let b = w.budget(&i, 16_448, true).unwrap();
+    assert_eq!(b.bulk + RECORD_OVERHEAD, 1448, "the window's one segment goes");
 }

@@ -278,16 +278,36 @@ impl PathWriter {
                 next = self.eager_lead(next, limit, held, info, keep_lead);
             }
             let cut = !settling && !beyond && !transient && fresh_sample.is_some();
-            if cut && reading.queue >= self.aim() * FULL_QUEUE {
+            if cut && reading.queue >= self.steady_aim() * FULL_QUEUE {
                 next = next.min(self.direct_cut(min_rtt, reading.queue, held));
             }
             self.limit = next.max(segments(info, FLOOR_SEGMENTS));
         }
     }
 
-    /// The queue reading steering aims at.
+    /// The queue reading the ramp's transitions are read against: [`STEER_AIM`] of the
+    /// target.
     fn aim(&self) -> Duration {
         self.queue_target.mul_f64(STEER_AIM)
+    }
+
+    /// The queue reading steering aims at once the ramp is over: [`STEER_AIM`] of the
+    /// target while interactive traffic is there to protect (a frame meets the reading
+    /// plus the segment in transmission and the reading's lag, and those must fit in the
+    /// target); with nothing to protect, the target itself. Then no frame waits behind
+    /// the queue, and the limit's job is to have it within the target when one comes
+    /// (the steps after take it to the lower aim). The readings also carry delay that is
+    /// no queue — a full segment's serialisation at the bottleneck, which the small
+    /// packets behind the minimum RTT did not take (6 ms at 2 Mbit/s), a delayed
+    /// acknowledgement, a link's jitter — and steered to [`STEER_AIM`] of the target with
+    /// that in the reading, a slow path holds less than its bandwidth-delay product and
+    /// its link idles (docs/latency.md, "Bulk alone").
+    fn steady_aim(&self) -> Duration {
+        if self.protecting {
+            self.aim()
+        } else {
+            self.queue_target
+        }
     }
 
     /// Whether the ramp has taken its first steering step (its first readings still carry
@@ -351,7 +371,7 @@ impl PathWriter {
                 SLOW_START_GAIN
             }
         } else {
-            let want = (min_rtt + self.aim()).as_secs_f64() / (min_rtt + queue).as_secs_f64();
+            let want = (min_rtt + self.steady_aim()).as_secs_f64() / (min_rtt + queue).as_secs_f64();
             want.sqrt().clamp(1.0 - MAX_STEP, 1.0 + MAX_STEP)
         };
         if settling {
@@ -401,7 +421,7 @@ impl PathWriter {
         if !self.protecting {
             rate = rate.max(held / (min_rtt + queue).as_secs_f64());
         }
-        rate * (min_rtt + self.aim()).as_secs_f64()
+        rate * (min_rtt + self.steady_aim()).as_secs_f64()
     }
 
     /// Eager Ramp → Steady between two steering steps, at the path's first real queue: a

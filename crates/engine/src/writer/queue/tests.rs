@@ -423,3 +423,40 @@ fn a_steady_path_probes_its_base_and_returns() {
     assert_eq!(w.phase(), QueuePhase::Steady);
     assert_eq!(w.base_probes, 1);
 }
+
+/// Once the ramp is over, steering aims the queue reading at [`STEER_AIM`] of the target
+/// while interactive traffic is there to protect, and at the target itself with nothing
+/// to protect: a reading between the two (15 ms of a 20 ms target) lowers the limit in
+/// the one case and raises it in the other.
+#[test]
+fn with_nothing_to_protect_the_steady_aim_is_the_target() {
+    let steady = |protecting: bool| {
+        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+        let mut i = info(0, 250_000);
+        i.min_rtt = 50_000;
+        i.rtt = 65_000;
+        i.snd_cwnd = 100;
+        w.observe(0, &i, None);
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        let t0 = Instant::now();
+        hold_limit(&w, &mut i);
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        // A queue of the path's own bytes ends the ramp.
+        w.steer(Some(Duration::from_millis(15)), &i, t0);
+        assert_eq!(w.phase(), QueuePhase::Steady);
+        w.set_protecting(protecting);
+        let before = w.queue_limit().unwrap() as f64;
+        hold_limit(&w, &mut i);
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        w.steer(Some(Duration::from_millis(15)), &i, t0 + Duration::from_millis(100));
+        w.queue_limit().unwrap() as f64 / before
+    };
+    let want = |aim_ms: f64| ((50.0 + aim_ms) / 65.0).sqrt();
+    let (guarded, alone) = (steady(true), steady(false));
+    assert!(
+        (guarded - want(20.0 * STEER_AIM)).abs() < 1e-3,
+        "protecting: × {guarded}"
+    );
+    assert!((alone - want(20.0)).abs() < 1e-3, "nothing to protect: × {alone}");
+    assert!(guarded < 1.0 && alone > 1.0);
+}
