@@ -56,11 +56,7 @@ fn lab(lan: bool) -> Lab {
 /// TUN.
 fn lan_tproxy(lab: &Lab, tproxy: &str, v6: bool) -> LanHost {
     let lan = lan_namespace(lab);
-    let (family, ip, any) = if v6 {
-        ("ip6", "-6", "::/0")
-    } else {
-        ("ip", "-4", "0.0.0.0/0")
-    };
+    let (family, ip, any) = family(v6);
     script_in(
         &lab.topo.client_ns,
         &format!(
@@ -73,6 +69,15 @@ ip {ip} route add local {any} dev lo table 100"
         ),
     );
     lan
+}
+
+/// nftables' family, `ip`'s family flag and the whole address space, of IPv6 or IPv4.
+fn family(v6: bool) -> (&'static str, &'static str, &'static str) {
+    if v6 {
+        ("ip6", "-6", "::/0")
+    } else {
+        ("ip", "-4", "0.0.0.0/0")
+    }
 }
 
 /// Two addresses on the server's loopback, both routed into the TUN in the client's
@@ -97,11 +102,7 @@ fn destinations(lab: &Lab, v6: bool, lan: bool) -> (String, String) {
         // `tun.routes = "default"` sends both into the TUN; `lan_tproxy` diverts one.
         return (tun, tproxy);
     }
-    let (family, ip, any) = if v6 {
-        ("ip6", "-6", "::/0")
-    } else {
-        ("ip", "-4", "0.0.0.0/0")
-    };
+    let (family, ip, any) = family(v6);
     script_in(
         &lab.topo.client_ns,
         &format!(
