@@ -35,7 +35,7 @@
 # otherwise `cargo build --release`, honouring CARGO_TARGET_DIR), PERF (a directory: the
 # client and server are sampled with `perf record $PERF_ARGS` (-g) during the transfers,
 # into client.data and server.data there; `perf report -i <file> --no-children` reads
-# them, docs/performance.md).
+# them, docs/performance.md), SYSCALLS (below).
 set -euo pipefail
 SIZE_MB=${SIZE_MB:-512}
 REPS=${REPS:-5}
@@ -227,6 +227,19 @@ if [ -n "${PERF:-}" ]; then
   done
   sleep 0.5
 fi
+# SYSCALLS: count the system calls each process makes during the transfers (perf stat on
+# their syscalls:sys_enter_* tracepoints; root, or kernel.perf_event_paranoid <= -1), the
+# calls named (comma-separated), or with 1 those the data path makes.
+stats=()
+if [ -n "${SYSCALLS:-}" ]; then
+  [ "$SYSCALLS" = 1 ] && SYSCALLS=recvfrom,sendto,writev,read,write,getsockopt,setsockopt,epoll_wait,futex,poll,madvise
+  events=$(tr , '\n' <<<"$SYSCALLS" | sed 's/^/syscalls:sys_enter_/' | paste -sd,)
+  for side in client:$cpid server:$spid; do
+    perf stat -x, -e "$events" -p "${side#*:}" -o "$work/syscalls-${side%%:*}.csv" >/dev/null 2>&1 &
+    stats+=($!)
+  done
+  sleep 0.5
+fi
 # The difference of two comma-separated lists of counts.
 delta='import sys; a, b = (x.split(",") for x in sys.argv[1:]); print(",".join(str(int(y) - int(x)) for x, y in zip(a, b)))'
 splits=(); cpus=()
@@ -254,6 +267,12 @@ if [ ${#perfs[@]} -gt 0 ]; then
   wait "${perfs[@]}" || true
   echo "perf: $PERF/client.data, $PERF/server.data (perf report -i <file> --no-children)"
 fi
+if [ ${#stats[@]} -gt 0 ]; then
+  kill -INT "${stats[@]}"
+  wait "${stats[@]}" || true
+fi
+# Each side's system calls, "name=count,…" (empty without SYSCALLS).
+syscalls() { [ -s "$work/syscalls-$1.csv" ] && awk -F, '$3 ~ /sys_enter_/ {sub(/.*sys_enter_/, "", $3); printf "%s%s=%s", n++ ? "," : "", $3, $1}' "$work/syscalls-$1.csv"; true; }
 split=$(path_bytes | tr , ' ')
 want=10240
 ttfb_direct=(); ttfb_via=()
@@ -264,7 +283,7 @@ done
 python3 - "$SIZE_MB" "$REPS" "$hz" "$ctick" "$stick" "${direct[*]}" "${through[*]}" \
   "${ttfb_direct[*]}" "${ttfb_via[*]}" "$SCHEDULER" "$split" "$(nproc)" "${tun[*]}" "$tctick" "$tstick" \
   "$RECORD" "$commit" "$($B --version 2>/dev/null || echo mpflex)" "$PATHS" "$dtick" "$dms" "${splits[*]}" "${cpus[*]}" \
-  "$(stat -c %s "$B")-$(sha256sum "$B" | cut -c1-16)" <<'PY'
+  "$(stat -c %s "$B")-$(sha256sum "$B" | cut -c1-16)" "$(syscalls client)" "$(syscalls server)" <<'PY'
 import json, os, statistics as st, sys
 size_mb, reps, hz, ct, stk = (int(x) for x in sys.argv[1:6])
 d = [float(x) for x in sys.argv[6].split()]; v = [float(x) for x in sys.argv[7].split()]
@@ -307,6 +326,14 @@ for r, sp, (c, s, cw, sw) in zip(v, per, per_cpu):
     print(f"  {gbit(r):6.2f} Gbit/s, paths " + " ".join(f"{b / (sum(sp) or 1):.0%}" for b in sp) +
           f", CPU s/GB client {c:.2f} server {s:.2f}," +
           f" wake-ups per GB client {cw * per_gb:.0f} server {sw * per_gb:.0f}")
+# System calls per GB of each process (SYSCALLS), largest first.
+calls = {}
+for side, arg in (("client", sys.argv[25]), ("server", sys.argv[26])):
+    if arg:
+        counts = {k: int(v) for k, v in (x.split("=") for x in arg.split(","))}
+        calls[side] = {k: round(v / gb) for k, v in sorted(counts.items(), key=lambda kv: -kv[1])}
+        print(f"system calls per GB, {side}: {sum(calls[side].values())} (" +
+              ", ".join(f"{k} {v}" for k, v in calls[side].items() if v) + ")")
 print(f"TTFB 10 KB, direct fresh TCP  : median {st.median(td):.2f} ms (p90 {p90(td):.2f})")
 print(f"TTFB 10 KB, mpflex session    : median {st.median(tv):.2f} ms (p90 {p90(tv):.2f})")
 record, commit, version = sys.argv[16], sys.argv[17], sys.argv[18]
@@ -322,6 +349,8 @@ if record:
         "transfer_cpu_s_per_gb": [[round(c, 3), round(s, 3)] for c, s, _, _ in per_cpu],
         "transfer_waits": [[cw, sw] for _, _, cw, sw in per_cpu], "ttfb_direct_ms": [round(x, 3) for x in td], "ttfb_mpflex_ms": [round(x, 3) for x in tv],
     }
+    if calls:
+        rec["syscalls_per_gb"] = calls
     if sys.argv[13]:
         rec["tun_gbit"] = [round(gbit(x), 3) for x in t]
         rec["tun_cpu_s_per_gb"] = round((tct + tst) / hz / gb, 3)
