@@ -30,6 +30,15 @@ use crate::tcpinfo::{
 /// second, and still a few percent once every 5 s.
 const IDLE_REFRESH: Duration = Duration::from_millis(200);
 
+/// The least age of a BBR path's bandwidth reading before its writer reads it again.
+/// BBR's estimate is the largest delivery-rate sample of its last ten or so round trips
+/// (Cardwell et al., "BBR: Congestion-Based Congestion Control", ACM Queue 2016): within
+/// a round trip it can only rise to a new sample, so a reading serves for the path's
+/// smoothed RTT, and for at least this long on paths of a smaller one (loopback, a LAN),
+/// whose writers step every few tens of microseconds. Read on every step, `TCP_CC_INFO`
+/// was a third of a busy BBR server's system calls (docs/performance.md).
+const BANDWIDTH_MIN_AGE: Duration = Duration::from_millis(1);
+
 /// How often bytes of an incomplete record are reported as a sign of life
 /// ([`mpflex_engine::Session::path_receiving`]) at most: a small fraction of the
 /// suspicion threshold's 150 ms floor, and few lock turns on a fast link.
@@ -232,9 +241,18 @@ pub(super) async fn path_writer(
         .tcp_congestion()
         .map(|cc| cc.starts_with(b"bbr"))
         .unwrap_or(true);
+    let mut bandwidth = None;
+    let mut bandwidth_read: Option<Instant> = None;
     loop {
         let info = tcp_info(&*sock)?;
-        let bandwidth = if asks_bandwidth { cc_bandwidth(&*sock) } else { None };
+        if asks_bandwidth {
+            let now = Instant::now();
+            let age = Duration::from_micros(info.rtt.into()).max(BANDWIDTH_MIN_AGE);
+            if bandwidth_read.is_none_or(|at| now.saturating_duration_since(at) >= age) {
+                bandwidth = cc_bandwidth(&*sock);
+                bandwidth_read = Some(now);
+            }
+        }
         wire.clear();
         records.clear();
         let taken = h.with(|sh| {
