@@ -346,6 +346,11 @@ impl Stream {
         (StreamRead::Data(chunk), reopen)
     }
 
+    /// Takes every byte waiting for the application out of the stream.
+    pub fn take_unread(&mut self) -> VecDeque<Bytes> {
+        std::mem::take(&mut self.rx_buf)
+    }
+
     /// Bytes waiting for the application.
     pub fn buffered(&self) -> usize {
         self.rx_buf.iter().map(Bytes::len).sum()

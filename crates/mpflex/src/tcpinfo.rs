@@ -234,6 +234,19 @@ pub fn set_user_timeout(sock: &impl AsRawFd, d: Duration) -> std::io::Result<()>
 }
 
 /// Close with RST instead of FIN (used to propagate a stream reset to an application).
+/// Bytes written to `sock` that its peer has not acknowledged yet (SIOCOUTQ); 0 when
+/// the query fails.
+pub fn unacked(sock: &impl AsRawFd) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (= SIOCOUTQ) writes one int through a valid pointer.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
+    if rc == 0 {
+        n.max(0) as usize
+    } else {
+        0
+    }
+}
+
 pub fn set_linger_zero(sock: &impl AsRawFd) -> std::io::Result<()> {
     let l = libc::linger {
         l_onoff: 1,

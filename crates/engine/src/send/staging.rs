@@ -226,6 +226,15 @@ impl SendQueue {
         }
     }
 
+    /// Sequences every staged frame of `stream` now (a reset follows them).
+    pub fn sequence_all_staged(&mut self, stream: StreamId) {
+        if !self.staged.contains_key(&stream) {
+            return;
+        }
+        self.staged_order.retain(|&id| id != stream);
+        while self.sequence_staged(stream, true) {}
+    }
+
     /// Gives a frame that needs no staging (a Reset) the next sequence number.
     pub fn sequence_reset(&mut self, stream: StreamId, code: mpflex_wire::ResetCode) {
         let frame = Frame::Reset {

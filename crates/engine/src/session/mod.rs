@@ -143,6 +143,11 @@ pub struct Session {
     stream_schedulers: Vec<(SchedulerKind, Box<dyn Scheduler>)>,
     paths: Paths,
     streams: HashMap<StreamId, Stream>,
+    /// Bytes of streams the peer reset that arrived before its reset and that the
+    /// application has not read yet ([`Session::stream_take`] hands them out, then says
+    /// the stream is gone). Charged to the session's receive credit until read, so the
+    /// session window bounds them.
+    reset_tails: HashMap<StreamId, VecDeque<Bytes>>,
     next_stream: StreamId,
     /// Streams waiting for flow-control credit.
     blocked: HashSet<StreamId>,
@@ -227,6 +232,7 @@ impl Session {
             stream_schedulers: Vec::new(),
             paths: Paths::new(&cfg),
             streams: HashMap::new(),
+            reset_tails: HashMap::new(),
             next_stream: 1,
             blocked: HashSet::new(),
             gave_up: false,

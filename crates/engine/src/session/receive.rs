@@ -372,7 +372,16 @@ impl Session {
                 }
             }
             Frame::Reset { stream, code, .. } => {
+                // What arrived before the reset still reaches the application, then the
+                // reset, as over the kernel's TCP: Linux hands a reader the bytes that came
+                // before an RST, then the error. A relay that dropped them would turn "a
+                // reply, then an abort" (a server that answers and closes with the request
+                // unread) into an abort alone.
+                let unread = self.streams.get_mut(&stream).map(Stream::take_unread);
                 if self.forget_stream(stream) {
+                    if let Some(tail) = unread.filter(|t| !t.is_empty()) {
+                        self.reset_tails.insert(stream, tail);
+                    }
                     self.events.push_back(Event::StreamReset { stream, code });
                 }
             }

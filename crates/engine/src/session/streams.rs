@@ -188,8 +188,10 @@ impl Session {
         self.wake();
     }
 
-    /// Aborts the stream in both directions, for the reason `code`.
+    /// Aborts the stream in both directions, for the reason `code`: what it had queued
+    /// and not yet sequenced is dropped, and so is what waited for the application.
     pub fn stream_reset(&mut self, stream: StreamId, code: ResetCode) {
+        self.drop_reset_tail(stream);
         if !self.forget_stream(stream) {
             return;
         }
@@ -197,13 +199,26 @@ impl Session {
         self.wake();
     }
 
+    /// The application aborted its connection (a read or write failed: it sent an RST, or
+    /// is gone): what it gave before goes to the peer first, then the reset, so the peer's
+    /// side reads what it would have read over a direct TCP connection, then the abort.
+    /// Bytes waiting for the application are dropped.
+    pub fn stream_abort(&mut self, stream: StreamId, code: ResetCode) {
+        if self.streams.contains_key(&stream) {
+            self.send.sequence_all_staged(stream);
+        }
+        self.stream_reset(stream, code);
+    }
+
     /// Drops a stream that was reset, by either side. Its staged bytes need no sending (a
     /// download the client abandoned must not go on using the links for seconds), and
-    /// they leave the session's count too, or its window would shrink for good.
+    /// they leave the session's count too, or its window would shrink for good; so do the
+    /// bytes that waited for its application.
     pub(super) fn forget_stream(&mut self, stream: StreamId) -> bool {
-        if self.streams.remove(&stream).is_none() {
+        let Some(s) = self.streams.remove(&stream) else {
             return false;
-        }
+        };
+        self.discard_received(s.buffered() as u64);
         self.blocked.remove(&stream);
         self.held.remove(&stream);
         self.windows_needed.remove(&stream);
@@ -229,7 +244,7 @@ impl Session {
     /// meanwhile stays within the credit the peer was granted.
     pub fn stream_take(&mut self, stream: StreamId, max: usize) -> RecvResult {
         let Some(s) = self.streams.get_mut(&stream) else {
-            return RecvResult::Gone;
+            return self.take_reset_tail(stream, max);
         };
         let (read, reopen) = s.read(max, self.cfg.stream_window);
         let chunk = match read {
@@ -267,9 +282,50 @@ impl Session {
         self.streams.get(&stream).map(|s| s.carried.as_slice())
     }
 
-    /// Bytes waiting for the application on `stream`.
+    /// Bytes waiting for the application on `stream` (of a stream the peer reset too).
     pub fn stream_buffered(&self, stream: StreamId) -> usize {
-        self.streams.get(&stream).map_or(0, Stream::buffered)
+        match self.streams.get(&stream) {
+            Some(s) => s.buffered(),
+            None => self
+                .reset_tails
+                .get(&stream)
+                .map_or(0, |t| t.iter().map(Bytes::len).sum()),
+        }
+    }
+
+    /// Up to `max` of the bytes a reset stream received before its reset; `Gone` once
+    /// they are all taken (or there were none).
+    fn take_reset_tail(&mut self, stream: StreamId, max: usize) -> RecvResult {
+        let Some(tail) = self.reset_tails.get_mut(&stream) else {
+            return RecvResult::Gone;
+        };
+        let Some(mut chunk) = tail.pop_front() else {
+            self.reset_tails.remove(&stream);
+            return RecvResult::Gone;
+        };
+        if chunk.len() > max {
+            tail.push_front(chunk.split_off(max));
+        }
+        if tail.is_empty() {
+            self.reset_tails.remove(&stream);
+        }
+        RecvResult::Data(chunk)
+    }
+
+    /// Drops what a reset stream received and its application did not read (it is
+    /// gone too), giving the credit back.
+    fn drop_reset_tail(&mut self, stream: StreamId) {
+        if let Some(tail) = self.reset_tails.remove(&stream) {
+            self.discard_received(tail.iter().map(|b| b.len() as u64).sum());
+        }
+    }
+
+    /// Received bytes no application will read leave the session's receive credit, as
+    /// if read: kept, they would shrink the window for good.
+    fn discard_received(&mut self, n: u64) {
+        if n > 0 && self.flow.on_consumed(n) {
+            self.wake();
+        }
     }
 
     pub fn num_streams(&self) -> usize {

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
 use mpflex_engine::{RecvResult, StreamId};
@@ -16,6 +16,10 @@ use tracing::{debug, info};
 
 use super::{bufpool, SessionHandle, StreamSignals};
 use crate::tcpinfo::set_linger_zero;
+
+/// How long a reset from the peer waits for the application to take the bytes that came
+/// before it: an application that does not read gets the reset then.
+const ABORT_DRAIN: Duration = Duration::from_secs(2);
 
 /// An application's connection as a stream carries it: a kernel socket (SOCKS5,
 /// REDIRECT, TPROXY) or a connection of the TUN ingress's own TCP stack.
@@ -36,6 +40,9 @@ pub trait AppRead: Send + Sync + 'static {
 
 /// The application's receiving half.
 pub trait AppWrite: AsyncWrite + Unpin + Send + 'static {
+    /// Bytes written that the application's side has not acknowledged yet: an abort
+    /// would discard them.
+    fn unacked(&self) -> usize;
     /// Makes the application see a reset, never a clean end.
     fn abort(self);
 }
@@ -59,6 +66,10 @@ impl AppRead for OwnedReadHalf {
 }
 
 impl AppWrite for OwnedWriteHalf {
+    fn unacked(&self) -> usize {
+        crate::tcpinfo::unacked(self.as_ref())
+    }
+
     /// The connection is closed with SO_LINGER 0 (an RST) once the read half is gone
     /// too. Dropping the write half instead would send a FIN first, and an application
     /// reading to EOF would take a truncated stream for a complete one.
@@ -152,8 +163,9 @@ async fn uplink<R: AppRead>(h: SessionHandle, id: StreamId, rd: R, sig: Arc<Stre
                 continue;
             }
             Err(e) => {
+                // An RST from the application: what it sent before still goes first.
                 debug!(stream = id, "application read failed: {e}");
-                h.with(|sh| sh.sess.stream_reset(id, ResetCode::App));
+                h.with(|sh| sh.sess.stream_abort(id, ResetCode::App));
                 return;
             }
         }
@@ -219,7 +231,7 @@ async fn downlink<W: AppWrite>(h: SessionHandle, id: StreamId, mut wr: W, sig: A
                 sh.sess.stream_delivered(taken as u64);
                 if let Err(e) = &written {
                     debug!(stream = id, "application write failed: {e}");
-                    sh.sess.stream_reset(id, ResetCode::App);
+                    sh.sess.stream_abort(id, ResetCode::App);
                 }
             });
             if written.is_err() {
@@ -245,12 +257,24 @@ async fn downlink<W: AppWrite>(h: SessionHandle, id: StreamId, mut wr: W, sig: A
                 }
             }
             Some(RecvResult::Gone) => {
-                // Reset by the peer: make the application see a reset too.
-                wr.abort();
+                // Reset by the peer: the application sees a reset too, once it has the
+                // bytes that came before it (written above).
+                abort_after_unacked(wr, &h).await;
                 return;
             }
         }
     }
+}
+
+/// Resets the application's connection once what was written to it is acknowledged, or
+/// after [`ABORT_DRAIN`]: an RST discards the unacknowledged bytes, which over a direct
+/// TCP connection would have been in the application's receive buffer before the reset.
+async fn abort_after_unacked<W: AppWrite>(wr: W, h: &SessionHandle) {
+    let until = Instant::now() + ABORT_DRAIN;
+    while wr.unacked() > 0 && Instant::now() < until && !h.closed.is_cancelled() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    wr.abort();
 }
 
 /// Writes all `chunks` (and empties the vector) with as few system calls as possible.

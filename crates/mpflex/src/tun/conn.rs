@@ -109,6 +109,10 @@ impl AsyncWrite for ConnWrite {
 }
 
 impl AppWrite for ConnWrite {
+    fn unacked(&self) -> usize {
+        self.0.with(|s| s.send_queue())
+    }
+
     /// An RST, at once.
     fn abort(self) {
         self.0.with(|s| s.abort());

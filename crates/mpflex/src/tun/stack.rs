@@ -493,10 +493,11 @@ async fn open_held(h: SessionHandle, stack: Arc<Stack>, app: SocketAddr, dst: So
     let socket = if connected { stack.accept_held(app, dst) } else { None };
     let Some(socket) = socket else {
         stack.refuse_held(app, dst);
+        // Reset here too if the peer reset it first: what it received before its reset
+        // has no application to read it.
         h.with(|sh| {
-            if sh.streams.remove(&id).is_some() {
-                sh.sess.stream_reset(id, mpflex_wire::ResetCode::App);
-            }
+            sh.streams.remove(&id);
+            sh.sess.stream_reset(id, mpflex_wire::ResetCode::App);
         });
         return;
     };

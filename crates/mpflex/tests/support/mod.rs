@@ -816,6 +816,17 @@ impl Drop for RssPeak {
     }
 }
 
+/// A process killed when the test ends, passed or failed: a failing test must not leave
+/// it running (holding a port, or the output pipe of whoever ran the tests).
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 impl Drop for Lab {
     fn drop(&mut self) {
         for c in [&mut self.client, &mut self.server, &mut self.origin]
