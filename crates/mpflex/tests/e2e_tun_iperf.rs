@@ -1,6 +1,7 @@
 //! `iperf3` through the TUN against `iperf3` through TPROXY, on seed-default's emulated
-//! WiFi and LTE links: one session with both ingresses, one iperf3 server in the server's
-//! namespace, and the client namespace's own iperf3 reaching it at one address routed
+//! WiFi and LTE links: one session with both ingresses, an iperf3 server in the server's
+//! namespace (a fresh one-off server for each run: a persistent one closes and re-opens
+//! its listener after every test, and resets or refuses a connection that comes then), and the client namespace's own iperf3 reaching it at one address routed
 //! into the TUN and at another diverted by TPROXY rules (docs/transparent.md's local
 //! application form: marked in OUTPUT, rerouted through `lo`, diverted in PREROUTING).
 //! The two take turns, so the machine's load falls on both alike, and their medians are
@@ -135,16 +136,13 @@ fn iperf(lab: &Lab, ns: &str, dst: &str, udp: Option<u64>, secs: u32, down: bool
         Some(kbit) => cmd.args(["-u", "-b", &format!("{kbit}K"), "-l", "1200"]),
         None => cmd.args(["-O", &OMIT_S.to_string()]),
     };
-    // iperf3's server takes one test at a time and refuses the next ("busy") until the
-    // last one's control connection has closed on its side, which through a proxy comes a
-    // round trip after the client has gone: such a refusal is tried again, nothing else.
-    let mut out = cmd.output().expect("iperf3");
-    for _ in 0..5 {
-        if !String::from_utf8_lossy(&out.stdout).contains("server is busy") {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_secs(1));
-        out = cmd.output().expect("iperf3");
+    let mut server = iperf_server(lab);
+    let out = cmd.output().expect("iperf3");
+    // The one-off server exits once its test is over (and is killed if it has not then,
+    // the client having failed).
+    let t = std::time::Instant::now();
+    while matches!(server.0.try_wait(), Ok(None)) && t.elapsed().as_secs() < 5 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -162,6 +160,29 @@ fn iperf(lab: &Lab, ns: &str, dst: &str, udp: Option<u64>, secs: u32, down: bool
         got["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
         got["lost_percent"].as_f64().unwrap_or(0.0),
     )
+}
+
+/// A one-off iperf3 server in the server's namespace, listening once this returns.
+fn iperf_server(lab: &Lab) -> KillOnDrop {
+    let server = KillOnDrop(lab.spawn_in(
+        &lab.topo.server_ns,
+        &["iperf3", "-s", "-1", "-p", &IPERF_PORT.to_string()],
+        "iperf3-server.log",
+    ));
+    let t = std::time::Instant::now();
+    let port = format!(":{IPERF_PORT}");
+    loop {
+        let listening = mpflex_netns::command(&lab.topo.server_ns, "ss")
+            .args(["-H", "-l", "-t", "-n", "sport", "=", &port])
+            .output()
+            .map(|o| !o.stdout.is_empty())
+            .unwrap_or(false);
+        if listening {
+            return server;
+        }
+        assert!(t.elapsed().as_secs() < 10, "iperf3 -s never listened");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -196,12 +217,6 @@ fn tun_against_tproxy(test: &str, v6: bool, from_lan: bool) {
     }
     let ns = lan.as_ref().map_or(lab.topo.client_ns.clone(), |l| l.0.clone());
     let at = Where { ns: &ns, lan: from_lan };
-    let mut server = lab.spawn_in(
-        &lab.topo.server_ns,
-        &["iperf3", "-s", "-p", &IPERF_PORT.to_string()],
-        "iperf3-server.log",
-    );
-    std::thread::sleep(std::time::Duration::from_millis(500));
     let profile = mpflex_lab::profile::seed_default(70);
     let kbit = |down: bool| -> u64 {
         profile
@@ -220,8 +235,6 @@ fn tun_against_tproxy(test: &str, v6: bool, from_lan: bool) {
         // UDP offered at 0.8 of the paths' summed capacity that way.
         compare(&lab, at, &tun, &tproxy, v6, down, kbit(down) * 8 / 10);
     }
-    let _ = server.kill();
-    let _ = server.wait();
 }
 
 /// Where iperf3 runs: its namespace, and whether that is the LAN's.
