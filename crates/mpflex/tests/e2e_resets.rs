@@ -3,7 +3,7 @@
 //! server refusing a request does) has its whole answer read by the application, then the
 //! reset; an application that sends and then resets has every byte it sent reach the
 //! destination, then the reset. The same destination program runs beside the test (the
-//! direct case) and in the server's namespace (reached through SOCKS5 over both paths),
+//! direct case) and in the server's namespace (reached through SOCKS5 and through the TUN),
 //! and each case must read the same through mpflex as directly.
 
 mod support;
@@ -23,16 +23,18 @@ const PORT: u16 = 9_301;
 const ANSWER: usize = 600_000;
 const SENT: usize = 700_000;
 
-/// The destination, listening on the port it is given (0: any; it prints the port). `ANSWER n` (then a request body it never reads): waits for the body,
+/// The destination, listening on the port it is given (0: any; it prints the port), on
+/// 127.0.0.1 or the address it is given. `ANSWER n` (then a request body it never reads): waits for the body,
 /// sends n bytes, waits until the application's side has acknowledged them, and closes
 /// with the body unread (an RST). `SINK`: reads until the end or a reset and appends
 /// "<bytes> <eof|reset>" to the results file.
 const DESTINATION: &str = r#"
 import fcntl, socket, struct, sys, termios, threading, time
 port, results = int(sys.argv[1]), sys.argv[2]
+host = sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1"
 ls = socket.socket()
 ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-ls.bind(("127.0.0.1", port))
+ls.bind((host, port))
 ls.listen(16)
 print(ls.getsockname()[1], flush=True)
 def unacked(c):
@@ -128,11 +130,12 @@ fn last_result(path: &std::path::Path, lines: usize) -> String {
 }
 
 /// The destination beside the test, on a free port: (process, its address).
-fn spawn_direct(script: &std::path::Path, results: &std::path::Path) -> (Child, SocketAddr) {
+fn spawn_direct(script: &std::path::Path, results: &std::path::Path, host: &str) -> (Child, SocketAddr) {
     let mut child = Command::new("python3")
         .arg(script)
         .arg("0")
         .arg(results)
+        .arg(host)
         .stdout(Stdio::piped())
         .spawn()
         .expect("python3");
@@ -147,57 +150,97 @@ fn spawn_direct(script: &std::path::Path, results: &std::path::Path) -> (Child, 
     (child, SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
+/// The TUN device the client runs beside its SOCKS5 listener.
+const TUN_TOML: &str = "[tun]\nname = \"mpfr0\"\nipv4 = \"10.233.0.1/30\"\nipv6 = \"fd00:6d70:666c::1/126\"\n";
+
+/// How the application in the client's namespace reaches the destination.
+#[derive(Clone, Copy, Debug)]
+enum Ingress {
+    Socks5,
+    Tun,
+}
+
 #[test]
 fn resets_carry_what_came_before_them_as_direct_tcp_does() {
     if !ready("resets_carry_what_came_before_them_as_direct_tcp_does") {
         return;
     }
-    let lab = Lab::new(Options::default());
+    let lab = Lab::new(Options {
+        client_toml: TUN_TOML.to_string(),
+        ..Options::default()
+    });
+    // An address of the server's namespace that the client's namespace routes into the TUN.
+    let routed = format!("10.{}.9.9", lab.topo.net);
+    sh(&[
+        "ip",
+        "-n",
+        &lab.topo.server_ns,
+        "addr",
+        "add",
+        &format!("{routed}/32"),
+        "dev",
+        "lo",
+    ]);
+    sh(&[
+        "ip",
+        "-n",
+        &lab.topo.client_ns,
+        "route",
+        "add",
+        &format!("{routed}/32"),
+        "dev",
+        "mpfr0",
+    ]);
     let script = lab.dir.join("destination.py");
     std::fs::write(&script, DESTINATION).unwrap();
     let (direct_results, via_results) = (lab.dir.join("direct.txt"), lab.dir.join("via.txt"));
-    let (direct, direct_at) = spawn_direct(&script, &direct_results);
+    let (direct, direct_at) = spawn_direct(&script, &direct_results, "127.0.0.1");
     let _direct = KillOnDrop(direct);
     let script_s = script.to_string_lossy().to_string();
     let via_s = via_results.to_string_lossy().to_string();
     let _remote = KillOnDrop(lab.spawn_in(
         &lab.topo.server_ns,
-        &["python3", &script_s, &PORT.to_string(), &via_s],
+        &["python3", &script_s, &PORT.to_string(), &via_s, "0.0.0.0"],
         "destination.log",
     ));
     std::thread::sleep(Duration::from_millis(500));
     let proxy = lab.socks();
+    let connect = move |how: Ingress| match how {
+        Ingress::Socks5 => socks_connect(proxy, "127.0.0.1", PORT).unwrap(),
+        Ingress::Tun => TcpStream::connect((routed.as_str(), PORT)).unwrap(),
+    };
 
     // A destination answers, then resets.
     let direct_got = answer_then_reset(TcpStream::connect(direct_at).unwrap());
-    let via_got = in_ns(&lab.topo.client_ns, move || {
-        answer_then_reset(socks_connect(proxy, "127.0.0.1", PORT).unwrap())
-    });
-    eprintln!("answer then reset: direct {direct_got:?}, through mpflex {via_got:?}");
     assert_eq!(direct_got, (ANSWER, true), "the kernel's own behaviour changed");
-    assert_eq!(
-        via_got,
-        direct_got,
-        "through mpflex the application read otherwise; logs in {}",
-        lab.dir.display()
-    );
-
     // The application sends, then resets.
     send_then_reset(TcpStream::connect(direct_at).unwrap());
-    in_ns(&lab.topo.client_ns, move || {
-        send_then_reset(socks_connect(proxy, "127.0.0.1", PORT).unwrap())
-    });
-    let (direct_sink, via_sink) = (last_result(&direct_results, 1), last_result(&via_results, 1));
-    eprintln!("send then reset: direct {direct_sink:?}, through mpflex {via_sink:?}");
+    let direct_sink = last_result(&direct_results, 1);
     assert_eq!(
         direct_sink,
         format!("{SENT} reset"),
         "the kernel's own behaviour changed"
     );
-    assert_eq!(
-        via_sink,
-        direct_sink,
-        "through mpflex the destination read otherwise; logs in {}",
-        lab.dir.display()
-    );
+
+    for (n, how) in [Ingress::Socks5, Ingress::Tun].into_iter().enumerate() {
+        let c = connect.clone();
+        let via_got = in_ns(&lab.topo.client_ns, move || answer_then_reset(c(how)));
+        eprintln!("{how:?}: answer then reset: direct {direct_got:?}, through mpflex {via_got:?}");
+        assert_eq!(
+            via_got,
+            direct_got,
+            "{how:?}: through mpflex the application read otherwise; logs in {}",
+            lab.dir.display()
+        );
+        let c = connect.clone();
+        in_ns(&lab.topo.client_ns, move || send_then_reset(c(how)));
+        let via_sink = last_result(&via_results, n + 1);
+        eprintln!("{how:?}: send then reset: direct {direct_sink:?}, through mpflex {via_sink:?}");
+        assert_eq!(
+            via_sink,
+            direct_sink,
+            "{how:?}: through mpflex the destination read otherwise; logs in {}",
+            lab.dir.display()
+        );
+    }
 }
