@@ -1,34 +1,15 @@
 //! A peer that breaks the protocol gets a typed error, and nothing it sends can make the
 //! engine buffer without bound.
 
-use std::net::SocketAddr;
+mod peer;
 use std::time::Instant;
 
 use bytes::Bytes;
 use mpflex_engine::harness::Pair;
 use mpflex_engine::{EngineConfig, Event, ProtocolError, RecvResult, Role, Session, Tier};
 use mpflex_sched::MinRtt;
-use mpflex_wire::{Frame, TargetAddr};
-
-fn server() -> (Session, Instant) {
-    let now = Instant::now();
-    let mut s = Session::new(EngineConfig::new(Role::Server), Box::new(MinRtt), now);
-    s.path_up(0, now);
-    (s, now)
-}
-
-fn open(seq: u64, stream: u32, data: &'static [u8]) -> Frame {
-    Frame::Open {
-        seq,
-        stream,
-        ts: 0,
-        paths: u64::MAX,
-        scheduler: 0,
-        energy: 0,
-        addr: TargetAddr::Ip(SocketAddr::from(([10, 0, 0, 1], 80))),
-        data: Bytes::from_static(data),
-    }
-}
+use mpflex_wire::Frame;
+use peer::{open, server, transmitted};
 
 #[test]
 fn ack_beyond_what_was_sent() {
@@ -280,19 +261,6 @@ fn stream_bytes_out_of_place_are_refused() {
         ),
         Err(ProtocolError::StreamOffset(1))
     );
-}
-
-/// Everything `path` of `s` sends now, decoded (`poll_transmit` appends frames only).
-fn transmitted(s: &mut Session, path: usize, now: Instant) -> Vec<Frame> {
-    let mut frames = Vec::new();
-    loop {
-        let mut out = Vec::new();
-        match s.poll_transmit(path, now, &mut out, 60 * 1024) {
-            mpflex_engine::PollTransmit::Sent(_) => {}
-            mpflex_engine::PollTransmit::Wait { .. } => return frames,
-        }
-        frames.extend(mpflex_wire::decode_all(Bytes::from(out)).expect("valid frames"));
-    }
 }
 
 /// A peer that grants unlimited credit and never acknowledges gets at most the send

@@ -3,33 +3,11 @@
 //! gave sent first; and bytes no application will read give their credit back, so resets
 //! cannot shrink the session window for good.
 
-use std::net::SocketAddr;
-use std::time::Instant;
-
+mod peer;
 use bytes::Bytes;
 use mpflex_engine::{EngineConfig, Event, RecvResult, Role, Session};
-use mpflex_sched::MinRtt;
-use mpflex_wire::{Frame, ResetCode, TargetAddr};
-
-fn server() -> (Session, Instant) {
-    let now = Instant::now();
-    let mut s = Session::new(EngineConfig::new(Role::Server), Box::new(MinRtt), now);
-    s.path_up(0, now);
-    (s, now)
-}
-
-fn open(seq: u64, stream: u32, data: &[u8]) -> Frame {
-    Frame::Open {
-        seq,
-        stream,
-        ts: 0,
-        paths: u64::MAX,
-        scheduler: 0,
-        energy: 0,
-        addr: TargetAddr::Ip(SocketAddr::from(([10, 0, 0, 1], 80))),
-        data: Bytes::copy_from_slice(data),
-    }
-}
+use mpflex_wire::{Frame, ResetCode};
+use peer::{open, server, transmitted};
 
 fn reset(seq: u64, stream: u32) -> Frame {
     Frame::Reset {
@@ -41,19 +19,6 @@ fn reset(seq: u64, stream: u32) -> Frame {
 
 fn events(s: &mut Session) -> Vec<Event> {
     std::iter::from_fn(|| s.poll_event()).collect()
-}
-
-/// Every frame the session sends on `path` now.
-fn transmitted(s: &mut Session, path: usize, now: Instant) -> Vec<Frame> {
-    let mut frames = Vec::new();
-    loop {
-        let mut out = Vec::new();
-        match s.poll_transmit(path, now, &mut out, 60 * 1024) {
-            mpflex_engine::PollTransmit::Sent(_) => {}
-            mpflex_engine::PollTransmit::Wait { .. } => return frames,
-        }
-        frames.extend(mpflex_wire::decode_all(Bytes::from(out)).expect("valid frames"));
-    }
 }
 
 #[test]

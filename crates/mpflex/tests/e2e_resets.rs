@@ -171,26 +171,7 @@ fn resets_carry_what_came_before_them_as_direct_tcp_does() {
     });
     // An address of the server's namespace that the client's namespace routes into the TUN.
     let routed = format!("10.{}.9.9", lab.topo.net);
-    sh(&[
-        "ip",
-        "-n",
-        &lab.topo.server_ns,
-        "addr",
-        "add",
-        &format!("{routed}/32"),
-        "dev",
-        "lo",
-    ]);
-    sh(&[
-        "ip",
-        "-n",
-        &lab.topo.client_ns,
-        "route",
-        "add",
-        &format!("{routed}/32"),
-        "dev",
-        "mpfr0",
-    ]);
+    lab.add_remote_via(&routed, "mpfr0");
     let script = lab.dir.join("destination.py");
     std::fs::write(&script, DESTINATION).unwrap();
     let (direct_results, via_results) = (lab.dir.join("direct.txt"), lab.dir.join("via.txt"));

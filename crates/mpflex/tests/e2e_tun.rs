@@ -29,16 +29,6 @@ paths = ["p2"]
 "#;
 
 /// A remote address on the server's loopback, routed into the TUN in the client.
-fn route_into_tun(lab: &Lab, addr: &str, v6: bool) {
-    let host = if v6 {
-        format!("{addr}/128")
-    } else {
-        format!("{addr}/32")
-    };
-    sh(&["ip", "-n", &lab.topo.server_ns, "addr", "add", &host, "dev", "lo"]);
-    sh(&["ip", "-n", &lab.topo.client_ns, "route", "add", &host, "dev", TUN]);
-}
-
 /// `bash -c` in the client namespace ([`run_in`]).
 fn client_sh(lab: &Lab, script: &str) -> String {
     run_in(&lab.topo.client_ns, script)
@@ -49,8 +39,8 @@ fn client_sh(lab: &Lab, script: &str) -> String {
 fn remotes(lab: &Lab) -> (String, String, std::process::Child) {
     let net = lab.topo.net;
     let (v4, v6) = (format!("10.{net}.9.9"), format!("fd00:{net}:99::9"));
-    route_into_tun(lab, &v4, false);
-    route_into_tun(lab, &v6, true);
+    lab.add_remote_via(&v4, TUN);
+    lab.add_remote_via(&v6, TUN);
     let origin = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/origin.py");
     let origin6 = lab.spawn_in(
         &lab.topo.server_ns,

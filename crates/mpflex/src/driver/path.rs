@@ -233,26 +233,10 @@ pub(super) async fn path_writer(
     // the connection's own.
     let own_cap = if h.pacing { PACING_CAP } else { u64::MAX };
     let mut pace = own_cap;
-    // Only BBR answers `TCP_CC_INFO` with a bandwidth, and a path keeps the congestion
-    // control it was connected with (the slow-start reset switches and switches back within
-    // one call), so a CUBIC path does not ask on every step: that read cost about 1.5 % of
-    // a busy server's CPU for nothing (docs/performance.md).
-    let asks_bandwidth = socket2::SockRef::from(&*sock)
-        .tcp_congestion()
-        .map(|cc| cc.starts_with(b"bbr"))
-        .unwrap_or(true);
-    let mut bandwidth = None;
-    let mut bandwidth_read: Option<Instant> = None;
+    let mut bbr = BandwidthReading::of(&sock);
     loop {
         let info = tcp_info(&*sock)?;
-        if asks_bandwidth {
-            let now = Instant::now();
-            let age = Duration::from_micros(info.rtt.into()).max(BANDWIDTH_MIN_AGE);
-            if bandwidth_read.is_none_or(|at| now.saturating_duration_since(at) >= age) {
-                bandwidth = cc_bandwidth(&*sock);
-                bandwidth_read = Some(now);
-            }
-        }
+        let bandwidth = bbr.read(&sock, &info);
         wire.clear();
         records.clear();
         let taken = h.with(|sh| {
@@ -317,6 +301,44 @@ pub(super) async fn path_writer(
                 write_all(&sock, &wire).await?;
             }
         }
+    }
+}
+
+/// The congestion control's bandwidth estimate, as the session's writer takes it.
+struct BandwidthReading {
+    /// Only BBR answers `TCP_CC_INFO` with a bandwidth, and a path keeps the congestion
+    /// control it was connected with (the slow-start reset switches and switches back
+    /// within one call), so a CUBIC path never asks: that read cost about 1.5 % of a busy
+    /// server's CPU for nothing (docs/performance.md).
+    asks: bool,
+    last: Option<u64>,
+    read_at: Option<Instant>,
+}
+
+impl BandwidthReading {
+    fn of(sock: &TcpStream) -> Self {
+        let asks = socket2::SockRef::from(sock)
+            .tcp_congestion()
+            .map(|cc| cc.starts_with(b"bbr"))
+            .unwrap_or(true);
+        BandwidthReading {
+            asks,
+            last: None,
+            read_at: None,
+        }
+    }
+
+    /// The estimate, read again once per smoothed round trip ([`BANDWIDTH_MIN_AGE`]).
+    fn read(&mut self, sock: &TcpStream, info: &crate::tcpinfo::TcpInfo) -> Option<u64> {
+        if self.asks {
+            let now = Instant::now();
+            let age = Duration::from_micros(info.rtt.into()).max(BANDWIDTH_MIN_AGE);
+            if self.read_at.is_none_or(|at| now.saturating_duration_since(at) >= age) {
+                self.last = cc_bandwidth(sock);
+                self.read_at = Some(now);
+            }
+        }
+        self.last
     }
 }
 

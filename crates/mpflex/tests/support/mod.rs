@@ -697,18 +697,19 @@ impl Lab {
     /// Makes `addr` a "remote" service address: on the server namespace's loopback (where
     /// the origin listens on every address), routed over path 0 in the client namespace.
     pub fn add_remote(&self, addr: &str) {
-        let host = format!("{addr}/32");
+        self.add_remote_via(addr, &self.topo.client_dev(0));
+    }
+
+    /// As [`Lab::add_remote`], routed through the client namespace's device `dev` (a TUN,
+    /// say); IPv4 or IPv6.
+    pub fn add_remote_via(&self, addr: &str, dev: &str) {
+        let host = if addr.contains(':') {
+            format!("{addr}/128")
+        } else {
+            format!("{addr}/32")
+        };
         sh(&["ip", "-n", &self.topo.server_ns, "addr", "add", &host, "dev", "lo"]);
-        sh(&[
-            "ip",
-            "-n",
-            &self.topo.client_ns,
-            "route",
-            "add",
-            &host,
-            "dev",
-            &self.topo.client_dev(0),
-        ]);
+        sh(&["ip", "-n", &self.topo.client_ns, "route", "add", &host, "dev", dev]);
     }
 
     /// Runs a program inside namespace `ns`, output to `log` in the lab's directory.
