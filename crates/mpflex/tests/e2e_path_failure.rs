@@ -1,7 +1,7 @@
 //! Paths die in the middle of transfers — their TCP connection destroyed (reset, in the
-//! client's or the server's kernel) or their link taken down (silence) — at random points.
-//! Every transfer must still arrive byte-exact, every kill must be noticed, and a path that
-//! comes back must carry traffic again.
+//! client's or the server's kernel) or their link taken down (silence) — at random points,
+//! on two paths and on three. Every transfer must still arrive byte-exact, every kill must
+//! be noticed, and a path that comes back must carry traffic again.
 
 mod support;
 use std::time::{Duration, Instant};
@@ -11,14 +11,21 @@ use support::*;
 
 const KILLS: [Kill; 3] = [Kill::Reset, Kill::LinkDown, Kill::ServerReset];
 
-/// Runs `transfer` `iterations` times, each time killing a random path at a random point
+/// Runs `transfer` `iterations` times, each time killing a random path (of `paths`) at a random point
 /// of it (drawn from an undisturbed run's duration), with the kill flavours in turn.
 /// `transfer` does only the transfer through mpflex and returns the sha256 of what
 /// arrived, `want` is what should have: whether a kill landed during the transfer is
 /// judged by when the transfer itself ended (a check of the origin's own bytes timed with
 /// it made kills after the end count as mid-transfer, and held to the busy bound).
 /// Returns how many kills landed while the transfer was running.
-fn kill_during(lab: &Lab, what: &str, iterations: usize, want: &str, transfer: impl Fn() -> String + Sync) -> usize {
+fn kill_during(
+    lab: &Lab,
+    paths: usize,
+    what: &str,
+    iterations: usize,
+    want: &str,
+    transfer: impl Fn() -> String + Sync,
+) -> usize {
     // Calibrate, so (nearly) every kill lands inside a transfer.
     let t0 = Instant::now();
     let got = transfer();
@@ -29,7 +36,7 @@ fn kill_during(lab: &Lab, what: &str, iterations: usize, want: &str, transfer: i
     let mut rng = rand::thread_rng();
     let mut landed = 0;
     for i in 0..iterations {
-        let path = rng.gen_range(0..2);
+        let path = rng.gen_range(0..paths);
         let how = KILLS[i % KILLS.len()];
         let delay = clean.mul_f64(rng.gen_range(0.05..0.85));
         let failures_before = client_failures(lab);
@@ -79,7 +86,7 @@ fn kill_during(lab: &Lab, what: &str, iterations: usize, want: &str, transfer: i
             );
             lab.restore_path(path);
         }
-        lab.wait_paths_up(2, Duration::from_secs(15));
+        lab.wait_paths_up(paths, Duration::from_secs(15));
         if found {
             let failures = client_failures(lab);
             assert!(
@@ -108,7 +115,7 @@ fn random_path_kills_during_downloads_lose_nothing_and_paths_return() {
     });
     let size: u64 = 20 << 20;
     let iterations = 12;
-    let landed = kill_during(&lab, "download", iterations, &lab.expected_sha256(size), || {
+    let landed = kill_during(&lab, 2, "download", iterations, &lab.expected_sha256(size), || {
         lab.fetch(size)
     });
 
@@ -144,7 +151,7 @@ fn random_path_kills_during_uploads_lose_nothing() {
         ..Default::default()
     });
     let (file, sha) = lab.prepare_upload(20 << 20);
-    let landed = kill_during(&lab, "upload", 6, &sha, || lab.upload_file(&file));
+    let landed = kill_during(&lab, 2, "upload", 6, &sha, || lab.upload_file(&file));
     // The client is the sender here: it is the one that must have re-sent.
     let resent: u64 = lab.client_status()["paths"]
         .as_array()
@@ -164,6 +171,59 @@ fn random_path_kills_during_uploads_lose_nothing() {
             after[p] - before[p]
         );
     }
+}
+
+/// Three paths, one of them plugged in after the start (as a router's third WAN): kills on
+/// any of them, downloads and uploads, lose nothing, and all three carry afterwards.
+#[test]
+fn random_path_kills_on_three_paths_lose_nothing() {
+    if !ready("random_path_kills_on_three_paths_lose_nothing") {
+        return;
+    }
+    let lab = Lab::new(Options {
+        scheduler: "roundrobin",
+        rate_mbit: 200,
+        client_paths: Some(Box::new(|lab: &Lab| {
+            (0..3)
+                .map(|p| {
+                    format!(
+                        "[[paths]]\nname = \"p{}\"\nserver = \"{}:{SERVER_PORT}\"\nsource = \"{}\"\n",
+                        p + 1,
+                        lab.server_addr(p),
+                        lab.client_addr(p)
+                    )
+                })
+                .collect()
+        })),
+        ..Default::default()
+    });
+    lab.plug_path(2);
+    lab.wait_paths_up(3, Duration::from_secs(15));
+    let size: u64 = 30 << 20;
+    let down = kill_during(
+        &lab,
+        3,
+        "download on three paths",
+        9,
+        &lab.expected_sha256(size),
+        || lab.fetch(size),
+    );
+    let (file, sha) = lab.prepare_upload(20 << 20);
+    let up = kill_during(&lab, 3, "upload on three paths", 6, &sha, || lab.upload_file(&file));
+    let before = (lab.client_path_bytes(), lab.client_path_bytes_sent());
+    let (got, want) = lab.download(size);
+    assert_eq!(got, want);
+    let (local, remote) = lab.upload(8 << 20);
+    assert_eq!(local, remote);
+    let after = (lab.client_path_bytes(), lab.client_path_bytes_sent());
+    for p in 0..3 {
+        let (down_p, up_p) = (after.0[p] - before.0[p], after.1[p] - before.1[p]);
+        assert!(
+            down_p > 1 << 20 && up_p > 1 << 20,
+            "path {p} carried {down_p} bytes down and {up_p} up after the kills"
+        );
+    }
+    eprintln!("three paths survived 15 random kills ({down} during downloads, {up} during uploads)");
 }
 
 /// Path failures the client has counted, all paths together.
