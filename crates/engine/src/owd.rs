@@ -188,6 +188,20 @@ impl QueueDelay {
         self.base.get()
     }
 
+    /// Until when the base stays within `slack` of what it is now if no lower sample
+    /// comes: a sample lives until the window after its own ends, so the base is kept to
+    /// the end of the next window when the current window holds a sample within `slack`
+    /// of it, and only to the end of the current one when it lives in the previous
+    /// window alone. `None` before a report. Queue control drains a path to read the base
+    /// again only before then ([`crate::writer::PathWriter::steer`]).
+    pub fn base_kept_until(&self, slack: std::time::Duration) -> Option<std::time::Instant> {
+        let base = self.base.get()?;
+        let start = self.base.start?;
+        let slack = i64::try_from(slack.as_micros()).unwrap_or(i64::MAX);
+        let current = self.base.min[0].is_some_and(|m| m <= base.saturating_add(slack));
+        Some(start + if current { 2 * BASE_WINDOW } else { BASE_WINDOW })
+    }
+
     /// The queue delay now; `None` without a recent report.
     pub fn get(&self, now: std::time::Instant) -> Option<std::time::Duration> {
         let last = self.last?;
@@ -224,5 +238,24 @@ mod queue_tests {
         q.sample(1_060_000, late);
         q.sample(1_060_000, late + BASE_WINDOW);
         assert_eq!(q.get(late + BASE_WINDOW), Some(Duration::ZERO));
+    }
+
+    /// The base is kept to the end of the window after the one that holds a sample
+    /// within the slack of it, and no longer.
+    #[test]
+    fn the_base_is_kept_until_the_window_after_its_last_near_sample_ends() {
+        let t = Instant::now();
+        let slack = Duration::from_millis(2);
+        let mut q = QueueDelay::default();
+        assert_eq!(q.base_kept_until(slack), None);
+        q.sample(1_025_000, t);
+        assert_eq!(q.base_kept_until(slack), Some(t + 2 * BASE_WINDOW));
+        // A queue all through the next window: the base lives in the previous one.
+        let next = t + BASE_WINDOW;
+        q.sample(1_045_000, next);
+        assert_eq!(q.base_kept_until(slack), Some(next + BASE_WINDOW));
+        // A drained sample (within the slack) in it keeps the base a window longer.
+        q.sample(1_026_000, next + Duration::from_secs(3));
+        assert_eq!(q.base_kept_until(slack), Some(next + 2 * BASE_WINDOW));
     }
 }

@@ -560,6 +560,12 @@ impl Paths {
         self.get(path)?.queue.get(now)
     }
 
+    /// Until when `path`'s queue reading keeps its base within `slack` if no lower sample
+    /// comes (see [`QueueDelay::base_kept_until`]).
+    pub fn base_kept_until(&self, path: usize, slack: Duration) -> Option<Instant> {
+        self.get(path)?.queue.base_kept_until(slack)
+    }
+
     /// Whether an interactive frame of `len` bytes goes on `on`, `pending` more bytes
     /// being on their way to its socket: unless another path that carries delivers it
     /// sooner (see [`arrival_secs`]) by more than [`URGENT_MARGIN`] — `on` is the one

@@ -39,9 +39,12 @@ impl Session {
         let protecting = self.protecting(now);
         let engaged = protecting || self.engaged_by_backlog(now);
         let queue = engaged.then(|| self.paths.queue_delay(path, now));
+        let slack = self.writer_mut(path, now).base_slack();
+        let base_kept = self.paths.base_kept_until(path, slack);
         let max_frame = self.max_frame_len();
         let writer = self.writer_mut(path, now);
         writer.set_protecting(protecting);
+        writer.set_base_kept_until(base_kept);
         if let Some(queue) = queue {
             writer.steer(queue, info, now);
         }

@@ -166,6 +166,9 @@ pub struct PathWriter {
     /// When the congestion window last held the path below the limit (which drains its
     /// queue as a base probe does).
     window_drained: Option<Instant>,
+    /// Until when the one-way queue reading keeps its base if the path does not drain
+    /// (see [`PathWriter::set_base_kept_until`]); `None`: no such reading.
+    base_kept: Option<Instant>,
     /// Base probes made.
     pub base_probes: u64,
     /// Threshold resets asked for.
@@ -195,6 +198,7 @@ impl PathWriter {
             peak_sample: None,
             next_probe: None,
             window_drained: None,
+            base_kept: None,
             base_probes: 0,
             resets: 0,
         }
@@ -234,6 +238,21 @@ impl PathWriter {
     /// The low-water mark the socket should have (`TCP_NOTSENT_LOWAT`).
     pub fn lowat(&self) -> u32 {
         self.lowat
+    }
+
+    /// How close to the base of the one-way queue reading a sample must be to count as
+    /// the path drained (see [`PathWriter::set_base_kept_until`]): a quarter of the
+    /// target. A base that rose by as much lets the queue stand that much above the aim.
+    pub fn base_slack(&self) -> Duration {
+        self.queue_target / 4
+    }
+
+    /// Until when the path's one-way queue reading keeps its base (its lowest sample of
+    /// the last windows) if the path does not drain meanwhile, with [`Self::base_slack`]
+    /// (`None`: no such reading). With nothing to protect, a held path makes a base probe
+    /// only shortly before then (see [`PathWriter::steer`]).
+    pub fn set_base_kept_until(&mut self, until: Option<Instant>) {
+        self.base_kept = until;
     }
 
     /// The socket options this writer wants now.

@@ -65,9 +65,13 @@ const PEAK_STEPS: u32 = 2;
 /// more than the target.
 pub const STEER_AIM: f64 = 0.6;
 
+/// With nothing to protect, how long before the one-way reading would lose its base a
+/// held path drains its queue to read it again (see [`PathWriter::base_probe`]).
+const BASE_PROBE_LEAD: Duration = Duration::from_secs(2);
+
 /// How often a held path drains its queue so the one-way base delay is read again:
-/// within each of the queue reading's base windows.
-const BASE_PROBE_EVERY: Duration = BASE_WINDOW.saturating_sub(Duration::from_secs(2));
+/// within each of the queue reading's base windows (with nothing to protect, at most).
+const BASE_PROBE_EVERY: Duration = BASE_WINDOW.saturating_sub(BASE_PROBE_LEAD);
 
 /// A path whose congestion window drained it this recently needs no base probe: the
 /// window's drain refreshed the base. A little longer than BBR's 10 s between its own
@@ -472,14 +476,21 @@ impl PathWriter {
     }
 
     /// Steady → BaseProbe → Steady. The one-way reading's base is the lowest delay of the
-    /// last base window, and a path held at its aim never drains: its base would rise by
-    /// the least queue of the window, and the steering let the queue grow by as much,
+    /// last base windows, and a path held at its aim never drains: its base would rise by
+    /// the least queue of a window, and the steering let the queue grow by as much,
     /// window after window. So once per [`BASE_PROBE_EVERY`] the path holds
     /// [`BASE_PROBE_SHARE`] of its limit for [`BASE_PROBE_RTTS`] smoothed RTTs (at least
     /// [`BASE_PROBE_MIN`]) — LEDBAT++'s periodic slowdown, BBR's minimum-RTT probe —
-    /// unless its congestion window drained it within [`DRAIN_LOOKBACK`]. During the
-    /// probe (and a reading's lag after it) the limit does not rise: the drained queue is
-    /// the probe's, not room.
+    /// unless its congestion window drained it within [`DRAIN_LOOKBACK`]. With nothing
+    /// to protect, a probe that falls due waits until [`BASE_PROBE_LEAD`] before the
+    /// reading would lose its base ([`PathWriter::set_base_kept_until`]), or until
+    /// interactive traffic comes: a drained sample lives a base window or two, and a
+    /// probe costs the transfer part of the path's rate for its duration, so one made
+    /// while the base is still held reads nothing new at the cost of throughput that is
+    /// then the only thing to protect. While interactive traffic is there, the probe's
+    /// drained queue is also its frames' (and without a one-way reading there is no base
+    /// to keep). During the probe (and a reading's lag after it) the limit does not rise:
+    /// the drained queue is the probe's, not room.
     fn base_probe(&mut self, srtt: Duration, now: Instant) {
         if self.ramping() {
             return;
@@ -492,7 +503,8 @@ impl PathWriter {
             QueuePhase::BaseProbe { until } => now >= until,
             _ => true,
         };
-        if over && now >= due {
+        let needed = self.protecting || self.base_kept.is_none_or(|until| now + BASE_PROBE_LEAD >= until);
+        if over && now >= due && needed {
             self.next_probe = Some(now + BASE_PROBE_EVERY);
             let drained = self
                 .window_drained

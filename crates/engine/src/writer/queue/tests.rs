@@ -189,6 +189,64 @@ fn a_held_path_drains_its_queue_once_per_base_window() {
     assert!(probed.iter().all(|p| p.0 == 6_000 || p.0 >= 23_900), "{probed:?}");
 }
 
+/// With nothing to protect, a probe that falls due waits until shortly before the
+/// one-way reading would lose its base, and interactive traffic brings it on at once;
+/// protecting, the probes keep their period whatever the reading keeps.
+#[test]
+fn with_nothing_to_protect_a_held_path_probes_only_before_its_base_would_be_lost() {
+    let run = |protecting: &dyn Fn(u64) -> bool, kept_until: &dyn Fn(Duration) -> Option<Duration>| {
+        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+        let mut i = info(0, 250_000);
+        i.min_rtt = 50_000;
+        i.snd_cwnd = 100;
+        w.observe(0, &i, None);
+        let t0 = Instant::now();
+        let _ = w.budget(&i, 16_448, true).unwrap();
+        let mut probes = Vec::new(); // when each probe started, ms
+        for ms in (0..40_000u64).step_by(50) {
+            let now = t0 + Duration::from_millis(ms);
+            i.rtt = 70_000; // at the target, backlogged
+            hold_limit(&w, &mut i);
+            let _ = w.budget(&i, 16_448, true).unwrap();
+            // The ramp ends on the path's own queue while protecting; then the run's
+            // setting.
+            w.set_protecting(protecting(ms) || ms == 0);
+            w.set_base_kept_until(kept_until(Duration::from_millis(ms)).map(|d| t0 + d));
+            let before = w.base_probes;
+            w.steer(None, &i, now);
+            if w.base_probes > before {
+                probes.push(ms);
+            }
+        }
+        probes
+    };
+    // The base lives to 20 s, then (a probe's sample in the window from 10 s) to 30 s,
+    // then to 40 s.
+    let kept = |t: Duration| {
+        let s = t.as_secs();
+        Some(Duration::from_secs(if s < 10 { 20 } else { s / 10 * 10 + 10 }))
+    };
+    let alone = |_| false;
+    let probes = run(&alone, &kept);
+    assert_eq!(probes.len(), 3, "{probes:?}");
+    assert!(
+        probes
+            .iter()
+            .zip([18_000, 28_000, 38_000])
+            .all(|(&p, want)| (want..want + 200).contains(&p)),
+        "{probes:?}"
+    );
+    // No one-way reading: once per base probe period, as while protecting.
+    let periodic = run(&alone, &|_| None);
+    assert_eq!(periodic.len(), 4, "{periodic:?}");
+    assert!((7_900..=9_000).contains(&periodic[0]), "{periodic:?}");
+    assert_eq!(run(&|_| true, &kept).len(), 4, "protecting: every period");
+    // Interactive traffic from 12 s: the probe due since 8 s comes at once.
+    let far = |_| Some(Duration::from_secs(100));
+    let probes = run(&|ms| ms >= 12_000, &far);
+    assert_eq!(probes.first(), Some(&12_000), "{probes:?}");
+}
+
 /// Under queue control the socket paces at most a quarter above the rate the limit
 /// stands for once a queue has shown, and keeps its own cap otherwise.
 #[test]
