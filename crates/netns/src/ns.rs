@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::{is_root, run, run_quiet};
 
-/// Every namespace made here starts with it (and .ci/run sweeps them by it).
+/// Every namespace made here starts with it.
 pub const PREFIX: &str = "mpfl-";
 
 const LOCK_DIR: &str = "/run/mpflex-netns";
