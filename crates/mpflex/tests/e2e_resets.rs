@@ -22,12 +22,14 @@ const PORT: u16 = 9_301;
 /// before its own: more than a frame, and more than a socket buffer holds unread.
 const ANSWER: usize = 600_000;
 const SENT: usize = 700_000;
+/// The request body a destination leaves unread, so that its close is a reset.
+const BODY: usize = 32 * 1024;
 
 /// The destination, listening on the port it is given (0: any; it prints the port), on
-/// 127.0.0.1 or the address it is given. `ANSWER n` (then a request body it never reads): waits for the body,
-/// sends n bytes, waits until the application's side has acknowledged them, and closes
-/// with the body unread (an RST). `SINK`: reads until the end or a reset and appends
-/// "<bytes> <eof|reset>" to the results file.
+/// 127.0.0.1 or the address it is given. `ANSWER n m` (then a request body of m bytes it
+/// never reads): waits until the body is in, sends n bytes, waits until the application's
+/// side has acknowledged them, and closes with the body unread (an RST). `SINK`: reads
+/// until the end or a reset and appends "<bytes> <eof|reset>" to the results file.
 const DESTINATION: &str = r#"
 import fcntl, socket, struct, sys, termios, threading, time
 port, results = int(sys.argv[1]), sys.argv[2]
@@ -39,6 +41,8 @@ ls.listen(16)
 print(ls.getsockname()[1], flush=True)
 def unacked(c):
     return struct.unpack("i", fcntl.ioctl(c.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+def unread(c):
+    return struct.unpack("i", fcntl.ioctl(c.fileno(), termios.FIONREAD, b"\0" * 4))[0]
 def serve(c):
     head = b""
     while b"\n" not in head:
@@ -47,8 +51,10 @@ def serve(c):
             return
         head += b
     if head.startswith(b"ANSWER"):
-        time.sleep(0.3)
-        c.sendall(bytes(i % 251 for i in range(int(head.split()[1]))))
+        _, n, body = head.split()
+        while unread(c) < int(body):
+            time.sleep(0.01)
+        c.sendall(bytes(i % 251 for i in range(int(n))))
         while unacked(c) > 0:
             time.sleep(0.01)
         c.close()
@@ -81,8 +87,8 @@ fn unacked(s: &TcpStream) -> i32 {
 /// answer and the reset are in, then reads: (bytes read, whether a reset ended them).
 fn answer_then_reset(mut s: TcpStream) -> (usize, bool) {
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s.write_all(format!("ANSWER {ANSWER}\n").as_bytes()).unwrap();
-    s.write_all(&vec![b'x'; 32 * 1024]).unwrap();
+    s.write_all(format!("ANSWER {ANSWER} {BODY}\n").as_bytes()).unwrap();
+    s.write_all(&vec![b'x'; BODY]).unwrap();
     std::thread::sleep(Duration::from_secs(1));
     let (mut n, mut buf) = (0, vec![0u8; 65536]);
     loop {
