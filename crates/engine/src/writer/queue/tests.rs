@@ -146,11 +146,7 @@ fn a_low_rate_sample_does_not_cut_the_limit_below_the_last_steps_peak() {
 #[test]
 fn a_held_path_drains_its_queue_once_per_base_window() {
     let run = |window_drains: bool| {
-        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
-        let mut i = info(0, 250_000);
-        i.min_rtt = 50_000;
-        i.snd_cwnd = 100;
-        w.observe(0, &i, None);
+        let (mut w, mut i) = observed_path(250_000);
         let t0 = Instant::now();
         let _ = w.budget(&i, 16_448, true).unwrap();
         let mut probed = Vec::new(); // (ms, limit) while the bulk budget was halved
@@ -195,11 +191,7 @@ fn a_held_path_drains_its_queue_once_per_base_window() {
 #[test]
 fn with_nothing_to_protect_a_held_path_probes_only_before_its_base_would_be_lost() {
     let run = |protecting: &dyn Fn(u64) -> bool, kept_until: &dyn Fn(Duration) -> Option<Duration>| {
-        let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
-        let mut i = info(0, 250_000);
-        i.min_rtt = 50_000;
-        i.snd_cwnd = 100;
-        w.observe(0, &i, None);
+        let (mut w, mut i) = observed_path(250_000);
         let t0 = Instant::now();
         let _ = w.budget(&i, 16_448, true).unwrap();
         let mut probes = Vec::new(); // when each probe started, ms
@@ -251,11 +243,7 @@ fn with_nothing_to_protect_a_held_path_probes_only_before_its_base_would_be_lost
 /// stands for once a queue has shown, and keeps its own cap otherwise.
 #[test]
 fn a_held_path_paces_near_the_rate_its_limit_stands_for() {
-    let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
-    let mut i = info(0, 250_000);
-    i.min_rtt = 50_000;
-    i.snd_cwnd = 100;
-    w.observe(0, &i, None);
+    let (mut w, mut i) = observed_path(250_000);
     assert_eq!(w.pacing_cap(), None, "not engaged");
     let _ = w.budget(&i, 16_448, true).unwrap();
     let limit = w.queue_limit().unwrap() as f64; // 250 KB/s × 70 ms
@@ -408,6 +396,17 @@ fn steering_corrects_a_rate_estimate_that_errs_high() {
     let _ = w.budget(&i, 16_448, true).unwrap();
     w.steer(Some(Duration::ZERO), &i, t0 + Duration::from_secs(5));
     assert!(w.queue_limit().unwrap() > after);
+}
+
+/// A path of `rate` bytes/s and a 50 ms minimum RTT (100 segments of window), its writer
+/// (20 ms target) having observed it once.
+fn observed_path(rate: u64) -> (PathWriter, TcpInfo) {
+    let mut w = PathWriter::new(1 << 20, true, true).with_queue_target(Duration::from_millis(20));
+    let mut i = info(0, rate);
+    i.min_rtt = 50_000;
+    i.snd_cwnd = 100;
+    w.observe(0, &i, None);
+    (w, i)
 }
 
 /// A path of 1 MB/s and 50 ms, its writer engaged and holding its limit (protecting).
