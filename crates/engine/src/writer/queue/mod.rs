@@ -271,6 +271,9 @@ impl PathWriter {
             limited,
             settling,
             cwnd = info.snd_cwnd,
+            min_rtt_us = info.min_rtt,
+            srtt_us = info.rtt,
+            phase = ?self.phase,
             "steer"
         );
         let fresh_sample = self.note_peak_sample(info, every, now);
