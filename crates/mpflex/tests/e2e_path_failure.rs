@@ -11,6 +11,10 @@ use support::*;
 
 const KILLS: [Kill; 3] = [Kill::Reset, Kill::LinkDown, Kill::ServerReset];
 
+/// How long a killed path may take to return: the longest pause between failed dials (30 s)
+/// and a dial's own time.
+const REDIAL_BOUND: Duration = Duration::from_secs(35);
+
 /// Runs `transfer` `iterations` times, each time killing a random path (of `paths`) at a random point
 /// of it (drawn from an undisturbed run's duration), with the kill flavours in turn.
 /// `transfer` does only the transfer through mpflex and returns the sha256 of what
@@ -86,7 +90,12 @@ fn kill_during(
             );
             lab.restore_path(path);
         }
-        lab.wait_paths_up(paths, Duration::from_secs(15));
+        // The killed path comes back once its re-dial gets through. A dial that went out
+        // before the route was restored fails (no route), and these paths name no
+        // interface, so no link event re-aims it: it is dialled again after its backoff,
+        // which kills in a row (connections that ended within 10 s) stretch to at most
+        // 30 s (docs/paths.md, "Dialling through an outage").
+        lab.wait_paths_up(paths, REDIAL_BOUND);
         if found {
             let failures = client_failures(lab);
             assert!(
